@@ -1,0 +1,85 @@
+"""Set-up and everyday tasks, with nothing but Python 3.11 needed to start.
+
+    python3 dev.py demo    set up .venv, then show a bundled scenario
+    python3 dev.py test    set up .venv, then run the test suite (extra args go to pytest)
+
+Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
+torch >= 2.1 is already importable there (an unpinned torch would pull a multi-GB CUDA
+build), installs gradtrace with its test extras, and installs Graphviz's `dot` with apt-get
+when it is missing and this user can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+TORCH_PIN = "torch==2.13.0"
+DEMO = "scenarios/chain_rule.py"
+
+
+def say(text: str) -> None:
+    print(f"[dev] {text}", flush=True)
+
+
+def run(*cmd: str | Path, check: bool = True) -> int:
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, check=check).returncode
+
+
+def has_torch() -> bool:
+    probe = "import torch, sys; v = torch.__version__.split('+')[0].split('.'); " \
+            "sys.exit(0 if (int(v[0]), int(v[1])) >= (2, 1) else 1)"
+    return subprocess.run([str(PY), "-c", probe], capture_output=True).returncode == 0
+
+
+def ensure_graphviz() -> None:
+    if shutil.which("dot"):
+        return
+    apt = shutil.which("apt-get")
+    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
+        say("installing Graphviz (apt-get install -y graphviz)")
+        if run(apt, "update", "-qq", check=False) == 0 and \
+                run(apt, "install", "-y", "-qq", "graphviz", check=False) == 0:
+            return
+    say("Graphviz's `dot` is missing and could not be installed here: SVG/PNG/PDF export "
+        "needs it (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
+
+
+def setup() -> None:
+    if not PY.exists():
+        say(f"creating {VENV.name}")
+        venv.create(VENV, with_pip=True)
+    if not has_torch():
+        say(f"installing {TORCH_PIN}")
+        run(PY, "-m", "pip", "install", "-q", TORCH_PIN)
+    stamp = VENV / ".gradtrace-installed"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        say("installing gradtrace and its test tools")
+        run(PY, "-m", "pip", "install", "-q", "-e", ".[test]")
+        stamp.write_text(digest)
+    ensure_graphviz()
+
+
+def main(argv: list[str]) -> int:
+    task = argv[0] if argv else "help"
+    if task not in ("demo", "test"):
+        print(__doc__)
+        return 0 if task in ("help", "-h", "--help") else 2
+    setup()
+    if task == "demo":
+        return run(BIN / "gradtrace", "show", DEMO, check=False)
+    return run(PY, "-m", "pytest", "-q", *argv[1:], check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

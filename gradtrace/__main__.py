@@ -1,0 +1,5 @@
+"""`python -m gradtrace`."""
+
+from .cli import main
+
+main()

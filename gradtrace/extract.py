@@ -1,0 +1,311 @@
+"""The only graph walker: torch autograd objects in, plain model records out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from . import __version__
+from .findings import graph_findings
+from .model import (
+    CUSTOM,
+    LEAF,
+    OP,
+    Edge,
+    Finding,
+    FunctionCall,
+    GradChange,
+    GradSummary,
+    Node,
+    Pass,
+    SavedTensor,
+    TensorInfo,
+    Trace,
+)
+
+VALUES_LIMIT = 64  # gradients with at most this many elements keep their values
+
+Named = list[tuple[str, torch.Tensor]]
+
+
+def walk(roots: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, int, int]]]:
+    """Breadth-first walk from roots over next_functions, each node once by identity.
+
+    Returns the nodes in discovery order and the edges as (src, dst, dst_input, src_output)
+    indexes into that list. The list is the queue, so there is no recursion and no deque.
+    """
+    index: dict[int, int] = {}
+    order: list[Any] = []
+    for root in roots:
+        if root is not None and id(root) not in index:
+            index[id(root)] = len(order)
+            order.append(root)
+    edges: list[tuple[int, int, int, int]] = []
+    i = 0
+    while i < len(order):
+        for slot, (child, output_nr) in enumerate(order[i].next_functions):
+            if child is None:  # an input that needs no gradient: not an edge, the slot still counts
+                continue
+            j = index.get(id(child))
+            if j is None:
+                j = index[id(child)] = len(order)
+                order.append(child)
+            edges.append((j, i, slot, output_nr))
+        i += 1
+    return order, edges
+
+
+def release(nodes: list[Any]) -> None:
+    """Drop node references root first, so torch frees a deep graph one node at a time.
+
+    Freed leaf-first, the last reference to the root would free the whole chain recursively
+    in C++ and overflow the stack on graphs of 60,000+ nodes (torch 2.13).
+    """
+    nodes.reverse()  # a list frees its items from the end
+    del nodes[:]
+
+
+def node_type(node: Any) -> str:
+    """The node's class name: "MulBackward0", "AccumulateGrad", "MyPowBackward"."""
+    return type(node).__name__
+
+
+def node_kind(node: Any) -> str:
+    """"leaf" for AccumulateGrad, "custom" for an autograd.Function's node, else "op"."""
+    if hasattr(node, "_forward_cls"):  # first: a user's ctx may have any attribute
+        return CUSTOM
+    if hasattr(node, "variable"):
+        return LEAF
+    return OP
+
+
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+
+
+def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
+    """The tensors a node saved for backward; a freed or changed buffer is reported, not raised."""
+    if hasattr(node, "_forward_cls"):
+        return _read_saved("saved_tensors", lambda: node.saved_tensors)
+    attrs = _SAVED_ATTRS.get(type(node))
+    if attrs is None:
+        attrs = _SAVED_ATTRS[type(node)] = tuple(
+            a for a in dir(node) if a.startswith("_saved_")
+        )
+    out: list[SavedTensor] = []
+    for attr in attrs:
+        out.extend(_read_saved(attr[len("_saved_"):], lambda a=attr: getattr(node, a)))
+    return tuple(out)
+
+
+def _read_saved(name: str, read: Any) -> tuple[SavedTensor, ...]:
+    try:
+        value = read()
+    except RuntimeError as exc:
+        # Reading raises once backward freed the buffers, or when a saved tensor was changed
+        # in place; both are facts worth showing.
+        status = "modified in place" if "inplace" in str(exc) else "freed"
+        return (SavedTensor(name, None, None, 0, status),)
+    if isinstance(value, torch.Tensor):
+        return (_saved_record(name, value),)
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return tuple(
+            _saved_record(f"{name}[{i}]", t) for i, t in enumerate(value)
+            if isinstance(t, torch.Tensor)
+        )
+    return ()  # a saved scalar, size or flag: not a tensor
+
+
+def _saved_record(name: str, t: torch.Tensor) -> SavedTensor:
+    return SavedTensor(name, tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size())
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "float32" rather than "torch.float32"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def summarize(t: torch.Tensor) -> GradSummary:
+    """Shape, norm, min, max and finiteness of a gradient; its values when it is small."""
+    d = t.detach()
+    if d.layout != torch.strided:
+        d = d.to_dense()
+    shape = tuple(d.shape)
+    n = d.numel()
+    if n == 0:
+        return GradSummary(shape, 0.0, None, None, True, d.tolist())
+    values = d.tolist() if n <= VALUES_LIMIT else None
+    if d.is_complex():
+        d = d.abs()
+    f = d if d.is_floating_point() else d.double()
+    lo, hi = torch.aminmax(f)
+    return GradSummary(
+        shape,
+        float(torch.linalg.vector_norm(f)),
+        float(lo),
+        float(hi),
+        bool(torch.isfinite(f).all()),
+        values,
+    )
+
+
+def readable_grad(t: torch.Tensor) -> torch.Tensor | None:
+    """t.grad, without torch's warning for non-leaf tensors that do not retain it."""
+    if t.is_leaf or t.retains_grad:
+        return t.grad
+    return None
+
+
+@dataclass
+class RawPass:
+    """A backward/grad call as it ran: torch node objects, not yet ids."""
+
+    kind: str
+    by: str
+    roots: list[Any]
+    root_names: list[str | None]
+    retain_graph: bool
+    create_graph: bool
+    line: int | None = None
+    code: str | None = None
+    error: str | None = None
+    grad_changes: list[GradChange] = field(default_factory=list)
+
+
+@dataclass
+class RawCall:
+    """A custom Function.apply call: the class, its output's node, and detached input copies."""
+
+    function: type
+    node: Any
+    line: int | None
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def describe_value(v: Any) -> str:
+    """A short description of a Function input: "tensor float32[3, 3] requires_grad" or repr."""
+    if isinstance(v, torch.Tensor):
+        flag = " requires_grad" if v.requires_grad else ""
+        return f"tensor {dtype_name(v.dtype)}{list(v.shape)}{flag}"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def tensor_info(
+    name: str, t: torch.Tensor, node_ids: dict[int, str], grad_before: GradSummary | None
+) -> TensorInfo:
+    """One row of the tensor table."""
+    if t.grad_fn is not None:
+        node = node_ids.get(id(t.grad_fn))
+    else:
+        node = node_ids.get(id(t))  # a leaf: the id of its AccumulateGrad, keyed by its variable
+    grad = readable_grad(t)
+    return TensorInfo(
+        name=name,
+        shape=tuple(t.shape),
+        dtype=dtype_name(t.dtype),
+        requires_grad=t.requires_grad,
+        is_leaf=t.is_leaf,
+        retains_grad=t.retains_grad,
+        grad_fn=None if t.grad_fn is None else node_type(t.grad_fn),
+        node=node,
+        grad=None if grad is None else summarize(grad),
+        grad_before=grad_before,
+        value=summarize(t),
+    )
+
+
+def build_trace(
+    *,
+    scenario: str | None,
+    named: Named,
+    outputs: Named,
+    root_reason: str,
+    passes: Sequence[RawPass],
+    calls: Sequence[RawCall],
+    findings: Sequence[Finding],
+    saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
+    grad_before: dict[str, GradSummary | None],
+    stdout: str = "",
+) -> Trace:
+    """Walk the graph from the outputs (then from every pass's roots) and build the Trace."""
+    roots = [t.grad_fn for _, t in outputs]
+    for p in passes:
+        roots.extend(p.roots)
+    order, raw_edges = walk(roots)
+    try:
+        ids = [f"n{i}" for i in range(len(order))]
+        # node_ids maps id(grad_fn) and, for leaves, id(variable) to the node id.
+        node_ids: dict[int, str] = {}
+        name_of_node: dict[int, str] = {}
+        for name, t in named:
+            if t.grad_fn is not None:
+                name_of_node.setdefault(id(t.grad_fn), name)
+        name_of_tensor: dict[int, str] = {}
+        for name, t in named:
+            name_of_tensor.setdefault(id(t), name)
+        nodes: list[Node] = []
+        for node_id, obj in zip(ids, order, strict=True):
+            node_ids[id(obj)] = node_id
+            kind = node_kind(obj)
+            if kind == LEAF:
+                variable = obj.variable
+                node_ids[id(variable)] = node_id
+                tensor = name_of_tensor.get(id(variable))
+            else:
+                tensor = name_of_node.get(id(obj))
+            cached = saved_before.get(id(obj))
+            saved = cached[1] if cached is not None and cached[0] is obj else saved_tensors(obj)
+            nodes.append(Node(node_id, node_type(obj), kind, tensor, saved))
+        edges = tuple(Edge(ids[s], ids[d], slot, k) for s, d, slot, k in raw_edges)
+        tensors = tuple(
+            tensor_info(name, t, node_ids, grad_before.get(name)) for name, t in named
+        )
+        trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
+        trace_calls = tuple(
+            FunctionCall(
+                c.function.__name__,
+                node_ids.get(id(c.node)) if c.node is not None else None,
+                c.line,
+                tuple(describe_value(a) for a in c.args),
+            )
+            for c in calls
+        )
+        output_ids = tuple(dict.fromkeys(node_ids[id(r)] for r in roots[: len(outputs)]))
+    finally:
+        release(order)
+    trace = Trace(
+        scenario=scenario,
+        gradtrace_version=__version__,
+        torch_version=torch.__version__,
+        outputs=output_ids,
+        output_names=tuple(name for name, _ in outputs),
+        root_reason=root_reason,
+        nodes=tuple(nodes),
+        edges=edges,
+        tensors=tensors,
+        passes=trace_passes,
+        findings=tuple(findings),
+        functions=trace_calls,
+        stdout=stdout,
+    )
+    return replace(trace, findings=trace.findings + tuple(graph_findings(trace)))
+
+
+def _pass_record(p: RawPass, node_ids: dict[int, str]) -> Pass:
+    return Pass(
+        kind=p.kind,
+        roots=tuple(dict.fromkeys(node_ids[id(r)] for r in p.roots if r is not None)),
+        retain_graph=p.retain_graph,
+        create_graph=p.create_graph,
+        error=p.error,
+        flow={},
+        by=p.by,
+        root_names=tuple(p.root_names),
+        line=p.line,
+        code=p.code,
+        grad_changes=tuple(p.grad_changes),
+    )

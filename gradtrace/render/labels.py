@@ -1,0 +1,67 @@
+"""Short texts shared by the renderers: shapes, gradients, node labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import GradSummary, Node, SavedTensor
+
+SMALL = 8  # gradients with at most this many elements are shown in full
+
+
+def shape_text(dtype: str | None, shape: tuple[int, ...] | None) -> str:
+    """ "float32[3, 3]"; a scalar is "float32[]"."""
+    dims = "?" if shape is None else ", ".join(str(d) for d in shape)
+    return f"{dtype or '?'}[{dims}]"
+
+
+def number(x: Any) -> str:
+    """A float in at most 6 significant digits; bools and ints as they are."""
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _flat(values: Any) -> list[Any]:
+    out, todo = [], [values]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, list):
+            todo.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
+def grad_text(g: GradSummary | None) -> str:
+    """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors."""
+    if g is None:
+        return "None"
+    if g.values is not None:
+        flat = _flat(g.values)
+        if not g.shape:
+            return number(flat[0])
+        if len(flat) <= SMALL:
+            return "[" + ", ".join(number(v) for v in flat) + "]"
+    dims = ", ".join(str(d) for d in g.shape)
+    if g.min is None:
+        return f"[{dims}] empty"
+    return f"[{dims}] norm {number(g.norm)} in [{number(g.min)}, {number(g.max)}]"
+
+
+def saved_text(saved: tuple[SavedTensor, ...]) -> str:
+    """ "saved: self float32[] 4 B, other (freed)"."""
+    parts = []
+    for s in saved:
+        if s.status != "ok":
+            parts.append(f"{s.name} ({s.status})")
+        else:
+            parts.append(f"{s.name} {shape_text(s.dtype, s.shape)} {s.bytes} B")
+    return "saved: " + (", ".join(parts) if parts else "nothing")
+
+
+def node_title(node: Node) -> str:
+    """ "AccumulateGrad → x", "MulBackward0 (y)", "MyPowBackward (y)"."""
+    if node.kind == "leaf":
+        return f"{node.type} → {node.tensor or '(unnamed leaf)'}"
+    return node.type + (f" ({node.tensor})" if node.tensor else "")

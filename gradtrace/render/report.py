@@ -1,0 +1,82 @@
+"""The header, scenario output, passes and findings sections of `gradtrace show`."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.text import Text
+
+from ..model import Trace
+from .labels import grad_text
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def header(trace: Trace) -> Text:
+    """Which scenario, which roots and why, and how to pick others."""
+    text = Text()
+    text.append("scenario ", style="dim")
+    text.append(trace.scenario or "(python)", style="bold")
+    text.append(f"  ·  {len(trace.nodes)} nodes, {len(trace.edges)} edges, "
+                f"{len(trace.passes)} pass(es)\n", style="dim")
+    if trace.output_names:
+        text.append("output ", style="dim")
+        text.append(", ".join(trace.output_names), style="bold cyan")
+        text.append(f"  ({trace.root_reason}; pick others with --output NAME)", style="dim")
+    else:
+        text.append("no output: the scenario builds no autograd graph", style="yellow")
+    return text
+
+
+def scenario_output(trace: Trace) -> RenderableType | None:
+    """What the scenario printed, in its own panel; None when it printed nothing."""
+    if not trace.stdout.strip():
+        return None
+    return Panel(Text(trace.stdout.rstrip("\n")), title="scenario output", title_align="left",
+                 border_style="dim")
+
+
+def passes_view(trace: Trace) -> RenderableType:
+    """Each backward/grad pass in order: where, roots, flags, error, and the .grad it changed."""
+    if not trace.passes:
+        return Text("no backward pass (--no-backward)", style="dim")
+    parts: list[RenderableType] = []
+    for i, p in enumerate(trace.passes, 1):
+        text = Text()
+        text.append(f"pass {i} ", style="bold")
+        call = "torch.autograd.grad" if p.kind == "grad" else "backward"
+        if p.by == "gradtrace":
+            text.append(f"{call} by gradtrace", style="")
+        else:
+            text.append(f"{call} at line {p.line}" if p.line else call)
+            if p.code:
+                text.append(f"  {p.code}", style="cyan")
+        names = [n or "(unnamed)" for n in p.root_names]
+        text.append(f"\n  roots {', '.join(names) or '-'}", style="dim")
+        text.append(f"  retain_graph={p.retain_graph} create_graph={p.create_graph}",
+                    style="dim")
+        for c in p.grad_changes:
+            text.append(f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}")
+        if not p.grad_changes and p.error is None:
+            text.append("\n  no named .grad changed", style="dim")
+        if p.error:
+            text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")
+        parts.append(text)
+    return Group(*parts)
+
+
+def findings_view(trace: Trace) -> RenderableType | None:
+    """The findings, most severe first; None when there are none."""
+    if not trace.findings:
+        return None
+    order = {"error": 0, "warning": 1, "info": 2}
+    text = Text()
+    for f in sorted(trace.findings, key=lambda f: order.get(f.severity, 3)):
+        if text:
+            text.append("\n")
+        text.append(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        text.append(f"[{f.code}] ", style="dim")
+        text.append(f.message)
+        if f.hint:
+            text.append(f"\n  hint: {f.hint}", style="dim")
+    return text
