@@ -101,15 +101,17 @@ def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
                                    "by --json.", metavar="SCENARIO"),
     output: list[str] | None = typer.Option(
-        None, "--output", metavar="NAME", help="Root the graph at this named tensor (repeatable). Default: "
-        "the scenario's OUTPUT, else the last named tensor with a grad_fn."),
+        None, "--output", metavar="NAME",
+        help="Root the graph at this named tensor (repeatable). Default: the scenario's OUTPUT, "
+        "else the last named tensor with a grad_fn."),
     no_backward: bool = typer.Option(False, "--no-backward",
                                      help="Do not run backward when the scenario runs none."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
                                  "(schema gradtrace.trace/1) instead of the report."),
     saved: bool = typer.Option(False, "--saved",
                                help="Show the tensors each node saved for backward."),
-    max_depth: int = typer.Option(30, "--max-depth", min=1, metavar="N", help="Cut the tree this deep."),
+    max_depth: int = typer.Option(30, "--max-depth", min=1, metavar="N",
+                                  help="Cut the tree this deep."),
     max_nodes: int = typer.Option(300, "--max-nodes", min=1, metavar="N",
                                   help="Print at most this many tree lines."),
     strict: bool = typer.Option(False, "--strict",

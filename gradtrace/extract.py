@@ -31,30 +31,33 @@ VALUES_LIMIT = 64  # gradients with at most this many elements keep their values
 Named = list[tuple[str, torch.Tensor]]
 
 
-def walk(roots: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, int, int]]]:
-    """Breadth-first walk from roots over next_functions, each node once by identity.
+def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, int, int]]]:
+    """Breadth-first walk over next_functions, each node once by identity.
 
-    Returns the nodes in discovery order and the edges as (src, dst, dst_input, src_output)
-    indexes into that list. The list is the queue, so there is no recursion and no deque.
+    Each group of roots is walked to the end before the next one starts (the outputs first,
+    then the roots of the passes). Returns the nodes in discovery order and the edges as
+    (src, dst, dst_input, src_output) indexes into that list. The list is the queue: no
+    recursion, no deque.
     """
     index: dict[int, int] = {}
     order: list[Any] = []
-    for root in roots:
-        if root is not None and id(root) not in index:
-            index[id(root)] = len(order)
-            order.append(root)
     edges: list[tuple[int, int, int, int]] = []
     i = 0
-    while i < len(order):
-        for slot, (child, output_nr) in enumerate(order[i].next_functions):
-            if child is None:  # an input that needs no gradient: not an edge, the slot still counts
-                continue
-            j = index.get(id(child))
-            if j is None:
-                j = index[id(child)] = len(order)
-                order.append(child)
-            edges.append((j, i, slot, output_nr))
-        i += 1
+    for roots in root_groups:
+        for root in roots:
+            if root is not None and id(root) not in index:
+                index[id(root)] = len(order)
+                order.append(root)
+        while i < len(order):
+            for slot, (child, output_nr) in enumerate(order[i].next_functions):
+                if child is None:  # an input that needs no gradient: no edge, the slot counts
+                    continue
+                j = index.get(id(child))
+                if j is None:
+                    j = index[id(child)] = len(order)
+                    order.append(child)
+                edges.append((j, i, slot, output_nr))
+            i += 1
     return order, edges
 
 
@@ -232,10 +235,8 @@ def build_trace(
     stdout: str = "",
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace."""
-    roots = [t.grad_fn for _, t in outputs]
-    for p in passes:
-        roots.extend(p.roots)
-    order, raw_edges = walk(roots)
+    output_nodes = [t.grad_fn for _, t in outputs]
+    order, raw_edges = walk(output_nodes, [r for p in passes for r in p.roots])
     try:
         ids = [f"n{i}" for i in range(len(order))]
         # node_ids maps id(grad_fn) and, for leaves, id(variable) to the node id.
@@ -274,7 +275,7 @@ def build_trace(
             )
             for c in calls
         )
-        output_ids = tuple(dict.fromkeys(node_ids[id(r)] for r in roots[: len(outputs)]))
+        output_ids = tuple(dict.fromkeys(node_ids[id(r)] for r in output_nodes))
     finally:
         release(order)
     trace = Trace(

@@ -7,7 +7,9 @@ from .model import Finding, Trace
 
 def graph_findings(trace: Trace) -> list[Finding]:
     """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
-    findings = []
+    findings: list[Finding] = []
+    if not trace.nodes:  # no graph at all: the no-graph finding already says so
+        return findings
     for t in trace.tensors:
         if t.is_leaf and t.requires_grad and t.node is None and t.grad is None:
             findings.append(Finding(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
 import io
-import re
 import sys
 import threading
 import traceback
@@ -330,11 +330,17 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
         outputs, reason = choose_outputs(path, namespace, named, requested)
         if not outputs:
             why = why_no_root(named, lines)
-            if not (recorder.passes or recorder.calls or recorder.checks):
+            if recorder.passes:
+                findings.append(Finding("no-graph", "warning", f"no autograd graph: {why}"))
+            elif recorder.calls or recorder.checks:
+                findings.append(Finding(
+                    "no-graph", "info",
+                    "no named tensor has a grad_fn, so there is no graph to show; "
+                    "the scenario's gradcheck and Function calls are reported instead"))
+            else:
                 raise ScenarioError(
                     f"{path}: no output to trace: {why}",
                     "an output is a tensor with a grad_fn; see `gradtrace show --help`")
-            findings.append(Finding("no-graph", "warning", f"there is no autograd graph: {why}"))
         if outputs and backward and not recorder.passes:
             _own_backward(recorder, [t for _, t in outputs], lines)
         findings.extend(recorder.checks)
@@ -438,20 +444,29 @@ def _why_no_grad_fn(t: torch.Tensor) -> str:
     return "it does not require grad"
 
 
+_GRAD_CUTTERS = {
+    "no_grad": "torch.no_grad()",
+    "inference_mode": "torch.inference_mode()",
+    "set_grad_enabled": "torch.set_grad_enabled()",
+    "detach": ".detach()",
+}
+
+
 def why_no_root(named: Named, lines: list[str]) -> str:
     """Why no named tensor has a grad_fn, in words a learner can act on."""
     wanting = [n for n, t in named if t.requires_grad]
     if not wanting:
         return ("no tensor requires grad; create the inputs with requires_grad=True, "
                 "e.g. torch.tensor(5.0, requires_grad=True)")
-    causes = []
-    for pattern, what in ((r"no_grad\(", "torch.no_grad()"),
-                          (r"inference_mode\(", "torch.inference_mode()"),
-                          (r"set_grad_enabled\(\s*False", "torch.set_grad_enabled(False)"),
-                          (r"\.detach\(", ".detach()")):
-        hits = [str(i) for i, line in enumerate(lines, 1) if re.search(pattern, line)]
-        if hits:
-            causes.append(f"{what} on line {', '.join(hits)}")
+    calls: dict[str, list[str]] = {}
+    with contextlib.suppress(SyntaxError):  # it compiled once; parse it to find the cutters
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+                called = getattr(node.func, "attr", None) or getattr(node.func, "id", "")
+                if called in _GRAD_CUTTERS:
+                    calls.setdefault(_GRAD_CUTTERS[called], []).append(str(node.lineno))
+    causes = [f"{what} on line {', '.join(sorted(set(at), key=int))}"
+              for what, at in calls.items()]
     told = f" ({'; '.join(causes)})" if causes else ""
     return (f"{', '.join(wanting)} require grad, but nothing was computed from them with "
             f"gradients enabled: the computation ran under torch.no_grad() or was detached{told}")
@@ -492,14 +507,17 @@ def pass_findings(passes: Sequence[RawPass]) -> list[Finding]:
 
 def detached_findings(named: Named) -> list[Finding]:
     """Named leaves that share memory with a graph tensor: cut from it by detach() or .data."""
-    in_graph: dict[int, str] = {}
+    in_graph: dict[int, tuple[str, torch.Tensor]] = {}
     for name, t in named:
         if t.grad_fn is not None and t.numel():
-            in_graph.setdefault(t.untyped_storage().data_ptr(), name)
+            in_graph.setdefault(t.untyped_storage().data_ptr(), (name, t))
     findings = []
     for name, t in named:
-        source = in_graph.get(t.untyped_storage().data_ptr()) if t.numel() else None
-        if t.grad_fn is None and source is not None:
+        if t.grad_fn is not None or not t.numel():
+            continue
+        source, graph_tensor = in_graph.get(t.untyped_storage().data_ptr(), (None, None))
+        # A view of t (chunk, slicing) shares t's memory without cutting anything.
+        if source is not None and graph_tensor._base is not t:
             findings.append(Finding(
                 "detached", "info",
                 f"{name} shares memory with {source} but is cut from its graph "

@@ -17,14 +17,15 @@ def _grad(text: str, finite: bool = True) -> Text:
     return Text(text, style="dim" if text == "None" else ("" if finite else "bold red"))
 
 
+COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
+           "grad before", "grad after")
 NO_WRAP = {"shape", "grad_fn", "requires_grad", "is_leaf", "retains_grad"}
 
 
 def tensor_table(trace: Trace) -> Table:
     """One row per named tensor, in binding order."""
     table = Table(title="tensors", title_justify="left", header_style="bold")
-    for column in ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
-                   "grad before", "grad after"):
+    for column in COLUMNS:
         table.add_column(column, overflow="fold", no_wrap=column in NO_WRAP)
     for t in trace.tensors:
         table.add_row(
