@@ -55,7 +55,7 @@ def error_boundary(debug: bool) -> Iterator[None]:
     except GradtraceError as exc:
         if debug or os.environ.get("GRADTRACE_DEBUG"):
             raise
-        err = Console(stderr=True, highlight=False)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
         err.print(Text("error: ", style="bold red") + Text(exc.message))
         if exc.hint:
             err.print(Text("hint: ", style="bold") + Text(exc.hint))

@@ -10,6 +10,7 @@ import io
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -372,10 +373,22 @@ def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
     sys.path.insert(0, str(Path(path).resolve().parent))
     sys.stdin = io.StringIO()
     try:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
+                warnings.catch_warnings():
+            # Warnings are part of what the scenario prints, whoever else listens for them.
+            warnings.simplefilter("default")
+            warnings.showwarning = _warning_to(output)
             yield
     finally:
         sys.argv, sys.path[:], sys.stdin = saved[0], saved[1], saved[2]
+
+
+def _warning_to(output: io.StringIO) -> Callable[..., None]:
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        output.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    return show
 
 
 def _own_backward(recorder: Recorder, roots: list[torch.Tensor], lines: list[str]) -> None:
