@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..model import Trace
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
 def to_json(trace: Trace) -> str:
-    """JSON of the trace (schema gradtrace.trace/1), byte-identical for the same trace."""
-    return json.dumps(trace.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """JSON of the trace (schema gradtrace.trace/1), byte-identical for the same trace.
+
+    One top-level key per line and one list item (node, edge, tensor, ...) per line: readable
+    and diff-friendly, and written by json's C encoder (indent= would use the slow Python one).
+    """
+    lines = []
+    for key, value in trace.to_dict().items():
+        if isinstance(value, list) and value:
+            items = ",\n".join("    " + _compact(item) for item in value)
+            lines.append(f"  {_compact(key)}: [\n{items}\n  ]")
+        else:
+            lines.append(f"  {_compact(key)}: {_compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"

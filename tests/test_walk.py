@@ -1,0 +1,135 @@
+"""The graph walk: equal to an independent traversal, linear on DAGs, alive on deep chains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradtrace.extract import walk
+
+UNARY = [torch.sin, torch.exp, lambda t: t * 2.0, lambda t: t**2, torch.tanh]
+BINARY = [torch.add, torch.mul, torch.sub]
+
+
+@st.composite
+def expressions(draw: st.DrawFn) -> list[torch.Tensor]:
+    """A random expression DAG over a few leaves; returns its output tensors."""
+    n_leaves = draw(st.integers(1, 4))
+    pool = [torch.randn(2, requires_grad=draw(st.booleans()) or i == 0) for i in range(n_leaves)]
+    for _ in range(draw(st.integers(1, 25))):
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(UNARY))
+            pool.append(op(draw(st.sampled_from(pool))))
+        else:
+            op = draw(st.sampled_from(BINARY))
+            pool.append(op(draw(st.sampled_from(pool)), draw(st.sampled_from(pool))))
+    outs = [t for t in pool if t.grad_fn is not None]
+    k = draw(st.integers(1, max(1, len(outs))))
+    return outs[-k:] if outs else []
+
+
+def reference(roots: list) -> tuple[set, set]:
+    """Independent traversal: a depth-first stack, comparing nodes by identity."""
+    nodes: dict[int, object] = {}
+    edges = set()
+    stack = [r for r in roots if r is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in nodes:
+            continue
+        nodes[id(node)] = node
+        for slot, (child, k) in enumerate(node.next_functions):
+            if child is not None:
+                edges.add((id(child), id(node), slot, k))
+                stack.append(child)
+    return set(nodes), edges
+
+
+@settings(max_examples=60, deadline=None)
+@given(expressions())
+def test_walk_matches_independent_traversal(outputs: list[torch.Tensor]) -> None:
+    roots = [t.grad_fn for t in outputs]
+    order, edges = walk(roots)
+    ref_nodes, ref_edges = reference(roots)
+    assert {id(n) for n in order} == ref_nodes
+    assert len(order) == len(ref_nodes)  # each node once
+    assert {(id(order[s]), id(order[d]), slot, k) for s, d, slot, k in edges} == ref_edges
+    assert len(edges) == len(ref_edges)  # each edge once
+    # breadth-first from the outputs in order: the roots come first, in their order
+    distinct_roots = list({id(r): r for r in roots if r is not None})
+    assert [id(n) for n in order[: len(distinct_roots)]] == distinct_roots
+
+
+def test_walk_is_deterministic_by_structure() -> None:
+    def build() -> list:
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        y = torch.tensor([3.0, 4.0], requires_grad=True)
+        z = (x * y).sin() + (x + y).exp()
+        order, edges = walk([z.grad_fn])
+        return [type(n).__name__ for n in order], edges
+
+    assert build() == build()
+
+
+def test_later_root_groups_are_walked_after_the_first() -> None:
+    x = torch.tensor(1.0, requires_grad=True)
+    a = x * 2
+    b = a.exp()
+    order, _ = walk([a.grad_fn], [b.grad_fn])
+    assert [type(n).__name__ for n in order] == ["MulBackward0", "AccumulateGrad",
+                                                 "ExpBackward0"]
+
+
+def test_diamond_dag_walk_is_linear_in_nodes() -> None:
+    x = torch.tensor(1.0, requires_grad=True)
+    h = x
+    for _ in range(50):  # 2**50 paths from the top to x
+        h = h * 2 + h * 3
+    order, edges = walk([h.grad_fn])
+    assert len(order) == 3 * 50 + 1
+    assert len(edges) == 4 * 50
+
+
+def run_show_json(tmp_path: Path, body: str) -> dict:
+    """`gradtrace show --json` on a scenario, in a subprocess (a crash is an exit code)."""
+    scenario = tmp_path / "scenario.py"
+    scenario.write_text("import torch\n" + textwrap.dedent(body))
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_100000_op_chain_goes_through_show_json(tmp_path: Path) -> None:
+    trace = run_show_json(tmp_path, """
+        x = torch.tensor(1.0, requires_grad=True)
+        y = x
+        for _ in range(100_000):
+            y = y * 1.0001
+    """)
+    assert len(trace["nodes"]) == 100_001
+    assert len(trace["edges"]) == 100_000
+    assert trace["nodes"][-1]["tensor"] == "x" and trace["nodes"][0]["tensor"] == "y"
+    x = next(t for t in trace["tensors"] if t["name"] == "x")
+    assert x["grad"]["values"] == pytest.approx(1.0001**100_000, rel=1e-2)  # float32 product
+
+
+def test_50_layer_diamond_goes_through_show_json(tmp_path: Path) -> None:
+    trace = run_show_json(tmp_path, """
+        x = torch.tensor(1.0, requires_grad=True)
+        h = x
+        for _ in range(50):
+            h = torch.sin(h) + torch.cos(h)
+    """)
+    assert len(trace["nodes"]) == 3 * 50 + 1
+    assert len(trace["edges"]) == 4 * 50
