@@ -136,7 +136,9 @@ def show(
         if printed is not None:
             console.print(printed)
         console.print(Text("\ngraph", style="bold"))
-        console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved))
+        # soft_wrap: a deep tree's long lines wrap in the terminal instead of being cropped
+        console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved),
+                      soft_wrap=True)
         console.print()
         console.print(tensor_table(trace))
         console.print(Text("\npasses", style="bold"))

@@ -1,17 +1,17 @@
-"""The autograd graph as rich trees, one per root; a node met again is referred to, not redrawn."""
+"""The autograd graph as text trees, one per root; a node met again is referred to, not redrawn."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from rich.console import Group, RenderableType
 from rich.text import Text
-from rich.tree import Tree
 
-from ..model import CUSTOM, LEAF, Edge, Node, Trace
+from ..model import CUSTOM, LEAF, Edge, Node, TensorInfo, Trace
 from .labels import node_title, saved_text, shape_text
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
+# Three-column guides: a 30-deep tree still fits in 100 columns. Lines never get cropped.
+BRANCH, LAST, PIPE, SPACE = "├─ ", "└─ ", "│  ", "   "
 
 
 def graph_roots(trace: Trace) -> list[tuple[str, str]]:
@@ -25,12 +25,13 @@ def graph_roots(trace: Trace) -> list[tuple[str, str]]:
     return list(roots.items())
 
 
-def graph_tree(
-    trace: Trace, max_depth: int = 30, max_nodes: int = 300, saved: bool = False
-) -> RenderableType:
-    """Trees of the graph from each root, cut at max_depth levels and max_nodes lines."""
+def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
+               saved: bool = False) -> Text:
+    """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines."""
+    out = Text(no_wrap=True, overflow="ignore")
     if not trace.nodes:
-        return Text("(no autograd graph)", style="dim")
+        out.append("(no autograd graph)", style="dim")
+        return out
     nodes = {n.id: n for n in trace.nodes}
     inputs: dict[str, list[Edge]] = defaultdict(list)
     for e in trace.edges:
@@ -39,43 +40,47 @@ def graph_tree(
     expanded: set[str] = set()
     lines = 0
     cut_depth = False
-    trees: list[RenderableType] = []
     for root_id, caption in graph_roots(trace):
         if lines >= max_nodes:
             break
-        tree = Tree(Text(caption, style="bold cyan"), guide_style="dim")
-        # Iterative preorder: the stack holds (parent, edge into the node or None, node, depth).
-        stack: list[tuple[Tree, Edge | None, str, int]] = [(tree, None, root_id, 0)]
+        out.append(caption + "\n", style="bold cyan")
+        # Iterative preorder; each entry: (guide before it, connector, edge in, node, depth).
+        stack: list[tuple[str, str, Edge | None, str, int]] = [("", "", None, root_id, 0)]
         while stack and lines < max_nodes:
-            parent, edge, node_id, depth = stack.pop()
+            guide, connector, edge, node_id, depth = stack.pop()
             node = nodes[node_id]
             lines += 1
             seen = node_id in expanded
-            branch = parent.add(_label(node, edge, seen, saved, tensors))
+            out.append(guide + connector, style="dim")
+            out.append_text(_label(node, edge, seen, tensors))
+            out.append("\n")
             if seen:
                 continue
             expanded.add(node_id)
+            below = guide + {"": "", LAST: SPACE, BRANCH: PIPE}[connector]
             children = sorted(inputs.get(node_id, ()), key=lambda e: e.dst_input)
+            if saved:
+                out.append(below + (PIPE if children else SPACE) + saved_text(node.saved) + "\n",
+                           style="dim")
             if children and depth + 1 >= max_depth:
                 cut_depth = True
-                branch.add(Text(f"… {len(children)} input(s) below --max-depth {max_depth}",
-                                style="yellow"))
+                out.append(below + LAST, style="dim")
+                out.append(f"… {len(children)} input(s) below --max-depth {max_depth}\n",
+                           style="yellow")
                 continue
-            for child in reversed(children):
-                stack.append((branch, child, child.src, depth + 1))
-        trees.append(tree)
-    notes = []
+            for i, child in enumerate(reversed(children)):
+                stack.append((below, LAST if i == 0 else BRANCH, child, child.src, depth + 1))
     hidden = len(trace.nodes) - len(expanded)
     if lines >= max_nodes and hidden > 0:
-        notes.append(Text(f"… {hidden} more nodes not shown (--max-nodes {max_nodes})",
-                          style="yellow"))
+        out.append(f"… {hidden} more nodes not shown (--max-nodes {max_nodes})\n",
+                   style="yellow")
     elif cut_depth:
-        notes.append(Text(f"… {hidden} more nodes below --max-depth {max_depth}",
-                          style="yellow"))
-    return Group(*trees, *notes)
+        out.append(f"… {hidden} more nodes below --max-depth {max_depth}\n", style="yellow")
+    out.rstrip()
+    return out
 
 
-def _label(node: Node, edge: Edge | None, seen: bool, saved: bool, tensors: dict) -> Text:
+def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorInfo]) -> Text:
     text = Text()
     if edge is not None:
         text.append(f"[{edge.dst_input}] ", style="dim")
@@ -90,6 +95,4 @@ def _label(node: Node, edge: Edge | None, seen: bool, saved: bool, tensors: dict
     text.append(f"  {node.id}", style="dim")
     if seen:
         text.append("  ↑ shown above", style="dim italic")
-    elif saved:
-        text.append("\n" + saved_text(node.saved), style="dim")
     return text

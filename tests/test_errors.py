@@ -1,0 +1,161 @@
+"""Bad input: a clear `error:` message, exit 2, and no traceback of gradtrace's own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import SCENARIOS, invoke
+
+
+def scenario(tmp_path: Path, body: str, name: str = "scenario.py") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def fails(*args: str | Path) -> str:
+    """Run gradtrace, assert exit 2 with an error and no traceback; return stderr."""
+    result = invoke(*[str(a) for a in args])
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert result.stdout == ""
+    return result.stderr
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "no such file" in fails("show", tmp_path / "nope.py")
+
+
+def test_not_a_python_file(tmp_path: Path) -> None:
+    err = fails("show", scenario(tmp_path, "x = 1\n", "notes.txt"))
+    assert "not a Python file" in err
+
+
+def test_directory(tmp_path: Path) -> None:
+    assert "is a directory" in fails("show", tmp_path)
+
+
+def test_syntax_error_points_at_line(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.tensor(1.0\n")
+    err = fails("show", path)
+    assert f"{path}:2" in err and "syntax error" in err
+
+
+def test_exception_in_scenario_points_at_its_line(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\n\nx = torch.ones(2, requires_grad=True)\n"
+                              "y = x @ torch.ones(3)\n")
+    err = fails("show", path)
+    assert f"{path}:4" in err
+    assert "RuntimeError" in err and "y = x @ torch.ones(3)" in err
+
+
+def test_exception_in_a_function_points_at_scenario_line(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "def f():\n    return 1 / 0\n\nf()\n")
+    err = fails("show", path)
+    assert f"{path}:2" in err and "ZeroDivisionError" in err
+
+
+def test_non_utf8_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.py"
+    path.write_bytes(b"x = '\xe9'\n")
+    assert "not UTF-8" in fails("show", path)
+
+
+def test_no_tensors(tmp_path: Path) -> None:
+    err = fails("show", scenario(tmp_path, "a = 1 + 2\n"))
+    assert "binds no tensors" in err
+
+
+def test_nothing_requires_grad(tmp_path: Path) -> None:
+    err = fails("show", scenario(tmp_path, "import torch\nx = torch.ones(2)\ny = x * 2\n"))
+    assert "no tensor requires grad" in err
+
+
+def test_no_grad_says_where(tmp_path: Path) -> None:
+    err = fails("show", scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                                           "with torch.no_grad():\n    y = x * 2\n"))
+    assert "torch.no_grad() on line 3" in err
+
+
+def test_detached_says_where(tmp_path: Path) -> None:
+    err = fails("show", scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                                           "y = (x * 2).detach()\n"))
+    assert ".detach() on line 3" in err
+
+
+def test_unknown_output_lists_names(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n")
+    err = fails("show", path, "--output", "q")
+    assert "'q'" in err and "named tensors: x, y" in err
+
+
+def test_output_without_grad_fn(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n")
+    err = fails("show", path, "--output", "x")
+    assert "has no grad_fn" in err and "leaf" in err
+
+
+def test_bad_output_variable(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                              "y = x * 2\nOUTPUT = 3\n")
+    assert "OUTPUT must be a tensor" in fails("show", path)
+
+
+def test_sys_exit_nonzero(tmp_path: Path) -> None:
+    assert "sys.exit(3)" in fails("show", scenario(tmp_path, "import sys\nsys.exit(3)\n"))
+
+
+def test_not_a_trace_json(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schema": "something/else"}))
+    assert "not a gradtrace trace" in fails("show", path)
+
+
+def test_broken_json(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text("{nope")
+    assert "not readable JSON" in fails("show", path)
+
+
+def test_output_option_with_json_trace(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text("{}")
+    assert "--output applies to scenarios" in fails("show", path, "--output", "z")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = invoke("show", tmp_path / "nope.py", "--debug")
+    assert result.exit_code != 0
+    assert result.exception is not None and "no such file" in str(result.exception)
+
+
+def test_failing_pass_is_a_finding_not_an_error() -> None:
+    result = invoke("show", SCENARIOS / "backward_twice_error.py")
+    assert result.exit_code == 0
+    assert "pass-failed" in result.stdout and "retain_graph=True" in result.stdout
+
+
+def test_strict_turns_error_findings_into_exit_1() -> None:
+    assert invoke("show", SCENARIOS / "backward_twice_error.py", "--strict").exit_code == 1
+    assert invoke("show", SCENARIOS / "chain_rule.py", "--strict").exit_code == 0
+
+
+def test_unknown_option_is_usage_error() -> None:
+    result = invoke("show", SCENARIOS / "chain_rule.py", "--bogus")
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("text", ["input()\n", "import torch\nx = torch.ones(1)\ninput()\n"])
+def test_scenario_reading_stdin_does_not_hang(tmp_path: Path, text: str) -> None:
+    err = fails("show", scenario(tmp_path, text))
+    assert "EOFError" in err
+
+
+def test_show_leaves_the_scenario_untouched() -> None:
+    path = SCENARIOS / "chain_rule.py"
+    before = path.read_bytes()
+    assert invoke("show", path, "--json").exit_code == 0
+    assert path.read_bytes() == before

@@ -1,0 +1,164 @@
+"""Renderers and the JSON form, on Trace records built by hand (no torch)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from gradtrace.model import (
+    Edge,
+    Finding,
+    GradChange,
+    GradSummary,
+    Node,
+    Pass,
+    SavedTensor,
+    TensorInfo,
+    Trace,
+)
+from gradtrace.render.json import to_json
+from gradtrace.render.report import findings_view, passes_view
+from gradtrace.render.table import tensor_table
+from gradtrace.render.tree import graph_tree
+
+
+def scalar(v: float) -> GradSummary:
+    return GradSummary((), abs(v), v, v, v == v and abs(v) != float("inf"), v)
+
+
+def make_trace(nodes: list[Node], edges: list[Edge], **kw: object) -> Trace:
+    fields = dict(scenario="hand.py", gradtrace_version="0", torch_version="0",
+                  outputs=(nodes[0].id,) if nodes else (), output_names=("z",) if nodes else (),
+                  root_reason="test", nodes=tuple(nodes), edges=tuple(edges), tensors=(),
+                  passes=(), findings=())
+    fields.update(kw)
+    return Trace(**fields)  # type: ignore[arg-type]
+
+
+def render(renderable: object) -> str:
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(renderable, soft_wrap=True)  # as the CLI prints the tree: never cropped
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def chain_rule_trace() -> Trace:
+    return make_trace(
+        [Node("n0", "LogBackward0", "op", "z", (SavedTensor("self", (), "float32", 4),)),
+         Node("n1", "PowBackward0", "op", "y", (SavedTensor("self", (), "float32", 4, "freed"),)),
+         Node("n2", "AccumulateGrad", "leaf", "x")],
+        [Edge("n1", "n0", 0, 0), Edge("n2", "n1", 0, 0)],
+        tensors=(TensorInfo("x", (), "float32", True, True, False, None, "n2", scalar(0.6),
+                            None, scalar(5.0)),
+                 TensorInfo("z", (), "float32", True, False, False, "LogBackward0", "n0", None,
+                            None, scalar(4.828))),
+        passes=(Pass("backward", ("n0",), False, False, None, by="gradtrace",
+                     root_names=("z",), grad_changes=(GradChange("x", None, scalar(0.6)),)),),
+    )
+
+
+def diamond_trace(layers: int) -> Trace:
+    """h_{i+1} = a_i + b_i, both computed from h_i: 2**layers paths, 3*layers+1 nodes."""
+    nodes, edges = [], []
+    for i in range(layers):
+        add, a, b = f"n{3 * i}", f"n{3 * i + 1}", f"n{3 * i + 2}"
+        nodes += [Node(add, "AddBackward0", "op", None), Node(a, "SinBackward0", "op", None),
+                  Node(b, "CosBackward0", "op", None)]
+        below = f"n{3 * i + 3}"
+        edges += [Edge(a, add, 0, 0), Edge(b, add, 1, 0), Edge(below, a, 0, 0),
+                  Edge(below, b, 0, 0)]
+    nodes.append(Node(f"n{3 * layers}", "AccumulateGrad", "leaf", "x"))
+    return make_trace(nodes, edges)
+
+
+def test_tree_shows_names_indexes_and_leaves() -> None:
+    text = render(graph_tree(chain_rule_trace()))
+    assert "output z" in text
+    assert "LogBackward0 (z)" in text
+    assert "[0] PowBackward0 (y)" in text
+    assert "AccumulateGrad → x" in text
+
+
+def test_tree_saved_tensors_and_freed_buffers() -> None:
+    text = render(graph_tree(chain_rule_trace(), saved=True))
+    assert "saved: self float32[] 4 B" in text
+    assert "saved: self (freed)" in text
+
+
+def test_diamond_prints_each_node_once() -> None:
+    trace = diamond_trace(50)
+    text = render(graph_tree(trace, max_depth=1000, max_nodes=10_000))
+    assert text.count("SinBackward0") == 50
+    assert text.count("shown above") == 50  # the second way into each shared node
+    assert len(text.splitlines()) < 4 * 50 + 10
+
+
+def test_max_nodes_cuts_with_a_count() -> None:
+    text = render(graph_tree(diamond_trace(50), max_depth=1000, max_nodes=20))
+    assert "more nodes not shown (--max-nodes 20)" in text
+    assert len(text.splitlines()) < 30
+
+
+def test_max_depth_cuts_with_a_count() -> None:
+    text = render(graph_tree(diamond_trace(50), max_depth=3, max_nodes=10_000))
+    assert "below --max-depth 3" in text
+
+
+def test_brackets_in_names_are_not_markup() -> None:
+    trace = make_trace([Node("n0", "[bold]Weird[/bold]Backward", "op", "t[0]")], [])
+    text = render(graph_tree(trace))
+    assert "[bold]Weird[/bold]Backward (t[0])" in text
+
+
+def test_table_shows_values_and_grads() -> None:
+    text = render(tensor_table(chain_rule_trace()))
+    assert "0.6" in text and "4.828" in text and "LogBackward0" in text
+
+
+def test_passes_show_grad_changes() -> None:
+    text = render(passes_view(chain_rule_trace()))
+    assert "pass 1 backward by gradtrace" in text
+    assert "x.grad  None → 0.6" in text
+
+
+def test_findings_sorted_by_severity() -> None:
+    trace = make_trace([], [], findings=(Finding("a", "info", "fyi"),
+                                         Finding("b", "error", "bad", hint="fix it")))
+    text = render(findings_view(trace))
+    assert text.index("bad") < text.index("fyi")
+    assert "hint: fix it" in text
+
+
+def test_json_round_trip_is_exact() -> None:
+    trace = chain_rule_trace()
+    text = to_json(trace)
+    assert Trace.from_dict(json.loads(text)) == trace
+    assert to_json(Trace.from_dict(json.loads(text))) == text
+
+
+def test_json_has_no_nan_literals() -> None:
+    nan = GradSummary((2,), float("nan"), float("-inf"), float("inf"), False,
+                      [float("nan"), float("inf")])
+    trace = make_trace([Node("n0", "AccumulateGrad", "leaf", "x")], [],
+                       tensors=(TensorInfo("x", (2,), "float32", True, True, False, None, "n0",
+                                           nan),))
+    text = to_json(trace)
+    assert "NaN" not in text and "Infinity" not in text
+    row = json.loads(text)["tensors"][0]["grad"]
+    assert row["values"] == ["nan", "inf"] and row["min"] == "-inf"
+    back = Trace.from_dict(json.loads(text)).tensors[0].grad
+    assert back is not None and back.max == float("inf") and back.norm != back.norm
+
+
+def test_json_contract_keys() -> None:
+    data = json.loads(to_json(chain_rule_trace()))
+    for key in ("schema", "gradtrace_version", "torch_version", "scenario", "outputs", "nodes",
+                "edges", "tensors", "passes", "findings"):
+        assert key in data
+    assert set(data["nodes"][0]) >= {"id", "type", "kind", "tensor", "saved"}
+    assert set(data["edges"][0]) >= {"src", "dst", "dst_input", "src_output"}
+    assert set(data["tensors"][0]) >= {"name", "shape", "dtype", "requires_grad", "is_leaf",
+                                       "retains_grad", "grad_fn", "node", "grad"}
+    assert set(data["passes"][0]) >= {"kind", "roots", "retain_graph", "create_graph", "error",
+                                      "flow"}
