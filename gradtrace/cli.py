@@ -18,7 +18,7 @@ from rich.text import Text
 
 from . import __version__
 from .errors import ExitCode, GradtraceError, TraceFileError
-from .model import Trace
+from .model import Pass, Trace
 
 app = typer.Typer(
     name="gradtrace",
@@ -70,7 +70,18 @@ def stdout_console() -> Console:
     return console
 
 
-def load_trace(source: str, outputs: list[str], backward: bool) -> Trace:
+def pick_pass(trace: Trace, number: int | None) -> Pass | None:
+    """Pass N (1-based), or by default the last pass that moved any gradient."""
+    if number is not None:
+        if number > len(trace.passes):
+            raise GradtraceError(f"--pass {number}: the scenario ran {len(trace.passes)} "
+                                 "pass(es)", "passes are numbered from 1 in `gradtrace show`")
+        return trace.passes[number - 1]
+    with_flow = [p for p in trace.passes if p.flow]
+    return with_flow[-1] if with_flow else None
+
+
+def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1) -> Trace:
     """A Trace from a scenario .py file (run now) or a saved .json trace."""
     if source.endswith(".json"):
         if outputs:
@@ -85,7 +96,7 @@ def load_trace(source: str, outputs: list[str], backward: bool) -> Trace:
         return Trace.from_dict(data)
     from .scenario import run_scenario  # imports torch
 
-    return run_scenario(source, outputs, backward)
+    return run_scenario(source, outputs, backward, order)
 
 
 @app.command(
@@ -114,19 +125,32 @@ def show(
                                   help="Cut the tree this deep."),
     max_nodes: int = typer.Option(300, "--max-nodes", min=1, metavar="N",
                                   help="Print at most this many tree lines."),
+    pass_number: int | None = typer.Option(
+        None, "--pass", metavar="N", min=1,
+        help="Annotate the tree with the gradients of pass N (default: the last that ran)."),
+    order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
+                              help="2: also compute second derivatives of the scalar root "
+                              "with respect to the named leaves (a Hessian for small ones)."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Exit 1 when there is an error or warning finding."),
     debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
     with error_boundary(debug):
-        trace = load_trace(scenario, output or [], backward=not no_backward)
+        trace = load_trace(scenario, output or [], backward=not no_backward, order=order)
+        shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from .render.json import to_json
 
         sys.stdout.write(to_json(trace))
     else:
-        from .render.report import findings_view, header, passes_view, scenario_output
+        from .render.report import (
+            findings_view,
+            header,
+            passes_view,
+            scenario_output,
+            second_order_view,
+        )
         from .render.table import tensor_table
         from .render.tree import graph_tree
 
@@ -137,12 +161,16 @@ def show(
             console.print(printed)
         console.print(Text("\ngraph", style="bold"))
         # soft_wrap: a deep tree's long lines wrap in the terminal instead of being cropped
-        console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved),
-                      soft_wrap=True)
+        console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
+                                 flow=shown_pass), soft_wrap=True)
         console.print()
         console.print(tensor_table(trace))
         console.print(Text("\npasses", style="bold"))
         console.print(passes_view(trace))
+        second = second_order_view(trace)
+        if second is not None:
+            console.print()
+            console.print(second)
         findings = findings_view(trace)
         if findings is not None:
             console.print(Text("\nfindings", style="bold"))

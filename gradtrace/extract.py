@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import torch
 
 from . import __version__
-from .findings import graph_findings
+from .findings import trace_findings
 from .model import (
     CUSTOM,
     LEAF,
@@ -20,8 +21,10 @@ from .model import (
     GradChange,
     GradSummary,
     Node,
+    NodeFlow,
     Pass,
     SavedTensor,
+    SecondOrder,
     TensorInfo,
     Trace,
 )
@@ -130,28 +133,42 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def summarize(t: torch.Tensor) -> GradSummary:
-    """Shape, norm, min, max and finiteness of a gradient; its values when it is small."""
+RawStats = tuple[tuple[int, ...], "torch.Tensor | None", "torch.Tensor | None"]
+
+
+def grad_stats(t: torch.Tensor) -> RawStats:
+    """Shape, a (norm, min, max) tensor and a copy of the values when small; cheap to call
+    inside a backward hook: two reductions, no sync, no reference to t kept."""
     d = t.detach()
     if d.layout != torch.strided:
         d = d.to_dense()
-    shape = tuple(d.shape)
     n = d.numel()
+    values = d.clone() if n <= VALUES_LIMIT else None
     if n == 0:
-        return GradSummary(shape, 0.0, None, None, True, d.tolist())
-    values = d.tolist() if n <= VALUES_LIMIT else None
+        return tuple(d.shape), None, values
     if d.is_complex():
         d = d.abs()
     f = d if d.is_floating_point() else d.double()
     lo, hi = torch.aminmax(f)
-    return GradSummary(
-        shape,
-        float(torch.linalg.vector_norm(f)),
-        float(lo),
-        float(hi),
-        bool(torch.isfinite(f).all()),
-        values,
-    )
+    stats = torch.stack((torch.linalg.vector_norm(f), lo.to(f.dtype), hi.to(f.dtype)))
+    return tuple(d.shape), stats, values
+
+
+def to_summary(raw: RawStats) -> GradSummary:
+    """The GradSummary of grad_stats' result (this is where the numbers leave torch)."""
+    shape, stats, values = raw
+    listed = None if values is None else values.tolist()
+    if stats is None:
+        return GradSummary(shape, 0.0, None, None, True, listed)
+    norm, lo, hi = stats.tolist()
+    # min and max propagate NaN and hold any infinity, so they alone tell finiteness
+    finite = math.isfinite(lo) and math.isfinite(hi)
+    return GradSummary(shape, norm, lo, hi, finite, listed)
+
+
+def summarize(t: torch.Tensor) -> GradSummary:
+    """Shape, norm, min, max and finiteness of a tensor; its values when it is small."""
+    return to_summary(grad_stats(t))
 
 
 def readable_grad(t: torch.Tensor) -> torch.Tensor | None:
@@ -175,6 +192,8 @@ class RawPass:
     code: str | None = None
     error: str | None = None
     grad_changes: list[GradChange] = field(default_factory=list)
+    # id(node) -> (node, execution order, grad_outputs stats, grad_inputs stats)
+    flow: dict[int, tuple[Any, int, list[Any], list[Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,8 +216,47 @@ def describe_value(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def detached_sources(named: Named) -> dict[str, str]:
+    """{name: source} for named tensors that share memory with a graph tensor but are cut
+    from its graph (made by .detach() or .data)."""
+    in_graph: dict[int, tuple[str, torch.Tensor]] = {}
+    for name, t in named:
+        if t.grad_fn is not None and t.numel():
+            in_graph.setdefault(t.untyped_storage().data_ptr(), (name, t))
+    sources = {}
+    for name, t in named:
+        if t.grad_fn is not None or not t.numel():
+            continue
+        source, graph_tensor = in_graph.get(t.untyped_storage().data_ptr(), (None, None))
+        # A view of t (chunk, slicing) shares t's memory without cutting anything.
+        if source is not None and graph_tensor._base is not t:
+            sources[name] = source
+    return sources
+
+
+def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
+              detached_from: str | None) -> str | None:
+    """Why t.grad is None, in a learner's words; or that the gradient has a graph of its own."""
+    grad = readable_grad(t)
+    if grad is not None:
+        if grad.grad_fn is not None:
+            return f"has a graph: {node_type(grad.grad_fn)}, from create_graph=True"
+        return None
+    if not t.requires_grad:
+        cut = f"; cut from {detached_from} by detach()" if detached_from else ""
+        return "requires_grad is False" + cut
+    if not t.is_leaf and not t.retains_grad:
+        return "non-leaf: kept only after .retain_grad()"
+    if detached_from:
+        return f"cut from {detached_from} by detach()"
+    if node is None or node not in reached:
+        return "not reached by any backward pass"
+    return "only torch.autograd.grad reached it: it returns gradients, it does not store them"
+
+
 def tensor_info(
-    name: str, t: torch.Tensor, node_ids: dict[int, str], grad_before: GradSummary | None
+    name: str, t: torch.Tensor, node_ids: dict[int, str], grad_before: GradSummary | None,
+    reached: set[str], detached_from: str | None,
 ) -> TensorInfo:
     """One row of the tensor table."""
     if t.grad_fn is not None:
@@ -218,6 +276,7 @@ def tensor_info(
         grad=None if grad is None else summarize(grad),
         grad_before=grad_before,
         value=summarize(t),
+        grad_note=grad_note(t, node, reached, detached_from),
     )
 
 
@@ -233,6 +292,7 @@ def build_trace(
     saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
     grad_before: dict[str, GradSummary | None],
     stdout: str = "",
+    second_order: SecondOrder | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace."""
     output_nodes = [t.grad_fn for _, t in outputs]
@@ -262,10 +322,20 @@ def build_trace(
             saved = cached[1] if cached is not None and cached[0] is obj else saved_tensors(obj)
             nodes.append(Node(node_id, node_type(obj), kind, tensor, saved))
         edges = tuple(Edge(ids[s], ids[d], slot, k) for s, d, slot, k in raw_edges)
-        tensors = tuple(
-            tensor_info(name, t, node_ids, grad_before.get(name)) for name, t in named
-        )
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
+        reached = {node for p in trace_passes for node in p.flow}
+        detached = detached_sources(named)
+        tensors = tuple(
+            tensor_info(name, t, node_ids, grad_before.get(name), reached, detached.get(name))
+            for name, t in named
+        )
+        findings = [*findings, *(
+            Finding("detached", "info",
+                    f"{name} shares memory with {source} but is cut from its graph (made by "
+                    f".detach() or .data): no gradient flows from {name} back to {source}",
+                    tensor=name)
+            for name, source in detached.items()
+        )]
         trace_calls = tuple(
             FunctionCall(
                 c.function.__name__,
@@ -292,8 +362,9 @@ def build_trace(
         findings=tuple(findings),
         functions=trace_calls,
         stdout=stdout,
+        second_order=second_order,
     )
-    return replace(trace, findings=trace.findings + tuple(graph_findings(trace)))
+    return replace(trace, findings=trace.findings + tuple(trace_findings(trace)))
 
 
 def _pass_record(p: RawPass, node_ids: dict[int, str]) -> Pass:
@@ -303,7 +374,15 @@ def _pass_record(p: RawPass, node_ids: dict[int, str]) -> Pass:
         retain_graph=p.retain_graph,
         create_graph=p.create_graph,
         error=p.error,
-        flow={},
+        flow={
+            node_ids[key]: NodeFlow(
+                tuple(None if g is None else to_summary(g) for g in outs),
+                tuple(None if g is None else to_summary(g) for g in ins),
+                order,
+            )
+            for key, (_, order, outs, ins) in sorted(p.flow.items(), key=lambda kv: kv[1][1])
+            if key in node_ids
+        },
         by=p.by,
         root_names=tuple(p.root_names),
         line=p.line,

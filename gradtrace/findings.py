@@ -1,11 +1,34 @@
-"""Findings read off a finished Trace (torch-free)."""
+"""Findings read off a finished Trace (torch-free): unreached leaves, hooks, NaN origins."""
 
 from __future__ import annotations
 
-from .model import Finding, Trace
+from collections import Counter
+
+from .model import Edge, Finding, GradSummary, Node, Pass, Trace
+from .render.labels import grad_text, node_title, same_gradient
+
+# Why a node's local derivative blows up, by the op that met it.
+NAN_CAUSES = {
+    "SqrtBackward0": "sqrt has an infinite derivative at 0",
+    "LogBackward0": "log has an infinite derivative at 0 (and none below)",
+    "DivBackward0": "division by zero, or 0/0",
+    "PowBackward0": "x ** p with p < 1 has an infinite derivative at x = 0",
+    "PowBackward1": "x ** p with p < 1 has an infinite derivative at x = 0",
+    "RsqrtBackward0": "rsqrt has an infinite derivative at 0",
+    "ReciprocalBackward0": "1/x has an infinite derivative at 0",
+    "AcosBackward0": "acos has an infinite derivative at ±1",
+    "AsinBackward0": "asin has an infinite derivative at ±1",
+    "NormBackward1": "the norm of a zero vector has no derivative",
+    "LinalgVectorNormBackward0": "the norm of a zero vector has no derivative",
+}
 
 
-def graph_findings(trace: Trace) -> list[Finding]:
+def trace_findings(trace: Trace) -> list[Finding]:
+    """Every finding that the Trace alone can tell."""
+    return [*unreached_leaves(trace), *hook_changes(trace), *nan_origins(trace)]
+
+
+def unreached_leaves(trace: Trace) -> list[Finding]:
     """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
     findings: list[Finding] = []
     if not trace.nodes:  # no graph at all: the no-graph finding already says so
@@ -19,3 +42,68 @@ def graph_findings(trace: Trace) -> list[Finding]:
                 hint="use it in the expression, or pick an output that does (--output NAME)",
             ))
     return findings
+
+
+def hook_changes(trace: Trace) -> list[Finding]:
+    """Edges whose gradient arrived different from what was sent: a hook changed it."""
+    nodes = {n.id: n for n in trace.nodes}
+    fan_in = Counter((e.src, e.src_output) for e in trace.edges)
+    findings = []
+    for i, p in enumerate(trace.passes, 1):
+        for e in trace.edges:
+            if fan_in[(e.src, e.src_output)] != 1 or e.src not in p.flow or e.dst not in p.flow:
+                continue
+            sent, received = p.sent(e), p.received(e)
+            if sent is not None and received is not None and not same_gradient(sent, received):
+                node = nodes[e.src]
+                findings.append(Finding(
+                    "hook-changed-gradient", "info",
+                    f"pass {i}: a hook changed the gradient into {node_title(node)} "
+                    f"({node.id}): {grad_text(sent)} was sent, {grad_text(received)} arrived",
+                    tensor=node.tensor, node=node.id,
+                ))
+    return findings
+
+
+def _finite(g: GradSummary | None) -> bool:
+    return g is None or g.finite
+
+
+def nan_origins(trace: Trace) -> list[Finding]:
+    """Per pass, the first node (in backward order) that received finite gradients and sent
+    a non-finite one."""
+    nodes = {n.id: n for n in trace.nodes}
+    inputs: dict[str, list[Edge]] = {}
+    for e in trace.edges:
+        inputs.setdefault(e.dst, []).append(e)
+    findings = []
+    for i, p in enumerate(trace.passes, 1):
+        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
+            if not all(_finite(g) for g in f.grad_outputs):
+                if f.order == 0:
+                    findings.append(Finding(
+                        "nan-gradient", "error",
+                        f"pass {i}: the gradient given to backward is already non-finite",
+                        node=node_id))
+                break
+            bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
+            if bad:
+                findings.append(_nan_finding(i, p, nodes[node_id], bad, inputs, nodes))
+                break
+    return findings
+
+
+def _nan_finding(i: int, p: Pass, node: Node, bad: list[int], inputs: dict[str, list[Edge]],
+                 nodes: dict[str, Node]) -> Finding:
+    around = [f"[{e.dst_input}] {node_title(nodes[e.src])}"
+              for e in inputs.get(node.id, ()) if e.dst_input in bad]
+    sent = ", ".join(grad_text(p.flow[node.id].grad_inputs[k]) for k in bad)
+    named = f" ({node.tensor})" if node.tensor else ""
+    return Finding(
+        "nan-gradient", "error",
+        f"pass {i}: the first non-finite gradient is born at {node.type}{named} ({node.id}): "
+        f"it received finite gradients and sent {sent} to {', '.join(around) or 'its inputs'}",
+        tensor=node.tensor, node=node.id,
+        hint=NAN_CAUSES.get(node.type, "its local derivative is infinite or undefined at "
+                                       "this input"),
+    )

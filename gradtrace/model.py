@@ -75,6 +75,7 @@ class TensorInfo:
     grad: GradSummary | None
     grad_before: GradSummary | None = None  # .grad before the first backward pass
     value: GradSummary | None = None  # the tensor's own data, summarised like a gradient
+    grad_note: str | None = None  # why .grad is None, or that it has a graph of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,15 @@ class GradChange:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeFlow:
+    """What one node received (per output) and sent (per input) during a pass."""
+
+    grad_outputs: tuple[GradSummary | None, ...]
+    grad_inputs: tuple[GradSummary | None, ...]
+    order: int  # position in the pass's execution order, 0 first
+
+
+@dataclass(frozen=True, slots=True)
 class Pass:
     """One backward() / autograd.grad() call, by the scenario or by gradtrace."""
 
@@ -95,12 +105,23 @@ class Pass:
     retain_graph: bool
     create_graph: bool
     error: str | None
-    flow: dict[str, Any] = field(default_factory=dict)
+    flow: dict[str, NodeFlow] = field(default_factory=dict)
     by: str = "scenario"  # "scenario" | "gradtrace"
     root_names: tuple[str | None, ...] = ()
     line: int | None = None
     code: str | None = None
     grad_changes: tuple[GradChange, ...] = ()
+
+    def sent(self, edge: Edge) -> GradSummary | None:
+        """What edge.dst sent to edge.src in this pass (None if nothing was sent)."""
+        f = self.flow.get(edge.dst)
+        return f.grad_inputs[edge.dst_input] if f and edge.dst_input < len(f.grad_inputs) else None
+
+    def received(self, edge: Edge) -> GradSummary | None:
+        """What edge.src received for the output this edge leaves from, after any hooks."""
+        f = self.flow.get(edge.src)
+        return f.grad_outputs[edge.src_output] if f and edge.src_output < len(f.grad_outputs) \
+            else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +147,16 @@ class FunctionCall:
 
 
 @dataclass(frozen=True, slots=True)
+class SecondOrder:
+    """Second derivatives of a scalar root: blocks[(a, b)] is d2 root / da db, nested lists."""
+
+    root: str
+    wrt: tuple[str, ...]
+    blocks: dict[tuple[str, str], Any]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
     """Graph + tensors + passes + findings of one scenario run."""
 
@@ -142,6 +173,7 @@ class Trace:
     findings: tuple[Finding, ...]
     functions: tuple[FunctionCall, ...] = ()
     stdout: str = ""
+    second_order: SecondOrder | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract's dict (schema gradtrace.trace/1), keys in a fixed order."""
@@ -166,6 +198,7 @@ class Trace:
                 for c in self.functions
             ],
             "stdout": self.stdout,
+            "second_order": _second_order_dict(self.second_order),
         }
 
     @classmethod
@@ -210,6 +243,7 @@ class Trace:
                     for c in data.get("functions", ())
                 ),
                 stdout=data.get("stdout", ""),
+                second_order=_second_order_from(data.get("second_order")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFileError(
@@ -275,6 +309,7 @@ def _tensor_dict(t: TensorInfo) -> dict[str, Any]:
         "grad": summary_dict(t.grad),
         "grad_before": summary_dict(t.grad_before),
         "value": summary_dict(t.value),
+        "grad_note": t.grad_note,
     }
 
 
@@ -282,7 +317,7 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     return TensorInfo(
         d["name"], tuple(d["shape"]), d["dtype"], d["requires_grad"], d["is_leaf"],
         d["retains_grad"], d["grad_fn"], d["node"], summary_from(d["grad"]),
-        summary_from(d.get("grad_before")), summary_from(d.get("value")),
+        summary_from(d.get("grad_before")), summary_from(d.get("value")), d.get("grad_note"),
     )
 
 
@@ -293,7 +328,14 @@ def _pass_dict(p: Pass) -> dict[str, Any]:
         "retain_graph": p.retain_graph,
         "create_graph": p.create_graph,
         "error": p.error,
-        "flow": p.flow,
+        "flow": {
+            node: {
+                "grad_outputs": [summary_dict(g) for g in f.grad_outputs],
+                "grad_inputs": [summary_dict(g) for g in f.grad_inputs],
+                "order": f.order,
+            }
+            for node, f in p.flow.items()
+        },
         "by": p.by,
         "root_names": list(p.root_names),
         "line": p.line,
@@ -312,7 +354,14 @@ def _pass_from(d: dict[str, Any]) -> Pass:
         retain_graph=d["retain_graph"],
         create_graph=d["create_graph"],
         error=d["error"],
-        flow=d["flow"],
+        flow={
+            node: NodeFlow(
+                tuple(summary_from(g) for g in f["grad_outputs"]),
+                tuple(summary_from(g) for g in f["grad_inputs"]),
+                f.get("order", 0),
+            )
+            for node, f in d["flow"].items()
+        },
         by=d.get("by", "scenario"),
         root_names=tuple(d.get("root_names", ())),
         line=d.get("line"),
@@ -321,6 +370,26 @@ def _pass_from(d: dict[str, Any]) -> Pass:
             GradChange(c["tensor"], summary_from(c["before"]), summary_from(c["after"]))
             for c in d.get("grad_changes", ())
         ),
+    )
+
+
+def _second_order_dict(s: SecondOrder | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "root": s.root,
+        "wrt": list(s.wrt),
+        "blocks": [{"a": a, "b": b, "values": _json_values(v)} for (a, b), v in s.blocks.items()],
+        "error": s.error,
+    }
+
+
+def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
+    if d is None:
+        return None
+    return SecondOrder(
+        d["root"], tuple(d["wrt"]),
+        {(b["a"], b["b"]): _py_values(b["values"]) for b in d["blocks"]}, d.get("error"),
     )
 
 

@@ -24,11 +24,14 @@ from .extract import (
     RawPass,
     build_trace,
     readable_grad,
+    release,
     saved_tensors,
     summarize,
     walk,
 )
-from .model import Finding, GradChange, GradSummary, Trace
+from .flow import FlowCapture
+from .higher import second_derivatives
+from .model import Finding, GradChange, GradSummary, SecondOrder, Trace
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.
@@ -37,17 +40,18 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 
 
 def run_scenario(
-    path: str | Path, outputs: Sequence[str] = (), backward: bool = True
+    path: str | Path, outputs: Sequence[str] = (), backward: bool = True, order: int = 1
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
     outputs names the roots (else OUTPUT, else the last named tensor with a grad_fn);
-    backward=False skips gradtrace's own backward when the scenario runs none.
+    backward=False skips gradtrace's own backward when the scenario runs none;
+    order=2 also computes second derivatives of the first backward's (scalar) root.
     """
     path = str(path)
     code, lines = _compile(path)
     with _RUN_LOCK:
-        return _in_big_stack(lambda: _run(path, code, lines, list(outputs), backward))
+        return _in_big_stack(lambda: _run(path, code, lines, list(outputs), backward, order))
 
 
 def _compile(path: str) -> tuple[Any, list[str]]:
@@ -130,6 +134,8 @@ class Recorder:
         self.calls: list[RawCall] = []
         self.saved_before: dict[int, tuple[Any, Any]] = {}
         self.grad_before: dict[str, GradSummary | None] | None = None
+        self.order = 1  # 2: compute second derivatives of the first pass's root
+        self.second_order: SecondOrder | None = None
         self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self._in_pass = 0
@@ -262,9 +268,17 @@ class Recorder:
                    None if g is None else summarize(g)) for name, t, g in grads]
         if self.grad_before is None:
             self.grad_before = {name: summary for name, _, _, _, summary in before}
-        self._snapshot_saved(root_nodes)
+        if self.order == 2 and self.second_order is None and roots:
+            self._muted += 1  # gradtrace's own autograd.grad calls are not passes
+            try:
+                self.second_order = second_derivatives(roots[0], self.names_of(roots)[0], named)
+            finally:
+                self._muted -= 1
+        nodes, _ = walk(root_nodes)
+        self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
         self.passes.append(record)
+        capture = FlowCapture(nodes)
         self._in_pass += 1
         try:
             return call()
@@ -274,15 +288,16 @@ class Recorder:
             raise
         finally:
             self._in_pass -= 1
+            capture.remove()
+            record.flow = capture.records
             record.grad_changes = _grad_changes(before)
+            release(nodes)
 
-    def _snapshot_saved(self, root_nodes: list[Any]) -> None:
+    def _snapshot_saved(self, nodes: list[Any]) -> None:
         # Saved tensors are readable only until a backward frees them: read them now.
-        order, _ = walk(root_nodes)
-        for node in order:
+        for node in nodes:
             if id(node) not in self.saved_before:
                 self.saved_before[id(node)] = (node, saved_tensors(node))
-        order.reverse()  # see extract.release: drop root first
 
 
 def _callable_name(args: tuple[Any, ...]) -> str:
@@ -303,11 +318,13 @@ def _grad_changes(before: list[tuple[str, Any, Any, int | None, Any]]) -> list[G
     return changes
 
 
-def _run(path: str, code: Any, lines: list[str], requested: list[str], backward: bool) -> Trace:
+def _run(path: str, code: Any, lines: list[str], requested: list[str], backward: bool,
+         order: int) -> Trace:
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
     recorder = Recorder(path, lines, namespace)
+    recorder.order = order
     output = io.StringIO()
     findings: list[Finding] = []
     try:
@@ -344,9 +361,10 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
                     "an output is a tensor with a grad_fn; see `gradtrace show --help`")
         if outputs and backward and not recorder.passes:
             _own_backward(recorder, [t for _, t in outputs], lines)
+        if order == 2 and recorder.second_order is None and outputs:
+            recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
         findings.extend(recorder.checks)
         findings.extend(pass_findings(recorder.passes))
-        findings.extend(detached_findings(named))
         return build_trace(
             scenario=path,
             named=named,
@@ -358,6 +376,7 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
             saved_before=recorder.saved_before,
             grad_before=recorder.grad_before or {},
             stdout=output.getvalue(),
+            second_order=recorder.second_order,
         )
     finally:
         # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
@@ -413,10 +432,17 @@ def choose_outputs(
         name_of.setdefault(id(t), name)
 
     def lookup(name: str, source: str) -> tuple[str, torch.Tensor]:
+        base = name.removesuffix(".grad")
+        if name != base and base in by_name:  # the gradient of a named tensor, e.g. x.grad
+            gradient = readable_grad(by_name[base])
+            if gradient is None:
+                raise ScenarioError(f"{source} names {name!r}, but {base} has no .grad",
+                                    "a .grad exists after a backward pass reaches the tensor")
+            return name, gradient
         if name not in by_name:
             raise ScenarioError(
                 f"{source} names {name!r}, but {path} has no tensor of that name",
-                "named tensors: " + ", ".join(by_name) if by_name else None,
+                "named tensors: " + ", ".join(by_name) + " (and NAME.grad for their gradients)",
             )
         return name, by_name[name]
 
@@ -515,28 +541,6 @@ def pass_findings(passes: Sequence[RawPass]) -> list[Finding]:
         first_line = p.error.splitlines()[0]
         findings.append(Finding("pass-failed", "error",
                                 f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint))
-    return findings
-
-
-def detached_findings(named: Named) -> list[Finding]:
-    """Named leaves that share memory with a graph tensor: cut from it by detach() or .data."""
-    in_graph: dict[int, tuple[str, torch.Tensor]] = {}
-    for name, t in named:
-        if t.grad_fn is not None and t.numel():
-            in_graph.setdefault(t.untyped_storage().data_ptr(), (name, t))
-    findings = []
-    for name, t in named:
-        if t.grad_fn is not None or not t.numel():
-            continue
-        source, graph_tensor = in_graph.get(t.untyped_storage().data_ptr(), (None, None))
-        # A view of t (chunk, slicing) shares t's memory without cutting anything.
-        if source is not None and graph_tensor._base is not t:
-            findings.append(Finding(
-                "detached", "info",
-                f"{name} shares memory with {source} but is cut from its graph "
-                f"(made by .detach() or .data): no gradient flows from {name} back to {source}",
-                tensor=name,
-            ))
     return findings
 
 

@@ -65,3 +65,37 @@ def node_title(node: Node) -> str:
     if node.kind == "leaf":
         return f"{node.type} → {node.tensor or '(unnamed leaf)'}"
     return node.type + (f" ({node.tensor})" if node.tensor else "")
+
+
+def received_text(grad_outputs: tuple[GradSummary | None, ...]) -> str:
+    """What a node received: one gradient, or one per output ("out0 1, out1 None")."""
+    if len(grad_outputs) == 1:
+        return grad_text(grad_outputs[0])
+    return ", ".join(f"out{i} {grad_text(g)}" for i, g in enumerate(grad_outputs))
+
+
+def same_gradient(a: GradSummary | None, b: GradSummary | None) -> bool:
+    """Whether two summaries describe the same gradient (values when kept, else the norms)."""
+    if a is None or b is None:
+        return a is b
+    if a.shape != b.shape:
+        return False
+    if a.values is not None and b.values is not None:
+        return all(_close(x, y) for x, y in zip(_flat(a.values), _flat(b.values), strict=True))
+    return _close(a.norm, b.norm)
+
+
+def _close(x: Any, y: Any) -> bool:
+    if x == y:  # also equal infinities
+        return True
+    if x != x or y != y:  # NaN
+        return x != x and y != y
+    return abs(x - y) <= 1e-6 * max(1.0, abs(x), abs(y))
+
+
+def scalar(g: GradSummary | None) -> float | None:
+    """The value of a one-element gradient, else None."""
+    if g is None or g.values is None:
+        return None
+    flat = _flat(g.values)
+    return flat[0] if len(flat) == 1 and isinstance(flat[0], float) else None

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..model import Trace
-from .labels import grad_text
+from .labels import grad_text, number
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
@@ -63,6 +63,29 @@ def passes_view(trace: Trace) -> RenderableType:
             text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")
         parts.append(text)
     return Group(*parts)
+
+
+def second_order_view(trace: Trace) -> RenderableType | None:
+    """ "d²z/dx² = -0.12" for scalar leaves, a matrix per pair of vector leaves."""
+    s = trace.second_order
+    if s is None:
+        return None
+    text = Text()
+    text.append(f"second derivatives of {s.root}", style="bold")
+    if s.error:
+        text.append(f"\n  not computed: {s.error}", style="yellow")
+        return text
+    for (a, b), values in s.blocks.items():
+        wrt = f"d{a}²" if a == b else f"d{a} d{b}"
+        text.append(f"\n  d²{s.root}/{wrt} = ")
+        if isinstance(values, list) and values and isinstance(values[0], list):
+            text.append("".join(
+                "\n    [" + ", ".join(number(v) for v in row) + "]" for row in values))
+        elif isinstance(values, list):
+            text.append("[" + ", ".join(number(v) for v in values) + "]")
+        else:
+            text.append(number(values), style="bold yellow")
+    return text
 
 
 def findings_view(trace: Trace) -> RenderableType | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -22,8 +23,22 @@ COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad
 NO_WRAP = {"shape", "grad_fn", "requires_grad", "is_leaf", "retains_grad"}
 
 
-def tensor_table(trace: Trace) -> Table:
-    """One row per named tensor, in binding order."""
+def grad_notes(trace: Trace) -> Text:
+    """Why each .grad is None (or has a graph), one line per reason naming its tensors."""
+    by_note: dict[str, list[str]] = {}
+    for t in trace.tensors:
+        if t.grad_note:
+            by_note.setdefault(t.grad_note, []).append(t.name)
+    text = Text()
+    for note, names in by_note.items():
+        text.append("  " + ", ".join(f"{n}.grad" for n in names), style="cyan")
+        text.append(f": {note}\n", style="dim")
+    text.rstrip()
+    return text
+
+
+def tensor_table(trace: Trace) -> Group:
+    """One row per named tensor, in binding order; then why a .grad is None."""
     table = Table(title="tensors", title_justify="left", header_style="bold")
     for column in COLUMNS:
         table.add_column(column, overflow="fold", no_wrap=column in NO_WRAP)
@@ -39,4 +54,4 @@ def tensor_table(trace: Trace) -> Table:
             _grad(grad_text(t.grad_before)),
             _grad(grad_text(t.grad), t.grad is None or t.grad.finite),
         )
-    return table
+    return Group(table, grad_notes(trace))

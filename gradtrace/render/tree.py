@@ -6,8 +6,17 @@ from collections import defaultdict
 
 from rich.text import Text
 
-from ..model import CUSTOM, LEAF, Edge, Node, TensorInfo, Trace
-from .labels import node_title, saved_text, shape_text
+from ..model import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from .labels import (
+    grad_text,
+    node_title,
+    number,
+    received_text,
+    same_gradient,
+    saved_text,
+    scalar,
+    shape_text,
+)
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
 # Three-column guides: a 30-deep tree still fits in 100 columns. Lines never get cropped.
@@ -26,8 +35,12 @@ def graph_roots(trace: Trace) -> list[tuple[str, str]]:
 
 
 def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
-               saved: bool = False) -> Text:
-    """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines."""
+               saved: bool = False, flow: Pass | None = None) -> Text:
+    """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines.
+
+    With a pass, each node shows the gradient it received in that pass, and each edge what
+    was sent along it (for scalars also the local derivative: sent / received).
+    """
     out = Text(no_wrap=True, overflow="ignore")
     if not trace.nodes:
         out.append("(no autograd graph)", style="dim")
@@ -37,6 +50,9 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
     for e in trace.edges:
         inputs[e.dst].append(e)
     tensors = {t.name: t for t in trace.tensors}
+    fan_in: dict[tuple[str, int], int] = defaultdict(int)
+    for e in trace.edges:
+        fan_in[(e.src, e.src_output)] += 1
     expanded: set[str] = set()
     lines = 0
     cut_depth = False
@@ -53,6 +69,9 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
             seen = node_id in expanded
             out.append(guide + connector, style="dim")
             out.append_text(_label(node, edge, seen, tensors))
+            if flow is not None:
+                single = edge is None or fan_in[(edge.src, edge.src_output)] == 1
+                out.append_text(_flow_label(flow, node_id, edge, seen, single))
             out.append("\n")
             if seen:
                 continue
@@ -78,6 +97,34 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
         out.append(f"… {hidden} more nodes below --max-depth {max_depth}\n", style="yellow")
     out.rstrip()
     return out
+
+
+def _flow_label(flow: Pass, node_id: str, edge: Edge | None, seen: bool,
+                single: bool) -> Text:
+    """ "  grad in 0.6 = 0.008 × 75": what arrived, and how the chain rule made it."""
+    text = Text()
+    mine = flow.flow.get(node_id)
+    parent = flow.flow.get(edge.dst) if edge is not None else None
+    if mine is None and parent is None:
+        return Text("  (no gradient in this pass)", style="dim")
+    if mine is not None and not seen:
+        text.append("  grad in ", style="dim")
+        text.append(received_text(mine.grad_outputs), style="bold yellow")
+    if edge is None or parent is None:
+        return text
+    sent, received = flow.sent(edge), flow.received(edge)
+    came = parent.grad_outputs[0] if len(parent.grad_outputs) == 1 else None
+    local = None
+    if scalar(sent) is not None and scalar(came):
+        local = scalar(sent) / scalar(came)  # type: ignore[operator]
+    product = f" = {number(scalar(came))} × {number(local)}" if local is not None else ""
+    if single and not seen and same_gradient(sent, received):
+        text.append(product, style="dim")
+    elif single and not seen and received is not None:
+        text.append(f"  (sent {grad_text(sent)}{product}; a hook changed it)", style="magenta")
+    else:
+        text.append(f"  this edge {grad_text(sent)}{product}", style="dim")
+    return text
 
 
 def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorInfo]) -> Text:

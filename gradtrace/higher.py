@@ -1,0 +1,51 @@
+"""Second derivatives of a scalar root with respect to the named leaves (`show --order 2`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .extract import Named
+from .model import SecondOrder
+
+HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
+
+
+def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) -> SecondOrder:
+    """d2 root / da db for every pair of named leaves the root depends on.
+
+    Uses torch.autograd.grad with create_graph=True and retain_graph=True, so neither the
+    graph nor any .grad of the scenario changes.
+    """
+    name = root_name or "output"
+    leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+    if root.numel() != 1:
+        return SecondOrder(name, (), {}, f"{name} is not a scalar (shape {list(root.shape)})")
+    if root.grad_fn is None or not leaves:
+        return SecondOrder(name, (), {}, f"{name} has no graph to differentiate")
+    try:
+        firsts = torch.autograd.grad(root, [t for _, t in leaves], create_graph=True,
+                                     retain_graph=True, allow_unused=True)
+    except RuntimeError as exc:  # e.g. the graph was freed: say so instead of failing the run
+        return SecondOrder(name, (), {}, str(exc).splitlines()[0])
+    used = [(n, t, g) for (n, t), g in zip(leaves, firsts, strict=True) if g is not None]
+    size = sum(t.numel() for _, t, _ in used)
+    if size > HESSIAN_LIMIT:
+        return SecondOrder(name, tuple(n for n, _, _ in used), {},
+                           f"the leaves have {size} elements; the Hessian is shown for at "
+                           f"most {HESSIAN_LIMIT}")
+    tensors = [t for _, t, _ in used]
+    blocks = {}
+    for a, ta, ga in used:
+        rows: list[list[torch.Tensor]] = []  # rows[i][j]: d(ga.flat[i]) / d tensors[j]
+        for element in ga.reshape(-1):
+            if element.requires_grad:
+                seconds = torch.autograd.grad(element, tensors, retain_graph=True,
+                                              allow_unused=True)
+            else:  # the first derivative is constant: its derivatives are zero
+                seconds = (None,) * len(tensors)
+            rows.append([torch.zeros_like(t) if s is None else s.detach()
+                         for s, t in zip(seconds, tensors, strict=True)])
+        for j, (b, tb, _) in enumerate(used):
+            block = torch.stack([row[j] for row in rows]).reshape(tuple(ta.shape) + tuple(tb.shape))
+            blocks[(a, b)] = block.tolist()
+    return SecondOrder(name, tuple(n for n, _, _ in used), blocks)
