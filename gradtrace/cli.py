@@ -146,6 +146,7 @@ def show(
     else:
         from .render.report import (
             findings_view,
+            graph_title,
             header,
             passes_view,
             scenario_output,
@@ -159,7 +160,7 @@ def show(
         printed = scenario_output(trace)
         if printed is not None:
             console.print(printed)
-        console.print(Text("\ngraph", style="bold"))
+        console.print(graph_title(trace, shown_pass))
         # soft_wrap: a deep tree's long lines wrap in the terminal instead of being cropped
         console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
                                  flow=shown_pass), soft_wrap=True)

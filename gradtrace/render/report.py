@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from ..model import Trace
+from ..model import Pass, Trace
 from .labels import grad_text, number
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
@@ -25,6 +25,18 @@ def header(trace: Trace) -> Text:
         text.append(f"  ({trace.root_reason}; pick others with --output NAME)", style="dim")
     else:
         text.append("no output: the scenario builds no autograd graph", style="yellow")
+    return text
+
+
+def graph_title(trace: Trace, shown: Pass | None) -> Text:
+    """ "graph · gradients of pass 2 (line 13 `y.backward(...)`)"."""
+    text = Text("\ngraph", style="bold")
+    if shown is not None:
+        number_ = trace.passes.index(shown) + 1
+        where = f" at line {shown.line} `{shown.code}`" if shown.line else " by gradtrace"
+        text.append(f"  ·  gradients of pass {number_}{where}", style="dim")
+        if len(trace.passes) > 1:
+            text.append("; --pass N shows another", style="dim")
     return text
 
 

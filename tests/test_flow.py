@@ -1,0 +1,218 @@
+"""Gradient flow: what every node received and sent, hooks, higher order, NaN origin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import SCENARIOS, grad, invoke, show_json, tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradtrace.extract import walk
+from gradtrace.flow import FlowCapture
+
+approx = pytest.approx
+
+
+def flow_of(trace: dict, name: str, pass_index: int = -1) -> dict:
+    """passes[i].flow of the node of a named tensor (its grad_fn, or a leaf's AccumulateGrad)."""
+    return trace["passes"][pass_index]["flow"][tensor(trace, name)["node"]]
+
+
+def values(summaries: list) -> list:
+    return [None if s is None else s["values"] for s in summaries]
+
+
+def test_code_4_each_node_received_and_sent() -> None:
+    t = show_json("chain_rule.py")
+    assert values(flow_of(t, "z")["grad_outputs"]) == approx([1.0])
+    assert values(flow_of(t, "z")["grad_inputs"]) == approx([0.008])  # dz/dy
+    assert values(flow_of(t, "y")["grad_outputs"]) == approx([0.008])
+    assert values(flow_of(t, "y")["grad_inputs"]) == approx([0.6])  # 0.008 * 75
+    assert values(flow_of(t, "x")["grad_outputs"]) == approx([0.6])
+    assert values(flow_of(t, "x")["grad_inputs"]) == []
+    orders = [flow_of(t, n)["order"] for n in ("z", "y", "x")]
+    assert orders == [0, 1, 2]  # backward order: from the output down to the leaf
+
+
+def test_code_4_tree_reads_the_chain_rule() -> None:
+    out = invoke("show", SCENARIOS / "chain_rule.py").stdout
+    assert "PowBackward0 (y)  n1  grad in 0.008 = 1 × 0.008" in out
+    assert "AccumulateGrad → x  float32[]  n2  grad in 0.6 = 0.008 × 75" in out
+
+
+def test_code_9_two_paths_add_up_to_1_6() -> None:
+    t = show_json("two_paths_add_up.py")
+    flow = t["passes"][0]["flow"]
+    leaf = tensor(t, "x")["node"]
+    assert values(flow[leaf]["grad_outputs"]) == approx([1.6])
+    sent = sorted(values([flow[e["dst"]]["grad_inputs"][e["dst_input"]]])[0]
+                  for e in t["edges"] if e["src"] == leaf)
+    assert sent == approx([0.6, 1.0])
+    out = invoke("show", SCENARIOS / "two_paths_add_up.py").stdout
+    assert "grad in 1.6  this edge 0.6 = 0.008 × 75" in out
+    assert "this edge 1 = 0.1 × 10" in out
+
+
+def test_code_7_each_pass_has_its_own_flow() -> None:
+    t = show_json("retain_graph_accumulates.py")
+    assert [values(flow_of(t, "x", i)["grad_outputs"]) for i in (0, 1)] == [approx([0.6])] * 2
+
+
+def test_code_5_why_grad_is_none() -> None:
+    t = show_json("chain_rule.py")
+    assert tensor(t, "y")["grad_note"] == "non-leaf: kept only after .retain_grad()"
+    assert tensor(t, "x")["grad_note"] is None
+    retained = show_json("retain_grad.py")
+    assert tensor(retained, "y")["grad_note"] is None
+    detached = show_json("detach_then_requires_grad.py")
+    assert tensor(detached, "x")["grad_note"] == "not reached by any backward pass"
+    cut = show_json("detach_cuts_graph.py")
+    assert tensor(cut, "w")["grad_note"] == "requires_grad is False; cut from y by detach()"
+
+
+def test_code_19_hook_before_and_after() -> None:
+    t = show_json("tensor_hook.py")
+    log = flow_of(t, "z")
+    pow_ = flow_of(t, "y")
+    assert values(log["grad_inputs"]) == approx([0.008])  # sent by log
+    assert values(pow_["grad_outputs"]) == approx([0.016])  # arrived, after the hook
+    assert grad(t, "x") == approx(1.2)
+    (finding,) = [f for f in t["findings"] if f["code"] == "hook-changed-gradient"]
+    assert finding["tensor"] == "y" and "0.008 was sent, 0.016 arrived" in finding["message"]
+    out = invoke("show", SCENARIOS / "tensor_hook.py").stdout
+    assert "grad in 0.016  (sent 0.008 = 1 × 0.008; a hook changed it)" in out
+
+
+def test_code_18_create_graph_gradient_has_a_graph() -> None:
+    t = show_json("second_derivative.py")
+    assert tensor(t, "x")["grad_note"].startswith("has a graph")
+    t2 = show_json("second_derivative.py", "--output", "x.grad")
+    assert t2["output_names"] == ["x.grad"]
+    types = [n["type"] for n in t2["nodes"]]
+    assert types[0] == "CopyBackwards" and "AccumulateGrad" in types
+
+
+def test_order_2_code_18() -> None:
+    t = show_json("chain_rule.py", "--order", "2")
+    s = t["second_order"]
+    assert s["root"] == "z" and s["wrt"] == ["x"] and s["error"] is None
+    assert s["blocks"][0]["values"] == approx(-0.12)
+    assert grad(t, "x") == approx(0.6)  # the second derivative changed no .grad
+
+
+def test_order_2_hessian_of_a_vector_leaf(tmp_path: Path) -> None:
+    path = tmp_path / "h.py"
+    path.write_text("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+                    "z = (x[0] ** 2) * x[1] + x[1] ** 3\n")
+    t = show_json(path, "--order", "2")
+    (block,) = t["second_order"]["blocks"]
+    assert block["values"] == [approx([4.0, 2.0]), approx([2.0, 12.0])]
+    out = invoke("show", path, "--order", "2").stdout
+    assert "d²z/dx² =" in out and "[2, 12]" in out
+
+
+def test_order_2_mixed_leaves() -> None:
+    t = show_json("tensor_exponent.py", "--order", "2")  # z = q * ln(x)
+    blocks = {(b["a"], b["b"]): b["values"] for b in t["second_order"]["blocks"]}
+    assert blocks[("x", "x")] == approx(-0.12)
+    assert blocks[("x", "q")] == approx(0.2) and blocks[("q", "x")] == approx(0.2)
+    assert blocks[("q", "q")] == approx(0.0)
+
+
+def test_order_2_of_a_vector_root_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "v.py"
+    path.write_text("import torch\nx = torch.ones(3, requires_grad=True)\ny = x * 2\n")
+    assert "not a scalar" in show_json(path, "--order", "2")["second_order"]["error"]
+
+
+@pytest.mark.parametrize("expr,op", [("torch.sqrt(y)", "SqrtBackward0"),
+                                     ("torch.log(y)", "LogBackward0"),
+                                     ("y / y", "DivBackward0")])
+def test_nan_origin_names_the_first_bad_node(tmp_path: Path, expr: str, op: str) -> None:
+    path = tmp_path / "nan.py"
+    path.write_text("import torch\nx = torch.tensor([0.0, 4.0], requires_grad=True)\n"
+                    f"y = x * 2\nw = {expr}\nz = (w * 3).sum()\n")
+    t = show_json(path)
+    (finding,) = [f for f in t["findings"] if f["code"] == "nan-gradient"]
+    assert finding["tensor"] == "w" and op in finding["message"]
+    assert "MulBackward0 (y)" in finding["message"]
+    assert not tensor(t, "x")["grad"]["finite"]
+
+
+def test_finite_gradients_have_no_nan_finding() -> None:
+    t = show_json("two_paths_add_up.py")
+    assert not [f for f in t["findings"] if f["code"] == "nan-gradient"]
+
+
+def test_pass_option_picks_the_annotated_pass() -> None:
+    first = invoke("show", SCENARIOS / "backward_across_detach.py", "--pass", "1").stdout
+    assert "gradients of pass 1 at line 12 `z.backward()`" in first
+    assert "AccumulateGrad → w  float32[3]  n1  grad in [4, 7, 9]" in first
+    assert "AccumulateGrad → x  float32[]  n3  (no gradient in this pass)" in first
+    last = invoke("show", SCENARIOS / "backward_across_detach.py").stdout
+    assert "gradients of pass 2 at line 13" in last and "n3  grad in 74" in last
+    assert invoke("show", SCENARIOS / "chain_rule.py", "--pass", "5").exit_code == 2
+
+
+def grads_after(build, capture: bool) -> list[torch.Tensor]:
+    outputs, leaves = build()
+    roots = [o for o in outputs if o.grad_fn is not None]
+    hooks = FlowCapture(walk([o.grad_fn for o in roots])[0]) if capture else None
+    torch.autograd.backward(roots, [torch.ones_like(o) for o in roots])
+    if hooks is not None:
+        assert hooks.records  # the capture did see the pass
+        hooks.remove()
+    return [leaf.grad for leaf in leaves]
+
+
+OPS = [torch.sin, torch.exp, torch.tanh, lambda t: t * t, lambda t: t / (1 + t * t)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 50), st.integers(0, 50)),
+                min_size=1, max_size=20), st.integers(0, 2**31 - 1))
+def test_capture_changes_no_gradient_on_random_graphs(recipe: list, seed: int) -> None:
+    def build() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        g = torch.Generator().manual_seed(seed)
+        leaves = [torch.randn(3, generator=g, requires_grad=True) for _ in range(3)]
+        pool = list(leaves)
+        for op, i, j in recipe:  # each step: op(pool[i]) + pool[j], a DAG with shared nodes
+            pool.append(OPS[op](pool[i % len(pool)]) + pool[j % len(pool)])
+        return pool[len(leaves):], leaves
+
+    plain, captured = grads_after(build, False), grads_after(build, True)
+    for p, c in zip(plain, captured, strict=True):
+        assert (p is None and c is None) or torch.equal(p, c)
+
+
+def test_capture_changes_no_gradient_on_a_transformer() -> None:
+    def build() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                 dropout=0.0, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        loss = model(torch.randn(2, 5, 32)).pow(2).mean()
+        return [loss], list(model.parameters())
+
+    plain, captured = grads_after(build, False), grads_after(build, True)
+    assert len(plain) > 10
+    assert all(torch.equal(p, c) for p, c in zip(plain, captured, strict=True))
+
+
+def test_capture_keeps_summaries_not_gradients() -> None:
+    x = torch.randn(1000, requires_grad=True)
+    y = (x * 2).exp().sum()
+    capture = FlowCapture(walk([y.grad_fn])[0])
+    y.backward()
+    capture.remove()
+    for _, _, outs, ins in capture.records.values():
+        for _shape, stats, kept in [s for s in outs + ins if s is not None]:
+            assert stats is None or stats.numel() == 3
+            assert kept is None or kept.numel() <= 64
+    calls = len(capture.records)
+    z = (x * 3).sum()
+    z.backward()
+    assert len(capture.records) == calls  # removed hooks no longer fire
