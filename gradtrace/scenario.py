@@ -274,11 +274,11 @@ class Recorder:
                 self.second_order = second_derivatives(roots[0], self.names_of(roots)[0], named)
             finally:
                 self._muted -= 1
-        nodes, _ = walk(root_nodes)
+        nodes, edges = walk(root_nodes)
         self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
         self.passes.append(record)
-        capture = FlowCapture(nodes)
+        capture = FlowCapture(nodes, edges)
         self._in_pass += 1
         try:
             return call()

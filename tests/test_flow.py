@@ -160,7 +160,7 @@ def test_pass_option_picks_the_annotated_pass() -> None:
 def grads_after(build, capture: bool) -> list[torch.Tensor]:
     outputs, leaves = build()
     roots = [o for o in outputs if o.grad_fn is not None]
-    hooks = FlowCapture(walk([o.grad_fn for o in roots])[0]) if capture else None
+    hooks = FlowCapture(*walk([o.grad_fn for o in roots])) if capture else None
     torch.autograd.backward(roots, [torch.ones_like(o) for o in roots])
     if hooks is not None:
         assert hooks.records  # the capture did see the pass
@@ -205,12 +205,12 @@ def test_capture_changes_no_gradient_on_a_transformer() -> None:
 def test_capture_keeps_summaries_not_gradients() -> None:
     x = torch.randn(1000, requires_grad=True)
     y = (x * 2).exp().sum()
-    capture = FlowCapture(walk([y.grad_fn])[0])
+    capture = FlowCapture(*walk([y.grad_fn]))
     y.backward()
     capture.remove()
     for _, _, outs, ins in capture.records.values():
         for _shape, stats, kept in [s for s in outs + ins if s is not None]:
-            assert stats is None or stats.numel() == 3
+            assert stats is None or all(s.numel() == 1 for s in stats)  # three 0-d tensors
             assert kept is None or kept.numel() <= 64
     calls = len(capture.records)
     z = (x * 3).sum()
