@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
-from .errors import ExitCode, GradtraceError, TraceFileError
+from .errors import ExitCode, ExportError, GradtraceError, TraceFileError
 from .model import Pass, Trace
 
 app = typer.Typer(
@@ -178,6 +179,130 @@ def show(
             console.print(findings)
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FINDINGS)
+
+
+FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf",
+           ".json": "json", ".mmd": "mmd", ".mermaid": "mmd"}
+BINARY_FORMATS = ("png", "pdf")
+
+
+def export_format(path: Path | None, explicit: str | None) -> str:
+    """--format, else the output file's suffix, else DOT."""
+    if explicit is not None:
+        fmt = explicit.lower().lstrip(".")
+        if fmt not in set(FORMATS.values()):
+            raise ExportError(f"unknown --format {explicit!r}",
+                              "formats: " + ", ".join(sorted(set(FORMATS.values()))))
+        return fmt
+    if path is None:
+        return "dot"
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ExportError(
+            f"cannot tell the format of {path} from its suffix {path.suffix or '(none)'!r}",
+            "use .dot, .svg, .png, .pdf, .json or .mmd, or give --format",
+        )
+    return fmt
+
+
+def write_atomic(path: Path, data: bytes, protected: list[Path]) -> None:
+    """Write data to path through a temporary file, so a failure leaves no half-written file."""
+    target = path.resolve()
+    if any(target == p.resolve() for p in protected):
+        raise ExportError(f"refusing to overwrite {path}: it is the input",
+                          "choose another output file")
+    if target.is_dir():
+        raise ExportError(f"{path} is a directory", "give a file name, e.g. graph.svg")
+    if not target.parent.is_dir():
+        raise ExportError(f"cannot write {path}: folder {target.parent} does not exist")
+    try:
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                    suffix=".tmp")
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace dot scenarios/chain_rule.py                  DOT on stdout\n\n"
+    "  gradtrace dot scenarios/chain_rule.py -o graph.svg     picture (needs Graphviz)\n\n"
+    "  gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png\n\n"
+    "  gradtrace dot trace.json -o graph.mmd                  Mermaid, from a saved trace\n\n"
+    "  gradtrace dot model.py --focus model.0.weight --radius 3 -o near.svg\n\n"
+    "Formats by suffix: .dot .svg .png .pdf .json .mmd (Mermaid). Exit codes: 0 success, "
+    "2 bad input or an output that cannot be written.",
+)
+def dot(
+    scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
+                                   "by `gradtrace show --json`.", metavar="SCENARIO"),
+    out: Path | None = typer.Option(None, "-o", "--file", metavar="FILE",
+                                    help="Write this file; its suffix picks the format. "
+                                    "Default: DOT on stdout."),
+    fmt: str | None = typer.Option(None, "--format", metavar="FMT",
+                                   help="dot, svg, png, pdf, json or mmd; overrides the "
+                                   "suffix."),
+    output: list[str] | None = typer.Option(
+        None, "--output", metavar="NAME",
+        help="Root the graph at this named tensor (repeatable), as in `gradtrace show`."),
+    saved: bool = typer.Option(False, "--saved",
+                               help="Show each node's saved tensors (name, shape, bytes)."),
+    grads: bool = typer.Option(False, "--grads",
+                               help="Label edges with the gradient sent along them."),
+    pass_number: int | None = typer.Option(None, "--pass", metavar="N", min=1,
+                                           help="The pass for --grads (default: the last)."),
+    rankdir: str = typer.Option("TB", "--rankdir", metavar="DIR",
+                                help="Layout direction: TB, BT, LR or RL."),
+    max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", min=1,
+                                         help="Draw at most N nodes, and a '… more' box."),
+    no_fold: bool = typer.Option(False, "--no-fold",
+                                 help="Draw repeated chains node by node."),
+    focus: str | None = typer.Option(None, "--focus", metavar="NODE",
+                                     help="Draw only around this node id or named tensor."),
+    radius: int = typer.Option(2, "--radius", metavar="K", min=0,
+                               help="With --focus: how many edges away to draw."),
+    module_depth: int | None = typer.Option(None, "--module-depth", metavar="N", min=0,
+                                            help="Group nodes by module path up to N levels."),
+    no_backward: bool = typer.Option(False, "--no-backward",
+                                     help="Do not run backward when the scenario runs none."),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
+) -> None:
+    """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
+    from .render.dot import RENDERED, render, to_dot
+    from .render.drawing import DrawOptions, drawing
+    from .render.json import to_json
+    from .render.mermaid import to_mermaid
+
+    with error_boundary(debug):
+        if rankdir.upper() not in ("TB", "BT", "LR", "RL"):
+            raise GradtraceError(f"--rankdir {rankdir!r}: use TB, BT, LR or RL")
+        chosen = export_format(out, fmt)
+        if out is None and chosen in BINARY_FORMATS:
+            raise ExportError(f"{chosen.upper()} is binary: write it to a file",
+                              f"add -o graph.{chosen}")
+        trace = load_trace(scenario, output or [], backward=not no_backward)
+        if chosen == "json":
+            data = to_json(trace).encode("utf-8")
+        else:
+            shown = pick_pass(trace, pass_number) if grads else None
+            picture = drawing(trace, DrawOptions(
+                saved=saved, grads=shown, max_nodes=max_nodes, fold=not no_fold,
+                focus=focus, radius=radius, module_depth=module_depth))
+            text = to_mermaid(picture, rankdir.upper()) if chosen == "mmd" \
+                else to_dot(picture, rankdir.upper())
+            data = render(text, chosen) if chosen in RENDERED else text.encode("utf-8")
+        if out is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            write_atomic(out, data, protected=[Path(scenario)])
 
 
 def main() -> None:

@@ -28,3 +28,7 @@ class ScenarioError(GradtraceError):
 
 class TraceFileError(GradtraceError):
     """A saved trace JSON file is unreadable or not a gradtrace trace."""
+
+
+class ExportError(GradtraceError):
+    """An export cannot be made or written: unknown format, unwritable path, no Graphviz."""

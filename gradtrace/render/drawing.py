@@ -1,0 +1,271 @@
+"""What a picture of the graph shows, before any syntax: boxes, arrows, clusters.
+
+DOT and Mermaid both draw a Drawing, so focus, folding and cutting are decided once. Arrows
+point the way the forward pass went (input -> consumer), as torchviz draws them; gradients
+flow against them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from ..errors import GradtraceError
+from ..model import CUSTOM, LEAF, Edge, Node, Pass, Trace
+from .labels import grad_text, shape_text
+
+FOLD_MIN_REPEATS = 3
+FOLD_MAX_PERIOD = 4
+
+
+@dataclass(frozen=True)
+class Box:
+    """One drawn node; kind picks its style."""
+
+    id: str
+    lines: tuple[str, ...]
+    kind: str  # op | leaf | custom | gradient | output | folded | more
+    cluster: str | None = None
+
+
+@dataclass(frozen=True)
+class Arrow:
+    src: str
+    dst: str
+    label: str | None = None
+
+
+@dataclass
+class Drawing:
+    boxes: list[Box] = field(default_factory=list)
+    arrows: list[Arrow] = field(default_factory=list)
+    clusters: dict[str, str] = field(default_factory=dict)  # cluster id -> caption
+
+    def kinds(self) -> list[str]:
+        """The kinds drawn, in a fixed order (for the legend)."""
+        present = {b.kind for b in self.boxes}
+        return [k for k in KIND_ORDER if k in present]
+
+
+KIND_ORDER = ("output", "op", "leaf", "custom", "gradient", "folded", "more")
+KIND_CAPTION = {
+    "output": "output tensor",
+    "op": "backward node",
+    "leaf": "leaf tensor (AccumulateGrad)",
+    "custom": "custom autograd.Function",
+    "gradient": "node of a gradient's graph (create_graph=True)",
+    "folded": "folded repeated chain",
+    "more": "nodes left out",
+}
+
+
+@dataclass(frozen=True)
+class DrawOptions:
+    saved: bool = False
+    grads: Pass | None = None
+    max_nodes: int | None = None
+    fold: bool = True
+    focus: str | None = None
+    radius: int = 2
+    module_depth: int | None = None
+
+
+def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # noqa: B008
+    """Decide what to draw: focus, then folding, then the --max-nodes cut."""
+    nodes = {n.id: n for n in trace.nodes}
+    keep = list(nodes)
+    if options.focus is not None:
+        keep = _neighbourhood(trace, focus_node(trace, options.focus), options.radius)
+    if options.max_nodes is not None and len(keep) > options.max_nodes:
+        keep = keep[: options.max_nodes]
+    kept = set(keep)
+    edges = [e for e in trace.edges if e.src in kept and e.dst in kept]
+    in_graph_of_outputs = _reachable(trace)
+    tensors = {t.name: t for t in trace.tensors}
+    several_inputs = {e.dst for e in trace.edges if e.dst_input > 0}
+
+    out = Drawing()
+    folded_into = _fold(trace, keep, edges) if options.fold else {}
+    for node_id in keep:
+        if node_id in folded_into and folded_into[node_id][0] != node_id:
+            continue  # drawn as part of its folded chain's box
+        node = nodes[node_id]
+        cluster = _cluster(node, options.module_depth, out)
+        if node_id in folded_into:
+            out.boxes.append(Box(node_id, folded_into[node_id][1], "folded", cluster))
+            continue
+        kind = node.kind if node_id in in_graph_of_outputs or node.kind == LEAF else "gradient"
+        out.boxes.append(Box(node_id, _lines(node, tensors, options.saved), kind, cluster))
+
+    def drawn(node_id: str) -> str:
+        return folded_into[node_id][0] if node_id in folded_into else node_id
+
+    for e in edges:
+        src, dst = drawn(e.src), drawn(e.dst)
+        if src == dst:
+            continue  # inside a folded chain
+        label = f"[{e.dst_input}]" if e.dst in several_inputs else None
+        if options.grads is not None:
+            sent = options.grads.sent(e)
+            if sent is not None:
+                label = f"{label} {grad_text(sent)}" if label else grad_text(sent)
+        out.arrows.append(Arrow(src, dst, label))
+    ends = dict(zip(trace.outputs, trace.output_names, strict=False))
+    for p in trace.passes:  # named roots of passes too: "x.grad" for a create_graph gradient
+        for node_id, name in zip(p.roots, p.root_names, strict=False):
+            if name and node_id not in ends:
+                ends[node_id] = name
+    for i, (node_id, name) in enumerate(ends.items()):
+        if node_id in kept:
+            t = tensors.get(name)
+            shape = [shape_text(t.dtype, t.shape)] if t is not None else []
+            out.boxes.append(Box(f"out{i}", (name, *shape), "output"))
+            out.arrows.append(Arrow(drawn(node_id), f"out{i}"))
+    left_out = len(nodes) - len(kept)
+    if left_out:
+        out.boxes.append(Box("more", (f"… {left_out} more nodes not drawn",), "more"))
+        for e in trace.edges:  # one arrow from the cut to each kept node it feeds
+            if e.src not in kept and e.dst in kept:
+                out.arrows.append(Arrow("more", drawn(e.dst)))
+        out.arrows = list(dict.fromkeys(out.arrows))
+    return out
+
+
+def focus_node(trace: Trace, focus: str) -> str:
+    """The node id that --focus names: a node id ("n12") or a named tensor."""
+    if any(n.id == focus for n in trace.nodes):
+        return focus
+    for t in trace.tensors:
+        if t.name == focus and t.node is not None:
+            return t.node
+    raise GradtraceError(
+        f"--focus {focus!r} is neither a node id nor a named tensor in the graph",
+        "node ids are n0, n1, … (see `gradtrace show`); tensors: "
+        + ", ".join(t.name for t in trace.tensors if t.node is not None),
+    )
+
+
+def _neighbourhood(trace: Trace, center: str, radius: int) -> list[str]:
+    near: dict[str, list[str]] = defaultdict(list)
+    for e in trace.edges:
+        near[e.src].append(e.dst)
+        near[e.dst].append(e.src)
+    seen = {center: 0}
+    queue = deque([center])
+    while queue:
+        node = queue.popleft()
+        if seen[node] == radius:
+            continue
+        for other in near[node]:
+            if other not in seen:
+                seen[other] = seen[node] + 1
+                queue.append(other)
+    return [n.id for n in trace.nodes if n.id in seen]  # in id order, for stable output
+
+
+def _reachable(trace: Trace) -> set[str]:
+    """Nodes reachable from the outputs (the rest belong to gradients' own graphs)."""
+    inputs: dict[str, list[str]] = defaultdict(list)
+    for e in trace.edges:
+        inputs[e.dst].append(e.src)
+    seen = set(trace.outputs)
+    stack = list(trace.outputs)
+    while stack:
+        for src in inputs[stack.pop()]:
+            if src not in seen:
+                seen.add(src)
+                stack.append(src)
+    return seen
+
+
+def _lines(node: Node, tensors: dict, saved: bool) -> tuple[str, ...]:
+    if node.kind == LEAF:
+        t = tensors.get(node.tensor) if node.tensor else None
+        lines = [node.tensor or "AccumulateGrad"]
+        if t is not None:
+            lines.append(shape_text(t.dtype, t.shape))
+    else:
+        lines = [node.type]
+        if node.tensor:
+            lines.append(f"({node.tensor})")
+        if node.kind == CUSTOM:
+            lines.append("custom Function")
+    if saved:
+        for s in node.saved:
+            status = shape_text(s.dtype, s.shape) + f" {s.bytes} B" if s.status == "ok" \
+                else s.status
+            lines.append(f"saved {s.name}: {status}")
+    return tuple(lines)
+
+
+def _cluster(node: Node, depth: int | None, out: Drawing) -> str | None:
+    module = getattr(node, "module", None)
+    if not module:
+        return None
+    parts = module.split(".")
+    if depth is not None:
+        parts = parts[:depth]
+    if not parts:
+        return None
+    key = ".".join(parts)
+    out.clusters.setdefault(key, key)
+    return key
+
+
+def _fold(trace: Trace, keep: list[str], edges: list[Edge]) -> dict[str, tuple[str, tuple]]:
+    """Runs of a repeated op or short op pattern along a linear chain, folded into one box.
+
+    Returns node id -> (id of the box drawn for its run, the box's lines).
+    """
+    consumers: dict[str, list[Edge]] = defaultdict(list)
+    inputs: dict[str, list[Edge]] = defaultdict(list)
+    for e in edges:
+        consumers[e.src].append(e)
+        inputs[e.dst].append(e)
+    outputs = set(trace.outputs)
+    types = {n.id: n.type for n in trace.nodes}
+
+    def linear(node_id: str) -> bool:
+        return (len(inputs[node_id]) == 1 and len(consumers[node_id]) == 1
+                and node_id not in outputs)
+
+    folded: dict[str, tuple[str, tuple]] = {}
+    for start in keep:
+        if not linear(start):
+            continue
+        before = inputs[start][0].src
+        if linear(before) and consumers[before][0].dst == start:
+            continue  # not the first of its chain
+        chain = [start]
+        while True:  # follow consumers: iterative, one pass per chain
+            nxt = consumers[chain[-1]][0].dst
+            if not linear(nxt) or inputs[nxt][0].src != chain[-1]:
+                break
+            chain.append(nxt)
+        _fold_chain(chain, [types[c] for c in chain], folded)
+    return folded
+
+
+def _fold_chain(chain: list[str], kinds: list[str], folded: dict) -> None:
+    i = 0
+    while i < len(chain):
+        best_period, best_repeats = 0, 0
+        for period in range(1, FOLD_MAX_PERIOD + 1):
+            pattern = kinds[i: i + period]
+            if len(pattern) < period:
+                break
+            repeats = 1
+            while kinds[i + repeats * period: i + (repeats + 1) * period] == pattern:
+                repeats += 1
+            if repeats >= FOLD_MIN_REPEATS and repeats * period > best_repeats * best_period:
+                best_period, best_repeats = period, repeats
+        if not best_period:
+            i += 1
+            continue
+        run = chain[i: i + best_period * best_repeats]
+        pattern = kinds[i: i + best_period]
+        name = pattern[0] if best_period == 1 else "(" + " → ".join(pattern) + ")"
+        lines = (f"{name} ×{best_repeats}", f"{run[0]} … {run[-1]}")
+        for node_id in run:
+            folded[node_id] = (run[0], lines)
+        i += len(run)

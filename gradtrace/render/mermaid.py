@@ -1,0 +1,48 @@
+"""Mermaid flowchart text of a Drawing: GitHub renders it in Markdown, no Graphviz needed."""
+
+from __future__ import annotations
+
+from .drawing import KIND_ORDER, Drawing
+
+CLASS_STYLE = {
+    "output": "fill:#c8e6c9,stroke:#2e7d32",
+    "op": "fill:#eeeeee,stroke:#616161",
+    "leaf": "fill:#bbdefb,stroke:#1565c0",
+    "custom": "fill:#f8bbd0,stroke:#ad1457,stroke-width:2px",
+    "gradient": "fill:#fff3e0,stroke:#e65100,stroke-dasharray:4 2",
+    "folded": "fill:#e1f5fe,stroke:#0277bd",
+    "more": "fill:#fffde7,stroke:#f9a825",
+}
+DIRECTION = {"TB": "TB", "BT": "BT", "LR": "LR", "RL": "RL"}
+
+
+def text(label: str) -> str:
+    """A Mermaid quoted label: quotes, angle brackets, braces and pipes as entities."""
+    for raw, entity in (("&", "#amp;"), ('"', "#quot;"), ("<", "#lt;"), (">", "#gt;"),
+                        ("{", "#123;"), ("}", "#125;"), ("|", "#124;"), ("`", "#96;")):
+        label = label.replace(raw, entity)
+    lines = label.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return '"' + "<br/>".join(lines) + '"'
+
+
+def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
+    """Mermaid text; the same drawing gives the same bytes."""
+    out = [f"flowchart {DIRECTION.get(rankdir, 'TB')}"]
+    by_cluster: dict[str | None, list] = {}
+    for box in drawing.boxes:
+        by_cluster.setdefault(box.cluster, []).append(box)
+    for key, boxes in by_cluster.items():
+        indent = "  " if key is None else "    "
+        if key is not None:
+            out.append(f"  subgraph cluster_{len(out)}[{text(drawing.clusters[key])}]")
+        for box in boxes:
+            out.append(f"{indent}{box.id}[{text(chr(10).join(box.lines))}]:::{box.kind}")
+        if key is not None:
+            out.append("  end")
+    for a in drawing.arrows:
+        label = f"|{text(a.label)}|" if a.label else ""
+        out.append(f"  {a.src} -->{label} {a.dst}")
+    for kind in KIND_ORDER:
+        if kind in {b.kind for b in drawing.boxes}:
+            out.append(f"  classDef {kind} {CLASS_STYLE[kind]}")
+    return "\n".join(out) + "\n"
