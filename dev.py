@@ -1,6 +1,6 @@
 """Set-up and everyday tasks, with nothing but Python 3.11 needed to start.
 
-    python3 dev.py demo    set up .venv, then show a bundled scenario
+    python3 dev.py demo    set up .venv, then show a bundled scenario and draw it to out/
     python3 dev.py test    set up .venv, then run the test suite (extra args go to pytest)
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
@@ -25,6 +25,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 TORCH_PIN = "torch==2.13.0"
 DEMO = "scenarios/chain_rule.py"
+SVG = "out/chain_rule.svg"
 
 
 def say(text: str) -> None:
@@ -77,7 +78,13 @@ def main(argv: list[str]) -> int:
         return 0 if task in ("help", "-h", "--help") else 2
     setup()
     if task == "demo":
-        return run(BIN / "gradtrace", "show", DEMO, check=False)
+        code = run(BIN / "gradtrace", "show", DEMO, check=False)
+        if code == 0 and shutil.which("dot"):
+            (ROOT / "out").mkdir(exist_ok=True)
+            code = run(BIN / "gradtrace", "dot", DEMO, "--grads", "-o", SVG, check=False)
+            if code == 0:
+                say(f"wrote {SVG}")
+        return code
     return run(PY, "-m", "pytest", "-q", *argv[1:], check=False)
 
 
