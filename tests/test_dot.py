@@ -1,0 +1,204 @@
+"""`gradtrace dot`: real Graphviz on every scenario, golden DOT and Mermaid, escaping, files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from helpers import SCENARIOS, invoke, show_json
+
+from gradtrace.model import Edge, Node, TensorInfo, Trace
+from gradtrace.render.dot import quote, to_dot
+from gradtrace.render.drawing import DrawOptions, drawing
+from gradtrace.render.mermaid import to_mermaid
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("GRADTRACE_UPDATE_GOLDEN") == "1"  # regenerate: set it and rerun
+DOT = shutil.which("dot")
+needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
+GALLERY = sorted(p for p in SCENARIOS.rglob("*.py") if "no_graph" not in p.parts)
+
+
+def dot_text(scenario: Path, *args: str) -> str:
+    result = invoke("dot", scenario, *args)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+@needs_dot
+@pytest.mark.parametrize("scenario", GALLERY, ids=lambda p: p.stem)
+def test_every_scenario_draws_with_real_graphviz(scenario: Path, tmp_path: Path) -> None:
+    text = dot_text(scenario, "--saved", "--grads")
+    proc = subprocess.run([DOT, "-Tsvg"], input=text.encode(), capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()
+    svg = ET.fromstring(proc.stdout)  # well-formed XML
+    drawn = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+    trace = show_json(scenario)
+    for node in trace["nodes"]:
+        if node["kind"] == "leaf" and node["tensor"]:
+            assert node["tensor"] in drawn, node["tensor"]
+
+
+@needs_dot
+def test_svg_file_is_written_and_names_the_leaves(tmp_path: Path) -> None:
+    out = tmp_path / "graph.svg"
+    result = invoke("dot", SCENARIOS / "shopping_apple_tangerine.py", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    svg = ET.parse(out).getroot()
+    drawn = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+    for leaf in ("apple", "tangerine", "num_apple", "num_tangerine", "ctax"):
+        assert leaf in drawn.split()
+
+
+@needs_dot
+@pytest.mark.parametrize("suffix,magic", [(".png", b"\x89PNG"), (".pdf", b"%PDF")])
+def test_binary_formats(tmp_path: Path, suffix: str, magic: bytes) -> None:
+    out = tmp_path / f"graph{suffix}"
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", out).exit_code == 0
+    assert out.read_bytes().startswith(magic)
+
+
+def test_json_and_mermaid_files(tmp_path: Path) -> None:
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "t.json").exit_code == 0
+    assert '"schema": "gradtrace.trace/1"' in (tmp_path / "t.json").read_text()
+    assert invoke("dot", tmp_path / "t.json", "-o", tmp_path / "g.mmd").exit_code == 0
+    assert (tmp_path / "g.mmd").read_text().startswith("flowchart TB")
+
+
+@pytest.mark.parametrize("name", ["chain_rule", "two_paths_add_up", "custom_pow_function",
+                                  "second_derivative", "chunk_multi_output"])
+@pytest.mark.parametrize("fmt", ["dot", "mmd"])
+def test_golden(name: str, fmt: str) -> None:
+    args = ["--grads", "--saved"] if fmt == "dot" else []
+    text = dot_text(SCENARIOS / f"{name}.py", "--format", fmt, *args)
+    golden = GOLDEN / f"{name}.{fmt}"
+    if UPDATE:
+        golden.write_text(text)
+    assert text == golden.read_text(), f"{golden} differs; GRADTRACE_UPDATE_GOLDEN=1 updates it"
+
+
+def test_same_scenario_same_bytes() -> None:
+    args = ("--grads", "--saved")
+    assert dot_text(SCENARIOS / "two_paths_add_up.py", *args) == \
+        dot_text(SCENARIOS / "two_paths_add_up.py", *args)
+
+
+HOSTILE = ['say "hi"', "back\\slash", "<b>tag</b>", "{brace}", "new\nline", "pipe|x", "a`b"]
+
+
+def hostile_trace() -> Trace:
+    nodes = [Node(f"n{i}", name + "Backward", "op" if i else "custom", name)
+             for i, name in enumerate(HOSTILE)]
+    nodes.append(Node(f"n{len(HOSTILE)}", "AccumulateGrad", "leaf", 'leaf "x"\\'))
+    edges = [Edge(f"n{i + 1}", f"n{i}", 0, 0) for i in range(len(HOSTILE))]
+    tensors = (TensorInfo('leaf "x"\\', (2,), "float32", True, True, False, None,
+                          f"n{len(HOSTILE)}", None),)
+    return Trace("evil.py", "0", "0", ("n0",), ('out "put"',), "test", tuple(nodes),
+                 tuple(edges), tensors, (), ())
+
+
+@needs_dot
+def test_hostile_names_cannot_break_dot_or_svg() -> None:
+    text = to_dot(drawing(hostile_trace(), DrawOptions(fold=False)))
+    proc = subprocess.run([DOT, "-Tsvg"], input=text.encode(), capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()
+    svg = ET.fromstring(proc.stdout)
+    drawn = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    for name in HOSTILE:
+        for part in name.split("\n"):
+            assert any(part in (t or "") for t in drawn), part
+    assert 'leaf "x"\\' in drawn
+    canon = subprocess.run([DOT, "-Tcanon"], input=text.encode(), capture_output=True)
+    assert canon.stdout.count(b"->") == len(HOSTILE) + 1  # every edge survived
+
+
+def test_hostile_names_cannot_break_mermaid() -> None:
+    text = to_mermaid(drawing(hostile_trace(), DrawOptions(fold=False)))
+    for line in text.splitlines()[1:]:
+        if "[" in line and line.strip().startswith("n"):
+            label = line[line.index("[") + 1: line.rindex("]")]
+            assert label.startswith('"') and label.endswith('"')
+            assert '"' not in label[1:-1] and "\n" not in label
+            assert "<" not in label.replace("<br/>", "")
+
+
+def test_quote() -> None:
+    assert quote('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+
+
+def test_max_nodes_cuts_visibly(tmp_path: Path) -> None:
+    text = dot_text(SCENARIOS / "shopping_apple_tangerine.py", "--max-nodes", "3")
+    assert "more nodes not drawn" in text
+    assert text.count("[label=") - text.count("legend_") - text.count("->") <= 3 + 2
+
+
+def test_focus_draws_a_neighbourhood() -> None:
+    text = dot_text(SCENARIOS / "shopping_apple_tangerine.py", "--focus", "num_apple",
+                    "--radius", "1", "--no-fold")
+    assert "num_apple" in text and "tangerine\\n" not in text
+    assert "more nodes not drawn" in text
+
+
+def test_folding_a_long_chain(tmp_path: Path) -> None:
+    path = tmp_path / "chain.py"
+    path.write_text("import torch\nx = torch.tensor(1.0, requires_grad=True)\ny = x\n"
+                    "for _ in range(128):\n    y = y * 1.01\n"
+                    "for _ in range(50):\n    y = (y * 1.01) + 1\n")
+    text = dot_text(path)
+    # forward order from x: 128 Muls and the first pair's Mul, then (Add, Mul) pairs; the
+    # output's own Add is never folded
+    assert "MulBackward0 ×129" in text
+    assert "(AddBackward0 → MulBackward0) ×49" in text
+    assert text.count("->") < 10
+    unfolded = dot_text(path, "--no-fold")
+    assert unfolded.count("MulBackward0") == 178
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-o", "graph.xyz"], "cannot tell the format"),
+    (["--format", "gif"], "unknown --format"),
+    (["--format", "png"], "write it to a file"),
+    (["--rankdir", "UP"], "--rankdir"),
+    (["--focus", "nowhere"], "--focus 'nowhere'"),
+    (["-o", "/nonexistent/dir/g.svg"], "does not exist"),
+])
+def test_bad_export_arguments(args: list[str], message: str, tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    result = invoke("dot", SCENARIOS / "chain_rule.py", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_never_overwrites_the_input(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", trace).exit_code == 0
+    before = trace.read_bytes()
+    result = invoke("dot", trace, "-o", trace)
+    assert result.exit_code == 2 and "refusing to overwrite" in result.stderr
+    assert trace.read_bytes() == before
+
+
+def test_unwritable_path(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        result = invoke("dot", SCENARIOS / "chain_rule.py", "-o", locked / "g.dot")
+        assert result.exit_code == 2 and "cannot write" in result.stderr
+    finally:
+        locked.chmod(0o700)
+
+
+def test_no_graphviz_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no `dot` on it
+    result = invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "g.svg")
+    assert result.exit_code == 2 and "apt-get install graphviz" in result.stderr
+    assert not (tmp_path / "g.svg").exists()
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "g.mmd").exit_code == 0
