@@ -82,7 +82,8 @@ def pick_pass(trace: Trace, number: int | None) -> Pass | None:
     return with_flow[-1] if with_flow else None
 
 
-def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1) -> Trace:
+def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1,
+               saved: bool = True) -> Trace:
     """A Trace from a scenario .py file (run now) or a saved .json trace."""
     if source.endswith(".json"):
         if outputs:
@@ -97,7 +98,7 @@ def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1) 
         return Trace.from_dict(data)
     from .scenario import run_scenario  # imports torch
 
-    return run_scenario(source, outputs, backward, order)
+    return run_scenario(source, outputs, backward, order, saved)
 
 
 @app.command(
@@ -287,7 +288,9 @@ def dot(
         if out is None and chosen in BINARY_FORMATS:
             raise ExportError(f"{chosen.upper()} is binary: write it to a file",
                               f"add -o graph.{chosen}")
-        trace = load_trace(scenario, output or [], backward=not no_backward)
+        # saved tensors cost time to read on big graphs: only when they are shown or exported
+        trace = load_trace(scenario, output or [], backward=not no_backward,
+                           saved=saved or chosen == "json")
         if chosen == "json":
             data = to_json(trace).encode("utf-8")
         else:

@@ -11,6 +11,7 @@ import torch
 
 from . import __version__
 from .findings import trace_findings
+from .gcpause import gc_paused
 from .model import (
     CUSTOM,
     LEAF,
@@ -79,13 +80,24 @@ def node_type(node: Any) -> str:
     return type(node).__name__
 
 
+_KINDS: dict[type, str] = {}
+
+
 def node_kind(node: Any) -> str:
-    """"leaf" for AccumulateGrad, "custom" for an autograd.Function's node, else "op"."""
-    if hasattr(node, "_forward_cls"):  # first: a user's ctx may have any attribute
-        return CUSTOM
-    if hasattr(node, "variable"):
-        return LEAF
-    return OP
+    """"leaf" for AccumulateGrad, "custom" for an autograd.Function's node, else "op".
+
+    The kind is a property of the node's class, so it is worked out once per class.
+    """
+    kind = _KINDS.get(type(node))
+    if kind is None:
+        if hasattr(type(node), "_forward_cls"):  # first: a user's ctx may have any attribute
+            kind = CUSTOM
+        elif hasattr(node, "variable"):
+            kind = LEAF
+        else:
+            kind = OP
+        _KINDS[type(node)] = kind
+    return kind
 
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
@@ -347,6 +359,7 @@ def tensor_info(
     )
 
 
+@gc_paused
 def build_trace(
     *,
     scenario: str | None,
@@ -356,12 +369,16 @@ def build_trace(
     passes: Sequence[RawPass],
     calls: Sequence[RawCall],
     findings: Sequence[Finding],
-    saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
+    saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
     grad_before: dict[str, GradSummary | None],
     stdout: str = "",
     second_order: SecondOrder | None = None,
 ) -> Trace:
-    """Walk the graph from the outputs (then from every pass's roots) and build the Trace."""
+    """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
+
+    saved_before holds saved tensors read before a backward freed them; None means saved
+    tensors are not read at all (faster; the Trace says so in saved_read).
+    """
     output_nodes = [t.grad_fn for _, t in outputs]
     order, raw_edges = walk(output_nodes, [r for p in passes for r in p.roots])
     try:
@@ -385,9 +402,13 @@ def build_trace(
                 tensor = name_of_tensor.get(id(variable))
             else:
                 tensor = name_of_node.get(id(obj))
-            cached = saved_before.get(id(obj))
-            saved = cached[1] if cached is not None and cached[0] is obj else saved_tensors(obj)
-            nodes.append(Node(node_id, node_type(obj), kind, tensor, saved))
+            if saved_before is None:
+                saved: tuple[SavedTensor, ...] = ()
+            else:
+                cached = saved_before.get(id(obj))
+                saved = cached[1] if cached is not None and cached[0] is obj \
+                    else saved_tensors(obj)
+            nodes.append(Node(node_id, type(obj).__name__, kind, tensor, saved))
         edges = tuple(Edge(ids[s], ids[d], slot, k) for s, d, slot, k in raw_edges)
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
@@ -430,6 +451,7 @@ def build_trace(
         functions=trace_calls,
         stdout=stdout,
         second_order=second_order,
+        saved_read=saved_before is not None,
     )
     return replace(trace, findings=trace.findings + tuple(trace_findings(trace)))
 

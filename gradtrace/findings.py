@@ -46,9 +46,11 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
 
 def hook_changes(trace: Trace) -> list[Finding]:
     """Edges whose gradient arrived different from what was sent: a hook changed it."""
+    findings: list[Finding] = []
+    if not any(p.flow for p in trace.passes):
+        return findings
     nodes = {n.id: n for n in trace.nodes}
     fan_in = Counter((e.src, e.src_output) for e in trace.edges)
-    findings = []
     for i, p in enumerate(trace.passes, 1):
         for e in trace.edges:
             if fan_in[(e.src, e.src_output)] != 1 or e.src not in p.flow or e.dst not in p.flow:
@@ -72,11 +74,13 @@ def _finite(g: GradSummary | None) -> bool:
 def nan_origins(trace: Trace) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
     a non-finite one."""
+    findings: list[Finding] = []
+    if not any(p.flow for p in trace.passes):
+        return findings
     nodes = {n.id: n for n in trace.nodes}
     inputs: dict[str, list[Edge]] = {}
     for e in trace.edges:
         inputs.setdefault(e.dst, []).append(e)
-    findings = []
     for i, p in enumerate(trace.passes, 1):
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
             if not all(_finite(g) for g in f.grad_outputs):

@@ -6,7 +6,7 @@ Built once by the extractor; every renderer, the JSON form and `diff` read only 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import TraceFileError
 
@@ -27,19 +27,22 @@ class SavedTensor:
     status: str = "ok"  # "ok" | "freed" | "modified in place"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """One autograd node (a grad_fn, or the AccumulateGrad of a leaf)."""
+class Node(NamedTuple):
+    """One autograd node (a grad_fn, or the AccumulateGrad of a leaf).
+
+    Node and Edge are named tuples, not dataclasses: a big graph has 100,000s of them, and a
+    tuple is built several times faster. Both are immutable all the same.
+    """
 
     id: str
     type: str
     kind: str
     tensor: str | None
     saved: tuple[SavedTensor, ...] = ()
+    module: str | None = None  # dotted path of the nn.Module whose forward made it
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(NamedTuple):
     """Gradient flows dst -> src: src is dst.next_functions[dst_input]."""
 
     src: str
@@ -174,6 +177,48 @@ class Trace:
     functions: tuple[FunctionCall, ...] = ()
     stdout: str = ""
     second_order: SecondOrder | None = None
+    saved_read: bool = True  # False: saved tensors were not read, so every saved is empty
+
+    # Conveniences for notebooks; the renderers are imported when called, so this module
+    # stays free of them.
+    def to_json(self) -> str:
+        """The canonical JSON text (schema gradtrace.trace/1)."""
+        from .render.json import to_json
+
+        return to_json(self)
+
+    def to_dot(self, **options: Any) -> str:
+        """Graphviz DOT text; options as DrawOptions (saved, grads, max_nodes, fold, focus…)."""
+        from .render.dot import to_dot
+        from .render.drawing import DrawOptions, drawing
+
+        return to_dot(drawing(self, DrawOptions(**options)))
+
+    def to_mermaid(self, **options: Any) -> str:
+        """Mermaid flowchart text, for Markdown."""
+        from .render.drawing import DrawOptions, drawing
+        from .render.mermaid import to_mermaid
+
+        return to_mermaid(drawing(self, DrawOptions(**options)))
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows the graph as SVG (None, so it falls back to text, without Graphviz)."""
+        from .errors import ExportError
+        from .render.dot import render
+
+        try:
+            return render(self.to_dot(), "svg").decode("utf-8")
+        except ExportError:
+            return None
+
+    def __rich__(self) -> Any:
+        """The tree and the tensor table, for rich.print and the rich console."""
+        from rich.console import Group
+
+        from .render.table import tensor_table
+        from .render.tree import graph_tree
+
+        return Group(graph_tree(self), tensor_table(self))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract's dict (schema gradtrace.trace/1), keys in a fixed order."""
@@ -199,6 +244,7 @@ class Trace:
             ],
             "stdout": self.stdout,
             "second_order": _second_order_dict(self.second_order),
+            "saved_read": self.saved_read,
         }
 
     @classmethod
@@ -221,7 +267,7 @@ class Trace:
                 nodes=tuple(
                     Node(
                         n["id"], n["type"], n["kind"], n["tensor"],
-                        tuple(_saved_from(s) for s in n["saved"]),
+                        tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
                     )
                     for n in data["nodes"]
                 ),
@@ -244,6 +290,7 @@ class Trace:
                 ),
                 stdout=data.get("stdout", ""),
                 second_order=_second_order_from(data.get("second_order")),
+                saved_read=data.get("saved_read", True),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceFileError(
@@ -263,6 +310,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
              "status": s.status}
             for s in n.saved
         ],
+        "module": n.module,
     }
 
 

@@ -40,18 +40,50 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 
 
 def run_scenario(
-    path: str | Path, outputs: Sequence[str] = (), backward: bool = True, order: int = 1
+    path: str | Path, outputs: Sequence[str] = (), backward: bool = True, order: int = 1,
+    saved: bool = True,
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
     outputs names the roots (else OUTPUT, else the last named tensor with a grad_fn);
     backward=False skips gradtrace's own backward when the scenario runs none;
-    order=2 also computes second derivatives of the first backward's (scalar) root.
+    order=2 also computes second derivatives of the first backward's (scalar) root;
+    saved=False does not read saved tensors (faster, for pictures that do not show them).
     """
     path = str(path)
     code, lines = _compile(path)
     with _RUN_LOCK:
-        return _in_big_stack(lambda: _run(path, code, lines, list(outputs), backward, order))
+        return _in_big_stack(
+            lambda: _run(path, code, lines, list(outputs), backward, order, saved))
+
+
+def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
+                  saved: bool = True) -> Trace:
+    """The Trace of the graph behind live output tensors, labelled from names."""
+    for t in outputs:
+        if not isinstance(t, torch.Tensor) or t.grad_fn is None:
+            raise ScenarioError("gradtrace.trace() takes tensors that have a grad_fn "
+                                f"(got {type(t).__name__}"
+                                f"{'' if not isinstance(t, torch.Tensor) else ' without one'})",
+                                "pass the output of a computation on tensors that require grad")
+    return _in_big_stack(lambda: _trace_live(outputs, names, backward, saved))
+
+
+def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,
+                saved: bool) -> Trace:
+    named = named_tensors(names)
+    name_of = {id(t): n for n, t in reversed(named)}
+    picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]
+    recorder = Recorder("<python>", [], dict(names))
+    recorder.read_saved = saved
+    if backward:
+        _own_backward(recorder, [t for _, t in picked], [])
+    return build_trace(
+        scenario=None, named=named, outputs=picked, root_reason="passed to gradtrace.trace()",
+        passes=recorder.passes, calls=[], findings=pass_findings(recorder.passes),
+        saved_before=recorder.saved_before if saved else None,
+        grad_before=recorder.grad_before or {},
+    )
 
 
 def _compile(path: str) -> tuple[Any, list[str]]:
@@ -135,6 +167,7 @@ class Recorder:
         self.saved_before: dict[int, tuple[Any, Any]] = {}
         self.grad_before: dict[str, GradSummary | None] | None = None
         self.order = 1  # 2: compute second derivatives of the first pass's root
+        self.read_saved = True
         self.second_order: SecondOrder | None = None
         self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
@@ -295,6 +328,8 @@ class Recorder:
 
     def _snapshot_saved(self, nodes: list[Any]) -> None:
         # Saved tensors are readable only until a backward frees them: read them now.
+        if not self.read_saved:
+            return
         for node in nodes:
             if id(node) not in self.saved_before:
                 self.saved_before[id(node)] = (node, saved_tensors(node))
@@ -319,12 +354,13 @@ def _grad_changes(before: list[tuple[str, Any, Any, int | None, Any]]) -> list[G
 
 
 def _run(path: str, code: Any, lines: list[str], requested: list[str], backward: bool,
-         order: int) -> Trace:
+         order: int, saved: bool) -> Trace:
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
     recorder = Recorder(path, lines, namespace)
     recorder.order = order
+    recorder.read_saved = saved
     output = io.StringIO()
     findings: list[Finding] = []
     try:
@@ -373,7 +409,7 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
             passes=recorder.passes,
             calls=recorder.calls,
             findings=findings,
-            saved_before=recorder.saved_before,
+            saved_before=recorder.saved_before if saved else None,
             grad_before=recorder.grad_before or {},
             stdout=output.getvalue(),
             second_order=recorder.second_order,

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 from ..errors import ExportError
+from ..gcpause import gc_paused
 from .drawing import KIND_CAPTION, Box, Drawing
 
 FONT = "Helvetica"
@@ -29,10 +30,10 @@ def quote(text: str) -> str:
 
 
 def _box(box: Box, indent: str) -> str:
-    label = quote("\n".join(box.lines))
-    return f"{indent}{box.id} [label={label}, {STYLE[box.kind]}];"
+    return f"{indent}{box.id} [label={quote(chr(10).join(box.lines))}, {STYLE[box.kind]}];"
 
 
+@gc_paused
 def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
     """DOT text; the same drawing gives the same bytes."""
     lines = [

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import GradtraceError
+from ..gcpause import gc_paused
 from ..model import CUSTOM, LEAF, Edge, Node, Pass, Trace
 from .labels import grad_text, shape_text
 
@@ -18,9 +20,8 @@ FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
 
 
-@dataclass(frozen=True)
-class Box:
-    """One drawn node; kind picks its style."""
+class Box(NamedTuple):
+    """One drawn node; kind picks its style. (Named tuples: big graphs make many.)"""
 
     id: str
     lines: tuple[str, ...]
@@ -28,8 +29,7 @@ class Box:
     cluster: str | None = None
 
 
-@dataclass(frozen=True)
-class Arrow:
+class Arrow(NamedTuple):
     src: str
     dst: str
     label: str | None = None
@@ -70,6 +70,7 @@ class DrawOptions:
     module_depth: int | None = None
 
 
+@gc_paused
 def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # noqa: B008
     """Decide what to draw: focus, then folding, then the --max-nodes cut."""
     nodes = {n.id: n for n in trace.nodes}
@@ -80,7 +81,9 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         keep = keep[: options.max_nodes]
     kept = set(keep)
     edges = [e for e in trace.edges if e.src in kept and e.dst in kept]
-    in_graph_of_outputs = _reachable(trace)
+    # Nodes no output reaches belong to a gradient's own graph (create_graph=True).
+    extra_roots = {r for p in trace.passes for r in p.roots} - set(trace.outputs)
+    in_graph_of_outputs = _reachable(trace) if extra_roots else None
     tensors = {t.name: t for t in trace.tensors}
     several_inputs = {e.dst for e in trace.edges if e.dst_input > 0}
 
@@ -90,11 +93,14 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         if node_id in folded_into and folded_into[node_id][0] != node_id:
             continue  # drawn as part of its folded chain's box
         node = nodes[node_id]
-        cluster = _cluster(node, options.module_depth, out)
+        cluster = _cluster(node, options.module_depth, out) if node.module else None
         if node_id in folded_into:
             out.boxes.append(Box(node_id, folded_into[node_id][1], "folded", cluster))
             continue
-        kind = node.kind if node_id in in_graph_of_outputs or node.kind == LEAF else "gradient"
+        kind = node.kind
+        if in_graph_of_outputs is not None and node_id not in in_graph_of_outputs \
+                and kind != LEAF:
+            kind = "gradient"
         out.boxes.append(Box(node_id, _lines(node, tensors, options.saved), kind, cluster))
 
     def drawn(node_id: str) -> str:
@@ -199,10 +205,7 @@ def _lines(node: Node, tensors: dict, saved: bool) -> tuple[str, ...]:
 
 
 def _cluster(node: Node, depth: int | None, out: Drawing) -> str | None:
-    module = getattr(node, "module", None)
-    if not module:
-        return None
-    parts = module.split(".")
+    parts = (node.module or "").split(".")
     if depth is not None:
         parts = parts[:depth]
     if not parts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..gcpause import gc_paused
 from ..model import Trace
 
 
@@ -12,6 +13,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
+@gc_paused
 def to_json(trace: Trace) -> str:
     """JSON of the trace (schema gradtrace.trace/1), byte-identical for the same trace.
 

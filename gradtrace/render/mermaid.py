@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..gcpause import gc_paused
 from .drawing import KIND_ORDER, Drawing
 
 CLASS_STYLE = {
@@ -25,6 +26,7 @@ def text(label: str) -> str:
     return '"' + "<br/>".join(lines) + '"'
 
 
+@gc_paused
 def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     """Mermaid text; the same drawing gives the same bytes."""
     out = [f"flowchart {DIRECTION.get(rankdir, 'TB')}"]

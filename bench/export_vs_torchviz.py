@@ -1,0 +1,134 @@
+"""gradtrace's Trace + DOT against torchviz's make_dot, and time to an SVG picture.
+
+Both run in this process on the same graphs, so the ratios hold on a noisy machine.
+torchviz is a test-only dependency (pip install torchviz).
+
+    .venv/bin/python bench/export_vs_torchviz.py [--timeout SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import torch
+import torchviz
+
+import gradtrace
+from gradtrace.render.dot import render
+
+
+def mlp() -> torch.Tensor:
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)(torch.randn(64, 256)).pow(2).mean()
+
+
+def transformer() -> torch.Tensor:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+    return model(torch.randn(8, 32, 128)).pow(2).mean()
+
+
+def many_leaves(n: int = 10_000) -> torch.Tensor:
+    leaves = [torch.randn((), requires_grad=True) for _ in range(n)]
+    return torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()
+
+
+def chain(n: int) -> torch.Tensor:
+    y = torch.tensor(1.0, requires_grad=True)
+    for _ in range(n):
+        y = y * 1.0001
+    return y
+
+
+def diamond(layers: int = 50) -> torch.Tensor:
+    h = torch.tensor(0.5, requires_grad=True)
+    for _ in range(layers):
+        h = torch.sin(h) + torch.cos(h)
+    return h
+
+
+def timed(work: Callable[[], object]) -> tuple[float | None, str]:
+    start = time.perf_counter()
+    try:
+        work()
+    except RecursionError:
+        return None, "RecursionError"
+    except subprocess.TimeoutExpired as exc:
+        return None, f"unfinished after {exc.timeout:.0f} s"
+    return time.perf_counter() - start, ""
+
+
+def best_of(work: Callable[[], object], repeats: int) -> tuple[float | None, str]:
+    results = [timed(work) for _ in range(repeats)]
+    ok = [t for t, _ in results if t is not None]
+    return (min(ok), "") if ok else results[0]
+
+
+def fmt(seconds: float | None, note: str) -> str:
+    return f"{seconds * 1000:10.1f} ms" if seconds is not None else f"{note:>13}"
+
+
+def dot_svg(source: str, timeout: float) -> bytes:
+    return subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True,
+                          check=True, timeout=timeout).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds allowed to each `dot -Tsvg` run")
+    args = parser.parse_args()
+    sys.setrecursionlimit(100_000)  # torchviz walks recursively: give it a chance on chains
+
+    print("Trace + DOT text vs torchviz.make_dot (like for like: no saved tensors, no folding):")
+    cases = [("MLP (4 x Linear 256)", mlp, 5), ("transformer (6 layers)", transformer, 5),
+             ("10,000 leaves x 3 ops", many_leaves, 3),
+             ("10,000-op chain", lambda: chain(10_000), 3),
+             ("100,000-op chain", lambda: chain(100_000), 1)]
+    for name, build, repeats in cases:
+        out = build()
+        ours, _ = best_of(lambda out=out: gradtrace.trace(out, names={}, saved=False)
+                          .to_dot(fold=False), repeats)
+        if name.startswith("100,000"):
+            theirs, note = None, "not tried: a recursive walker overflows the C stack here"
+        else:
+            theirs, note = best_of(lambda out=out: torchviz.make_dot(out).source, repeats)
+        ratio = f"{theirs / ours:6.1f}x faster" if theirs and ours else ""
+        print(f"  {name:26} gradtrace {fmt(ours, '')}   torchviz {fmt(theirs, note)}  {ratio}")
+        del out
+
+    print("\nTime to an SVG picture (graph walk + DOT + `dot -Tsvg`):")
+    pictures = [("10,000-op chain", lambda: chain(10_000), False),
+                ("50-layer diamond, saved tensors", diamond, True)]
+    for name, build, saved in pictures:
+        out = build()
+        ours, note_ours = timed(lambda out=out, saved=saved: render(
+            gradtrace.trace(out, names={}).to_dot(saved=saved), "svg"))
+        theirs, note = timed(lambda out=out, saved=saved: dot_svg(
+            torchviz.make_dot(out, show_saved=saved).source, args.timeout))
+        if theirs is not None and ours is not None:
+            ratio = f"{theirs / ours:6.1f}x faster"
+        elif ours is not None:
+            ratio = f"more than {args.timeout / ours:.0f}x faster"
+        else:
+            ratio = ""
+        print(f"  {name:32} gradtrace {fmt(ours, note_ours)}   torchviz {fmt(theirs, note)}  "
+              f"{ratio}")
+        del out
+
+
+if __name__ == "__main__":
+    # torch frees a deep graph recursively: a big stack lets the 100,000-op chain go
+    threading.stack_size(1 << 30)
+    worker = threading.Thread(target=main)
+    worker.start()
+    worker.join()
