@@ -50,10 +50,13 @@ def chain(n: int) -> torch.Tensor:
 
 
 def diamond(layers: int = 50) -> torch.Tensor:
-    h = torch.tensor(0.5, requires_grad=True)
+    """Two branches per layer that meet again, both using the same two weights."""
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    h = torch.randn(1, 4, requires_grad=True)
     for _ in range(layers):
-        h = torch.sin(h) + torch.cos(h)
-    return h
+        h = torch.tanh(h @ w1) + torch.tanh(h @ w2)
+    return h.sum()
 
 
 def timed(work: Callable[[], object]) -> tuple[float | None, str]:

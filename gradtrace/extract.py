@@ -46,21 +46,22 @@ def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, i
     index: dict[int, int] = {}
     order: list[Any] = []
     edges: list[tuple[int, int, int, int]] = []
+    find, add, link = index.get, order.append, edges.append  # bound once: the loop is hot
     i = 0
     for roots in root_groups:
         for root in roots:
             if root is not None and id(root) not in index:
                 index[id(root)] = len(order)
-                order.append(root)
+                add(root)
         while i < len(order):
             for slot, (child, output_nr) in enumerate(order[i].next_functions):
                 if child is None:  # an input that needs no gradient: no edge, the slot counts
                     continue
-                j = index.get(id(child))
+                j = find(id(child))
                 if j is None:
                     j = index[id(child)] = len(order)
-                    order.append(child)
-                edges.append((j, i, slot, output_nr))
+                    add(child)
+                link((j, i, slot, output_nr))
             i += 1
     return order, edges
 
@@ -393,9 +394,10 @@ def build_trace(
         for name, t in named:
             name_of_tensor.setdefault(id(t), name)
         nodes: list[Node] = []
+        make = tuple.__new__  # Node(...) and Edge(...) without their keyword handling: hot
         for node_id, obj in zip(ids, order, strict=True):
             node_ids[id(obj)] = node_id
-            kind = node_kind(obj)
+            kind = _KINDS.get(type(obj)) or node_kind(obj)
             if kind == LEAF:
                 variable = obj.variable
                 node_ids[id(variable)] = node_id
@@ -408,8 +410,8 @@ def build_trace(
                 cached = saved_before.get(id(obj))
                 saved = cached[1] if cached is not None and cached[0] is obj \
                     else saved_tensors(obj)
-            nodes.append(Node(node_id, type(obj).__name__, kind, tensor, saved))
-        edges = tuple(Edge(ids[s], ids[d], slot, k) for s, d, slot, k in raw_edges)
+            nodes.append(make(Node, (node_id, type(obj).__name__, kind, tensor, saved, None)))
+        edges = tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
         detached = detached_sources(named)

@@ -66,7 +66,9 @@ def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
                                 f"(got {type(t).__name__}"
                                 f"{'' if not isinstance(t, torch.Tensor) else ' without one'})",
                                 "pass the output of a computation on tensors that require grad")
-    return _in_big_stack(lambda: _trace_live(outputs, names, backward, saved))
+    # No big-stack thread here: the caller holds the graph, so nothing gradtrace drops can
+    # free a deep chain (and release() drops node references root first).
+    return _trace_live(outputs, names, backward, saved)
 
 
 def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,

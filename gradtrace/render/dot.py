@@ -21,24 +21,44 @@ STYLE = {
     "more": 'shape=note, style="filled", fillcolor="#fffde7"',
 }
 RENDERED = ("svg", "png", "pdf")
+# Past this many boxes, Graphviz's spline routing and crossing minimisation dominate (a
+# 50-layer diamond with shared weights took minutes): straight edges and bounded layout
+# passes draw it in about a second.
+BIG = 150
+BIG_LAYOUT = "splines=line, nslimit=1, nslimit1=1, mclimit=0.05, remincross=false, "
+
+
+def _escape(text: str) -> str:
+    if "\\" in text or '"' in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+        text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+    return text
 
 
 def quote(text: str) -> str:
     """A DOT double-quoted string: backslashes and quotes escaped, newlines as \\n escapes."""
-    text = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n") + '"'
+    return '"' + _escape(text) + '"'
 
 
-def _box(box: Box, indent: str) -> str:
-    return f"{indent}{box.id} [label={quote(chr(10).join(box.lines))}, {STYLE[box.kind]}];"
+def _boxes(boxes: list[Box], indent: str) -> list[str]:
+    out = []
+    for box_id, box_lines, kind, _ in boxes:  # the hot loop of a big graph: kept flat
+        text = "\n".join(box_lines)
+        if "\\" in text or '"' in text or "\r" in text:
+            text = _escape(text)
+        else:
+            text = text.replace("\n", "\\n")
+        out.append(f'{indent}{box_id} [label="{text}", {STYLE[kind]}];')
+    return out
 
 
 @gc_paused
 def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
     """DOT text; the same drawing gives the same bytes."""
+    big = BIG_LAYOUT if len(drawing.boxes) > BIG else ""
     lines = [
         "digraph gradtrace {",
-        f'  graph [rankdir={rankdir}, fontname="{FONT}", fontsize=10, newrank=true];',
+        f'  graph [{big}rankdir={rankdir}, fontname="{FONT}", fontsize=10, newrank=true];',
         f'  node [fontname="{FONT}", fontsize=10, margin="0.12,0.05"];',
         f'  edge [fontname="{FONT}", fontsize=9, color="#555555"];',
     ]
@@ -47,16 +67,15 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         by_cluster.setdefault(box.cluster, []).append(box)
     for key, boxes in by_cluster.items():
         if key is None:
-            lines.extend(_box(b, "  ") for b in boxes)
+            lines.extend(_boxes(boxes, "  "))
             continue
         lines.append(f"  subgraph {quote('cluster_' + key)} {{")
         lines.append(f'    label={quote(drawing.clusters[key])}; style="rounded,dashed"; '
                      'color="#90a4ae";')
-        lines.extend(_box(b, "    ") for b in boxes)
+        lines.extend(_boxes(boxes, "    "))
         lines.append("  }")
-    for a in drawing.arrows:
-        label = f" [label={quote(a.label)}]" if a.label else ""
-        lines.append(f"  {a.src} -> {a.dst}{label};")
+    lines.extend([f"  {src} -> {dst} [label={quote(label)}];" if label
+                  else f"  {src} -> {dst};" for src, dst, label in drawing.arrows])
     if legend and drawing.boxes:
         lines.append('  subgraph cluster_legend {')
         lines.append('    label="legend"; style="rounded"; color="#cfd8dc"; fontsize=9;')

@@ -79,8 +79,10 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         keep = _neighbourhood(trace, focus_node(trace, options.focus), options.radius)
     if options.max_nodes is not None and len(keep) > options.max_nodes:
         keep = keep[: options.max_nodes]
-    kept = set(keep)
-    edges = [e for e in trace.edges if e.src in kept and e.dst in kept]
+    whole = len(keep) == len(nodes)
+    kept = set(keep) if not whole else nodes.keys()
+    edges = trace.edges if whole else \
+        [e for e in trace.edges if e.src in kept and e.dst in kept]
     # Nodes no output reaches belong to a gradient's own graph (create_graph=True).
     extra_roots = {r for p in trace.passes for r in p.roots} - set(trace.outputs)
     in_graph_of_outputs = _reachable(trace) if extra_roots else None
@@ -88,6 +90,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     several_inputs = {e.dst for e in trace.edges if e.dst_input > 0}
 
     out = Drawing()
+    boxes, make = out.boxes, tuple.__new__  # Box(...) without keyword handling: hot loop
     folded_into = _fold(trace, keep, edges) if options.fold else {}
     for node_id in keep:
         if node_id in folded_into and folded_into[node_id][0] != node_id:
@@ -101,21 +104,26 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         if in_graph_of_outputs is not None and node_id not in in_graph_of_outputs \
                 and kind != LEAF:
             kind = "gradient"
-        out.boxes.append(Box(node_id, _lines(node, tensors, options.saved), kind, cluster))
+        if kind == "op" and not node.tensor and not options.saved:
+            lines: tuple[str, ...] = (node.type,)  # most nodes of a big graph: kept short
+        else:
+            lines = _lines(node, tensors, options.saved)
+        boxes.append(make(Box, (node_id, lines, kind, cluster)))
 
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
 
-    for e in edges:
-        src, dst = drawn(e.src), drawn(e.dst)
+    arrows, grads = out.arrows, options.grads
+    for e in edges:  # the hot loop of a big picture: kept plain
+        src, dst = (drawn(e.src), drawn(e.dst)) if folded_into else (e.src, e.dst)
         if src == dst:
             continue  # inside a folded chain
-        label = f"[{e.dst_input}]" if e.dst in several_inputs else None
-        if options.grads is not None:
-            sent = options.grads.sent(e)
+        label = f"[{e.dst_input}]" if dst in several_inputs else None
+        if grads is not None:
+            sent = grads.sent(e)
             if sent is not None:
                 label = f"{label} {grad_text(sent)}" if label else grad_text(sent)
-        out.arrows.append(Arrow(src, dst, label))
+        arrows.append(make(Arrow, (src, dst, label)))
     ends = dict(zip(trace.outputs, trace.output_names, strict=False))
     for p in trace.passes:  # named roots of passes too: "x.grad" for a create_graph gradient
         for node_id, name in zip(p.roots, p.root_names, strict=False):
