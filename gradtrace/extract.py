@@ -374,12 +374,15 @@ def build_trace(
     grad_before: dict[str, GradSummary | None],
     stdout: str = "",
     second_order: SecondOrder | None = None,
+    modules: dict[int, str] | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
 
     saved_before holds saved tensors read before a backward freed them; None means saved
-    tensors are not read at all (faster; the Trace says so in saved_read).
+    tensors are not read at all (faster; the Trace says so in saved_read). modules maps
+    id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it.
     """
+    modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
     order, raw_edges = walk(output_nodes, [r for p in passes for r in p.roots])
     try:
@@ -402,15 +405,17 @@ def build_trace(
                 variable = obj.variable
                 node_ids[id(variable)] = node_id
                 tensor = name_of_tensor.get(id(variable))
+                module = modules.get(id(variable)) if modules else None
             else:
                 tensor = name_of_node.get(id(obj))
+                module = modules.get(id(obj)) if modules else None
             if saved_before is None:
                 saved: tuple[SavedTensor, ...] = ()
             else:
                 cached = saved_before.get(id(obj))
                 saved = cached[1] if cached is not None and cached[0] is obj \
                     else saved_tensors(obj)
-            nodes.append(make(Node, (node_id, type(obj).__name__, kind, tensor, saved, None)))
+            nodes.append(make(Node, (node_id, type(obj).__name__, kind, tensor, saved, module)))
         edges = tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}

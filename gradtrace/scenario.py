@@ -32,6 +32,7 @@ from .extract import (
 from .flow import FlowCapture
 from .higher import second_derivatives
 from .model import Finding, GradChange, GradSummary, SecondOrder, Trace
+from .modules import ModuleTracker, module_paths
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.
@@ -85,6 +86,7 @@ def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,
         passes=recorder.passes, calls=[], findings=pass_findings(recorder.passes),
         saved_before=recorder.saved_before if saved else None,
         grad_before=recorder.grad_before or {},
+        modules=module_paths(names, None),
     )
 
 
@@ -363,10 +365,11 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
     recorder = Recorder(path, lines, namespace)
     recorder.order = order
     recorder.read_saved = saved
+    tracker = ModuleTracker()
     output = io.StringIO()
     findings: list[Finding] = []
     try:
-        with _scenario_process_state(path, output), recorder.patched():
+        with _scenario_process_state(path, output), recorder.patched(), tracker.tracking():
             try:
                 exec(code, namespace)
             except SystemExit as exc:
@@ -415,10 +418,12 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
             grad_before=recorder.grad_before or {},
             stdout=output.getvalue(),
             second_order=recorder.second_order,
+            modules=module_paths(namespace, tracker),
         )
     finally:
         # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
         recorder.saved_before.clear()
+        tracker.owner.clear()
         namespace.clear()
 
 

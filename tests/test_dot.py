@@ -195,3 +195,17 @@ def test_no_graphviz_says_what_to_install(tmp_path: Path, monkeypatch: pytest.Mo
     assert result.exit_code == 2 and "apt-get install graphviz" in result.stderr
     assert not (tmp_path / "g.svg").exists()
     assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "g.mmd").exit_code == 0
+
+
+def test_nodes_are_clustered_by_the_module_that_made_them() -> None:
+    trace = show_json(SCENARIOS / "mlp_modules.py")
+    modules = {n["type"] + ":" + (n["tensor"] or ""): n["module"] for n in trace["nodes"]}
+    assert modules["ReluBackward0:"] == "model.1"
+    assert modules["AccumulateGrad:model.0.weight"] == "model.0"
+    assert modules["MeanBackward0:loss"] is None  # made outside any module
+    text = dot_text(SCENARIOS / "mlp_modules.py")
+    assert 'subgraph "cluster_model" {' in text and 'subgraph "cluster_model.0" {' in text
+    assert text.index('"cluster_model"') < text.index('"cluster_model.0"')
+    shallow = dot_text(SCENARIOS / "mlp_modules.py", "--module-depth", "1")
+    assert '"cluster_model.0"' not in shallow and '"cluster_model"' in shallow
+    assert "subgraph cluster1[" in dot_text(SCENARIOS / "mlp_modules.py", "--format", "mmd")

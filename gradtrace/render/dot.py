@@ -7,7 +7,7 @@ import subprocess
 
 from ..errors import ExportError
 from ..gcpause import gc_paused
-from .drawing import KIND_CAPTION, Box, Drawing
+from .drawing import KIND_CAPTION, Box, Drawing, nested
 
 FONT = "Helvetica"
 STYLE = {
@@ -62,18 +62,19 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         f'  node [fontname="{FONT}", fontsize=10, margin="0.12,0.05"];',
         f'  edge [fontname="{FONT}", fontsize=9, color="#555555"];',
     ]
-    by_cluster: dict[str | None, list[Box]] = {}
-    for box in drawing.boxes:
-        by_cluster.setdefault(box.cluster, []).append(box)
-    for key, boxes in by_cluster.items():
-        if key is None:
-            lines.extend(_boxes(boxes, "  "))
-            continue
-        lines.append(f"  subgraph {quote('cluster_' + key)} {{")
-        lines.append(f'    label={quote(drawing.clusters[key])}; style="rounded,dashed"; '
-                     'color="#90a4ae";')
-        lines.extend(_boxes(boxes, "    "))
-        lines.append("  }")
+    depth = 1
+    for what, item in nested(drawing):
+        indent = "  " * depth
+        if what == "box":
+            lines.extend(_boxes([item], indent))
+        elif what == "open":
+            lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
+            lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '
+                         'color="#90a4ae"; fontcolor="#546e7a";')
+            depth += 1
+        else:
+            depth -= 1
+            lines.append("  " * depth + "}")
     lines.extend([f"  {src} -> {dst} [label={quote(label)}];" if label
                   else f"  {src} -> {dst};" for src, dst, label in drawing.arrows])
     if legend and drawing.boxes:

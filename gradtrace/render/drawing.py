@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import GradtraceError
 from ..gcpause import gc_paused
@@ -37,9 +37,8 @@ class Arrow(NamedTuple):
 
 @dataclass
 class Drawing:
-    boxes: list[Box] = field(default_factory=list)
+    boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
-    clusters: dict[str, str] = field(default_factory=dict)  # cluster id -> caption
 
     def kinds(self) -> list[str]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -145,6 +144,39 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     return out
 
 
+def nested(drawing: Drawing) -> list[tuple[str, Any]]:
+    """The boxes in drawing order, with clusters nested by module path.
+
+    Events: ("box", Box), ("open", path), ("close", path). Boxes outside any cluster come
+    first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
+    """
+    members: dict[str | None, list[Box]] = {}
+    children: dict[str | None, list[str]] = {}
+    known: set[str] = set()
+    for box in drawing.boxes:
+        members.setdefault(box.cluster, []).append(box)
+        path = box.cluster
+        while path is not None and path not in known:  # register it and its parents
+            known.add(path)
+            parent = path.rsplit(".", 1)[0] if "." in path else None
+            children.setdefault(parent, []).append(path)
+            path = parent
+    events: list[tuple[str, Any]] = []
+    todo: list[tuple[str, Any]] = [("cluster", None)]
+    while todo:  # depth first, without recursion
+        what, item = todo.pop()
+        if what != "cluster":
+            events.append((what, item))
+            continue
+        if item is not None:
+            events.append(("open", item))
+        events.extend(("box", box) for box in members.get(item, ()))
+        if item is not None:
+            todo.append(("close", item))
+        todo.extend(("cluster", child) for child in reversed(children.get(item, ())))
+    return events
+
+
 def focus_node(trace: Trace, focus: str) -> str:
     """The node id that --focus names: a node id ("n12") or a named tensor."""
     if any(n.id == focus for n in trace.nodes):
@@ -216,11 +248,7 @@ def _cluster(node: Node, depth: int | None, out: Drawing) -> str | None:
     parts = (node.module or "").split(".")
     if depth is not None:
         parts = parts[:depth]
-    if not parts:
-        return None
-    key = ".".join(parts)
-    out.clusters.setdefault(key, key)
-    return key
+    return ".".join(parts) if parts else None
 
 
 def _fold(trace: Trace, keep: list[str], edges: list[Edge]) -> dict[str, tuple[str, tuple]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..gcpause import gc_paused
-from .drawing import KIND_ORDER, Drawing
+from .drawing import KIND_ORDER, Drawing, nested
 
 CLASS_STYLE = {
     "output": "fill:#c8e6c9,stroke:#2e7d32",
@@ -30,17 +30,18 @@ def text(label: str) -> str:
 def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     """Mermaid text; the same drawing gives the same bytes."""
     out = [f"flowchart {DIRECTION.get(rankdir, 'TB')}"]
-    by_cluster: dict[str | None, list] = {}
-    for box in drawing.boxes:
-        by_cluster.setdefault(box.cluster, []).append(box)
-    for key, boxes in by_cluster.items():
-        indent = "  " if key is None else "    "
-        if key is not None:
-            out.append(f"  subgraph cluster_{len(out)}[{text(drawing.clusters[key])}]")
-        for box in boxes:
-            out.append(f"{indent}{box.id}[{text(chr(10).join(box.lines))}]:::{box.kind}")
-        if key is not None:
-            out.append("  end")
+    depth, opened = 1, 0
+    for what, item in nested(drawing):
+        indent = "  " * depth
+        if what == "box":
+            out.append(f"{indent}{item.id}[{text(chr(10).join(item.lines))}]:::{item.kind}")
+        elif what == "open":
+            opened += 1
+            out.append(f"{indent}subgraph cluster{opened}[{text(item)}]")
+            depth += 1
+        else:
+            depth -= 1
+            out.append("  " * depth + "end")
     for a in drawing.arrows:
         label = f"|{text(a.label)}|" if a.label else ""
         out.append(f"  {a.src} -->{label} {a.dst}")

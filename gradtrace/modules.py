@@ -1,0 +1,87 @@
+"""Which nn.Module's forward created each autograd node: for clusters in pictures."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+NO_SEQUENCE = 2**64 - 1  # what AccumulateGrad nodes report as their sequence number
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in a module's output: a tensor, or tuples, lists and dicts of them."""
+    found, todo = [], [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            todo.extend(item)
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+    return found
+
+
+class ModuleTracker:
+    """Global forward hooks: a node belongs to the innermost module whose forward made it.
+
+    Autograd numbers nodes in creation order; a node made between a module's forward pre-hook
+    and its forward hook, and reachable from its output, was made by that forward. Inner
+    modules finish first, so they claim their nodes before the modules around them.
+    """
+
+    def __init__(self) -> None:
+        self.owner: dict[int, tuple[Any, torch.nn.Module]] = {}  # id(node) -> (node, module)
+        self._starts: list[int] = []
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[None]:
+        hooks = torch.nn.modules.module
+        before = hooks.register_module_forward_pre_hook(self._pre)
+        after = hooks.register_module_forward_hook(self._post)
+        try:
+            yield
+        finally:
+            after.remove()
+            before.remove()
+
+    def _pre(self, module: torch.nn.Module, args: Any) -> None:
+        self._starts.append(torch._C._autograd._get_sequence_nr())
+
+    def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        start = self._starts.pop() if self._starts else 0
+        owner = self.owner
+        seen: set[int] = set()
+        todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            number = node._sequence_nr()
+            if number < start or number == NO_SEQUENCE:
+                continue  # made before this forward began, or a leaf
+            owner.setdefault(id(node), (node, module))
+            todo.extend(child for child, _ in node.next_functions if child is not None)
+
+
+def module_paths(namespace: dict[str, Any], tracker: ModuleTracker | None) -> dict[int, str]:
+    """id(node) -> dotted module path, and id(parameter) -> its module's path, for the
+    module-level nn.Modules of a scenario."""
+    path_of: dict[int, str] = {}
+    paths: dict[int, str] = {}
+    for name, value in list(namespace.items()):
+        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            for sub, module in value.named_modules():
+                path = f"{name}.{sub}" if sub else name
+                path_of.setdefault(id(module), path)
+                for param in module.parameters(recurse=False):
+                    paths.setdefault(id(param), path)
+    if tracker is not None:
+        for key, (_, module) in tracker.owner.items():
+            if id(module) in path_of:
+                paths[key] = path_of[id(module)]
+    return paths
