@@ -146,40 +146,45 @@ def show(
 
         sys.stdout.write(to_json(trace))
     else:
-        from .render.report import (
-            findings_view,
-            graph_title,
-            header,
-            passes_view,
-            scenario_output,
-            second_order_view,
-        )
-        from .render.table import tensor_table
-        from .render.tree import graph_tree
-
-        console = stdout_console()
-        console.print(header(trace))
-        printed = scenario_output(trace)
-        if printed is not None:
-            console.print(printed)
-        console.print(graph_title(trace, shown_pass))
-        # soft_wrap: a deep tree's long lines wrap in the terminal instead of being cropped
-        console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
-                                 flow=shown_pass), soft_wrap=True)
-        console.print()
-        console.print(tensor_table(trace))
-        console.print(Text("\npasses", style="bold"))
-        console.print(passes_view(trace))
-        second = second_order_view(trace)
-        if second is not None:
-            console.print()
-            console.print(second)
-        findings = findings_view(trace)
-        if findings is not None:
-            console.print(Text("\nfindings", style="bold"))
-            console.print(findings)
+        print_report(stdout_console(), trace, shown_pass, max_depth, max_nodes, saved)
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FINDINGS)
+
+
+def print_report(console: Console, trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
+                 max_nodes: int = 300, saved: bool = False) -> None:
+    """The `gradtrace show` report, section by section, on a rich console."""
+    from .render.report import (
+        findings_view,
+        graph_title,
+        header,
+        passes_view,
+        scenario_output,
+        second_order_view,
+    )
+    from .render.table import tensor_table
+    from .render.tree import graph_tree
+
+    console.print(header(trace))
+    printed = scenario_output(trace)
+    if printed is not None:
+        console.print(printed)
+    console.print(graph_title(trace, shown_pass))
+    # soft_wrap: a deep tree's long lines wrap in the terminal instead of being cropped
+    console.print(graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
+                             flow=shown_pass), soft_wrap=True)
+    console.print()
+    console.print(tensor_table(trace))
+    console.print(Text("\npasses", style="bold"))
+    console.print(passes_view(trace))
+    second = second_order_view(trace)
+    if second is not None:
+        console.print()
+        console.print(second)
+    findings = findings_view(trace)
+    if findings is not None:
+        console.print(Text("\nfindings", style="bold"))
+        console.print(findings)
 
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf",
@@ -224,6 +229,11 @@ def write_atomic(path: Path, data: bytes, protected: list[Path]) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~mask
+        os.chmod(temp, mode)
         os.replace(temp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):

@@ -209,3 +209,12 @@ def test_nodes_are_clustered_by_the_module_that_made_them() -> None:
     shallow = dot_text(SCENARIOS / "mlp_modules.py", "--module-depth", "1")
     assert '"cluster_model.0"' not in shallow and '"cluster_model"' in shallow
     assert "subgraph cluster1[" in dot_text(SCENARIOS / "mlp_modules.py", "--format", "mmd")
+
+
+def test_written_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    out = tmp_path / "g.dot"
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", out).exit_code == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+    assert [p.name for p in tmp_path.iterdir()] == ["g.dot"]  # no temporary file left

@@ -1,0 +1,35 @@
+"""Regenerate the README's pictures from the real output, so they never drift from it.
+
+    .venv/bin/python docs/make_pictures.py
+
+docs/show.svg: `gradtrace show scenarios/two_paths_add_up.py` as a terminal shows it.
+docs/graph.svg: `gradtrace dot scenarios/mlp_modules.py --grads -o docs/graph.svg`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from gradtrace.cli import app, load_trace, pick_pass, print_report
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+
+
+def main() -> None:
+    os.chdir(ROOT)  # paths as a user types them
+    scenario = "scenarios/two_paths_add_up.py"
+    trace = load_trace(scenario, [], backward=True)
+    console = Console(record=True, width=118, force_terminal=True, file=open("/dev/null", "w"))
+    print_report(console, trace, pick_pass(trace, None))
+    console.save_svg(str(DOCS / "show.svg"), title=f"gradtrace show {scenario}")
+    app(["dot", "scenarios/mlp_modules.py", "--grads", "-o", "docs/graph.svg"],
+        standalone_mode=False)
+    print("wrote docs/show.svg and docs/graph.svg")
+
+
+if __name__ == "__main__":
+    main()
