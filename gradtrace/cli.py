@@ -31,7 +31,15 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-DEBUG_HELP = "Show gradtrace's own traceback on errors (also GRADTRACE_DEBUG=1)."
+# Options that mean the same in every command, declared once.
+DEBUG = typer.Option(False, "--debug",
+                     help="Show gradtrace's own traceback on errors (also GRADTRACE_DEBUG=1).")
+OUTPUT = typer.Option(None, "--output", metavar="NAME",
+                      help="Root the graph at this named tensor, or NAME.grad (repeatable). "
+                      "Default: the scenario's OUTPUT, else the last named tensor with a "
+                      "grad_fn.")
+NO_BACKWARD = typer.Option(False, "--no-backward",
+                           help="Do not run backward when the scenario runs none.")
 
 
 def _version(value: bool) -> None:
@@ -113,12 +121,8 @@ def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1,
 def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
                                    "by --json.", metavar="SCENARIO"),
-    output: list[str] | None = typer.Option(
-        None, "--output", metavar="NAME",
-        help="Root the graph at this named tensor (repeatable). Default: the scenario's OUTPUT, "
-        "else the last named tensor with a grad_fn."),
-    no_backward: bool = typer.Option(False, "--no-backward",
-                                     help="Do not run backward when the scenario runs none."),
+    output: list[str] | None = OUTPUT,
+    no_backward: bool = NO_BACKWARD,
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
                                  "(schema gradtrace.trace/1) instead of the report."),
     saved: bool = typer.Option(False, "--saved",
@@ -135,7 +139,7 @@ def show(
                               "with respect to the named leaves (a Hessian for small ones)."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Exit 1 when there is an error or warning finding."),
-    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
+    debug: bool = DEBUG,
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
     with error_boundary(debug):
@@ -260,9 +264,7 @@ def dot(
     fmt: str | None = typer.Option(None, "--format", metavar="FMT",
                                    help="dot, svg, png, pdf, json or mmd; overrides the "
                                    "suffix."),
-    output: list[str] | None = typer.Option(
-        None, "--output", metavar="NAME",
-        help="Root the graph at this named tensor (repeatable), as in `gradtrace show`."),
+    output: list[str] | None = OUTPUT,
     saved: bool = typer.Option(False, "--saved",
                                help="Show each node's saved tensors (name, shape, bytes)."),
     grads: bool = typer.Option(False, "--grads",
@@ -281,9 +283,8 @@ def dot(
                                help="With --focus: how many edges away to draw."),
     module_depth: int | None = typer.Option(None, "--module-depth", metavar="N", min=0,
                                             help="Group nodes by module path up to N levels."),
-    no_backward: bool = typer.Option(False, "--no-backward",
-                                     help="Do not run backward when the scenario runs none."),
-    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
+    no_backward: bool = NO_BACKWARD,
+    debug: bool = DEBUG,
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
     from .render.dot import RENDERED, render, to_dot
