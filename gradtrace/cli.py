@@ -26,6 +26,10 @@ app = typer.Typer(
     help="See what PyTorch autograd actually does: graphs, tensors, gradients, passes.\n\n"
     "A scenario is an ordinary Python file that builds tensors; gradtrace runs it "
     "(with your rights, like pytest runs a test file), walks its autograd graph and shows it.",
+    epilog="Examples:\n\n"
+    "  gradtrace show scenarios/chain_rule.py       the graph, tensors and gradient flow\n\n"
+    "  gradtrace dot scenarios/chain_rule.py -o graph.svg\n\n"
+    "`gradtrace COMMAND --help` tells more.",
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -30,18 +30,20 @@ def trace_findings(trace: Trace) -> list[Finding]:
 
 def unreached_leaves(trace: Trace) -> list[Finding]:
     """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
-    findings: list[Finding] = []
     if not trace.nodes:  # no graph at all: the no-graph finding already says so
-        return findings
-    for t in trace.tensors:
-        if t.is_leaf and t.requires_grad and t.node is None and t.grad is None:
-            findings.append(Finding(
-                "unreached-leaf", "warning",
-                f"{t.name} requires grad, but no output depends on it: its .grad stays None",
-                tensor=t.name,
-                hint="use it in the expression, or pick an output that does (--output NAME)",
-            ))
-    return findings
+        return []
+    unreached = [t.name for t in trace.tensors
+                 if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
+    hint = "use it in the expression, or pick an output that does (--output NAME)"
+    if len(unreached) > 3:  # e.g. a module's parameters: one finding, not a wall of them
+        shown = ", ".join(unreached[:5]) + (", …" if len(unreached) > 5 else "")
+        return [Finding("unreached-leaf", "warning",
+                        f"{len(unreached)} tensors require grad, but no output depends on them, "
+                        f"so their .grad stays None: {shown}", hint=hint)]
+    return [Finding("unreached-leaf", "warning",
+                    f"{name} requires grad, but no output depends on it: its .grad stays None",
+                    tensor=name, hint=hint)
+            for name in unreached]
 
 
 def hook_changes(trace: Trace) -> list[Finding]:

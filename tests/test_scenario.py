@@ -129,3 +129,12 @@ def test_same_scenario_gives_identical_json() -> None:
     b = invoke("show", Path(__file__).parent.parent / "scenarios" / "custom_pow_function.py",
                "--json").stdout
     assert a == b
+
+
+def test_many_unreached_leaves_make_one_finding(tmp_path: Path) -> None:
+    path = write(tmp_path, "unused = torch.nn.Linear(3, 3)\nmore = torch.nn.Linear(3, 3)\n"
+                           "x = torch.ones(3, requires_grad=True)\ny = x * 2\n")
+    findings = [f for f in show_json(path)["findings"] if f["code"] == "unreached-leaf"]
+    assert len(findings) == 1
+    assert findings[0]["message"].startswith("4 tensors require grad")
+    assert "unused.weight" in findings[0]["message"]
