@@ -14,8 +14,9 @@ import time
 
 import torch
 
-from gradtrace.extract import to_summaries, walk
+from gradtrace.extract import walk
 from gradtrace.flow import FlowCapture
+from gradtrace.summary import to_summaries
 
 BUDGET = 1.5
 

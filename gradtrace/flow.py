@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .extract import RawStats, grad_stats, is_dense
+from .summary import RawStats, grad_stats, is_dense
 
 Key = tuple[Any, ...]
 

@@ -26,13 +26,13 @@ from .extract import (
     readable_grad,
     release,
     saved_tensors,
-    summarize,
     walk,
 )
 from .flow import FlowCapture
 from .higher import second_derivatives
 from .model import Finding, GradChange, GradSummary, SecondOrder, Trace
 from .modules import ModuleTracker, module_paths
+from .summary import summarize
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from gradtrace.extract import dense_flat, grad_stats, summarize, to_summaries
 from gradtrace.flow import content_key
+from gradtrace.summary import dense_flat, grad_stats, summarize, to_summaries
 
 base = torch.arange(2 * 3 * 40, dtype=torch.float32).reshape(2, 3, 40) / 7 - 10
 

@@ -1,0 +1,117 @@
+"""Gradient summaries: shape, norm, min, max, finiteness, and the values of small tensors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .model import GradSummary
+
+VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
+RawStats = tuple[tuple[int, ...], Any, "torch.Tensor | None"]
+_BLAS = (torch.float32, torch.float64)
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Whether t's elements fill one block of memory: contiguous, or a transpose/permute of
+    a contiguous tensor."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for stride, size in sorted(zip(t.stride(), t.shape, strict=True)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def dense_flat(t: torch.Tensor) -> torch.Tensor | None:
+    """A 1-D view of a dense tensor's block of memory, else None. Norm, min and max do not
+    care about element order, and reducing a flat block is several times faster."""
+    if t.is_contiguous():
+        return t.view(-1)
+    return t.as_strided((t.numel(),), (1,)) if is_dense(t) else None
+
+
+_BLAS = (torch.float32, torch.float64)
+
+
+def grad_stats(t: torch.Tensor) -> RawStats:
+    """Shape, (squared norm, min, max) as 0-d tensors, and a copy of the values when small.
+
+    Cheap enough for a backward hook: two passes over the data, no sync, no reference to t
+    kept. A BLAS dot gives the squared norm at about half vector_norm's cost.
+    """
+    d = t.detach()
+    if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
+        return tuple(d.shape), None, (d.to_dense() if d.layout != torch.strided else d).clone()
+    if d.dtype in _BLAS and d.is_contiguous():  # the common case, kept short: it is hot
+        flat = d.view(-1)
+        lo, hi = torch.aminmax(flat)
+        return tuple(d.shape), (torch.dot(flat, flat), lo, hi), None
+    if d.layout != torch.strided:
+        d = d.to_dense()
+    if d.is_complex():
+        d = d.abs()
+    # half precision would sum squares in half precision: widen it, like integers
+    f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
+    flat = dense_flat(f)
+    if flat is None:
+        lo, hi = torch.aminmax(f)
+        square = torch.linalg.vector_norm(f).square()
+    else:
+        lo, hi = torch.aminmax(flat)
+        square = torch.dot(flat, flat) if f.dtype in _BLAS else \
+            torch.linalg.vector_norm(flat).square()
+    return tuple(d.shape), (square, lo, hi), None
+
+
+def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
+    """GradSummaries of grad_stats results (shared ones once), one host copy per dtype."""
+    distinct = list({id(raw): raw for raw in raws if raw is not None}.values())
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    for _, stats, _ in distinct:
+        if stats is not None:
+            groups.setdefault(stats[0].dtype, []).extend(stats)
+    numbers = {dtype: iter(torch.stack(ts).tolist()) for dtype, ts in groups.items()}
+    made: dict[int, GradSummary] = {}
+    for raw in distinct:
+        shape, stats, values = raw
+        if stats is None:
+            made[id(raw)] = _small_summary(shape, values.tolist())
+            continue
+        it = numbers[stats[0].dtype]
+        square, lo, hi = next(it), next(it), next(it)
+        norm = math.sqrt(square) if square >= 0 else square  # NaN stays NaN
+        # min and max propagate NaN and hold any infinity, so they alone tell finiteness
+        made[id(raw)] = GradSummary(shape, norm, lo, hi,
+                                    math.isfinite(lo) and math.isfinite(hi))
+    return [None if raw is None else made[id(raw)] for raw in raws]
+
+
+def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
+    flat = []
+    todo = [listed]
+    while todo:  # flatten the nested list without recursion
+        item = todo.pop()
+        if isinstance(item, list):
+            todo.extend(item)
+        else:
+            flat.append(abs(item) if isinstance(item, complex) else float(item))
+    if not flat:
+        return GradSummary(shape, 0.0, None, None, True, listed)
+    lo, hi = min(flat), max(flat)
+    if any(v != v for v in flat):  # min/max in Python skip NaN, torch's propagate it
+        lo = hi = float("nan")
+    norm = math.sqrt(math.fsum(v * v for v in flat))
+    return GradSummary(shape, norm, lo, hi, all(math.isfinite(v) for v in flat), listed)
+
+
+def summarize(t: torch.Tensor) -> GradSummary:
+    """Shape, norm, min, max and finiteness of a tensor; its values when it is small."""
+    summary = to_summaries([grad_stats(t)])[0]
+    assert summary is not None
+    return summary
