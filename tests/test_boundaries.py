@@ -19,8 +19,9 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_model_and_renderers_never_import_torch() -> None:
     proc = run_python(NO_TORCH + "import gradtrace.model, gradtrace.findings, gradtrace.errors\n"
                       "import gradtrace.render.json, gradtrace.render.tree\n"
-                      "import gradtrace.render.table, gradtrace.render.report, gradtrace.render.dot\n"
-                      "import gradtrace.render.drawing, gradtrace.render.mermaid\n"
+                      "import gradtrace.render.table, gradtrace.render.report\n"
+                      "import gradtrace.render.dot, gradtrace.render.drawing\n"
+                      "import gradtrace.render.mermaid, gradtrace.gcpause\n"
                       "print('ok')")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
