@@ -18,7 +18,7 @@ def content_key(g: torch.Tensor) -> Key:
     A tensor that fills one block of memory is keyed by the block, so its reshapes and
     transposes share one summary (norm, min and max ignore element order).
     """
-    if is_dense(g):
+    if g.is_contiguous() or is_dense(g):  # the first test is the common, cheap one
         return g.data_ptr(), g.numel(), g.dtype, g._version
     return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, g._version
 

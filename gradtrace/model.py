@@ -51,9 +51,11 @@ class Edge(NamedTuple):
     src_output: int
 
 
-@dataclass(frozen=True, slots=True)
-class GradSummary:
-    """A gradient in brief; values holds the nested list when it has at most 64 elements."""
+class GradSummary(NamedTuple):
+    """A gradient in brief; values holds the nested list when it has at most 64 elements.
+
+    A named tuple, like Node: a pass over a big model makes one per gradient.
+    """
 
     shape: tuple[int, ...]
     norm: float
