@@ -255,8 +255,8 @@ class Recorder:
                         "gradcheck-failed", "error",
                         f"{kind}({_callable_name(args)}) at line {line} failed: "
                         + " ".join(str(exc).split("\n")[:3]),
-                        hint="the Function's backward disagrees with finite differences; "
-                        "`gradtrace check` explains the mismatch",
+                        hint="the Function's backward disagrees with finite differences: "
+                        "compare the numerical and analytical values above, then fix backward",
                     ))
                     self.failed = exc
                 raise
