@@ -217,8 +217,9 @@ class Recorder:
             create = bool(given.get("create_graph", False))
             retain = given.get("retain_graph")
             retain = create if retain is None else bool(retain)
+            every_leaf = kind == "backward" and given.get("inputs") is None
             return self.run_pass(kind, "scenario", roots, retain, create,
-                                 lambda: original(*args, **kwargs))
+                                 lambda: original(*args, **kwargs), every_leaf)
 
         return wrapper
 
@@ -294,9 +295,12 @@ class Recorder:
 
     def run_pass(
         self, kind: str, by: str, roots: list[Any], retain: bool, create: bool,
-        call: Callable[[], Any],
+        call: Callable[[], Any], every_leaf: bool = True,
     ) -> Any:
-        """Run one backward/grad call, recording its roots, flags, error and .grad changes."""
+        """Run one backward/grad call, recording its roots, flags, error and .grad changes.
+
+        every_leaf: the call runs every leaf it reaches (a backward without inputs=).
+        """
         line, code = self.caller_line()
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
         named = named_tensors(self.namespace)
@@ -315,7 +319,7 @@ class Recorder:
         self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
         self.passes.append(record)
-        capture = FlowCapture(nodes, edges)
+        capture = FlowCapture(nodes, edges, leaves_run=every_leaf)
         self._in_pass += 1
         try:
             return call()

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .gcpause import gc_paused
 from .model import GradSummary
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
@@ -69,6 +70,7 @@ def grad_stats(t: torch.Tensor) -> RawStats:
     return tuple(d.shape), (square, lo, hi), None
 
 
+@gc_paused
 def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
     """GradSummaries of grad_stats results (shared ones once), one host copy per dtype."""
     distinct = list({id(raw): raw for raw in raws if raw is not None}.values())
