@@ -219,3 +219,29 @@ def test_capture_keeps_summaries_not_gradients() -> None:
     z = (x * 3).sum()
     z.backward()
     assert len(capture.records) == calls  # removed hooks no longer fire
+
+
+def test_a_hook_on_a_leaf_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "leaf_hook.py"
+    path.write_text("import torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+                    "x.register_hook(lambda g: g * 10)\ny = x * 3\n")
+    t = show_json(path)
+    assert values(flow_of(t, "y")["grad_inputs"])[0] == approx(3.0)  # sent to x
+    assert values(flow_of(t, "x")["grad_outputs"]) == approx([30.0])  # after x's hook
+    assert grad(t, "x") == approx(30.0)
+    assert any(f["code"] == "hook-changed-gradient" for f in t["findings"])
+
+
+def test_leaves_that_do_not_run_have_no_record(tmp_path: Path) -> None:
+    path = tmp_path / "grad_only.py"
+    path.write_text("import torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+                    "w = torch.tensor(5.0, requires_grad=True)\ny = x * w\n"
+                    "(gx,) = torch.autograd.grad(y, x)\n"
+                    "y2 = x * w\ny2.backward(inputs=[w])\n")
+    t = show_json(path)
+    assert tensor(t, "gx")["value"]["values"] == approx(5.0)
+    leaves = {tensor(t, name)["node"] for name in ("x", "w")}
+    assert not leaves & set(t["passes"][0]["flow"])  # autograd.grad runs no AccumulateGrad
+    ran = set(t["passes"][1]["flow"])
+    assert tensor(t, "w")["node"] in ran and tensor(t, "x")["node"] not in ran
+    assert grad(t, "x") is None and grad(t, "w") == approx(2.0)
