@@ -1,0 +1,67 @@
+"""The Python API for notebooks: gradtrace.trace() and the Trace's representations."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+import torch
+from helpers import SCENARIOS
+from rich.console import Console
+
+import gradtrace
+
+
+def chain():
+    x = torch.tensor(5.0, requires_grad=True)
+    y = x**3
+    z = torch.log(y)
+    return x, y, z
+
+
+def test_trace_names_nodes_from_the_callers_variables() -> None:
+    x, y, z = chain()
+    t = gradtrace.trace(z)
+    assert [(n.type, n.tensor) for n in t.nodes] == [
+        ("LogBackward0", "z"), ("PowBackward0", "y"), ("AccumulateGrad", "x")]
+    assert x.grad is None  # no backward unless asked
+
+
+def test_trace_with_backward_records_the_flow() -> None:
+    x, y, z = chain()
+    t = gradtrace.trace(z, backward=True)
+    assert x.grad is not None and x.grad.item() == pytest.approx(0.6)
+    leaf = next(n.id for n in t.nodes if n.kind == "leaf")
+    assert t.passes[0].flow[leaf].grad_outputs[0].values == pytest.approx(0.6)
+
+
+def test_trace_of_a_scenario_path() -> None:
+    t = gradtrace.trace(str(SCENARIOS / "two_paths_add_up.py"))
+    assert next(s for s in t.tensors if s.name == "x").grad.values == pytest.approx(1.6)
+
+
+def test_representations() -> None:
+    x, y, z = chain()  # named here, so the picture says x, y, z
+    t = gradtrace.trace(z)
+    assert t.to_dot().startswith("digraph gradtrace {")
+    assert t.to_mermaid().startswith("flowchart TB")
+    assert json.loads(t.to_json())["schema"] == "gradtrace.trace/1"
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(t)
+    assert "AccumulateGrad → x" in console.file.getvalue()
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is installed by dev.py")
+def test_notebook_svg() -> None:
+    x, y, z = chain()  # named here, so the picture says x, y, z
+    svg = gradtrace.trace(z)._repr_svg_()
+    assert svg is not None and "<svg" in svg and ">x<" in svg
+
+
+def test_trace_rejects_what_is_not_a_graph() -> None:
+    from gradtrace.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="grad_fn"):
+        gradtrace.trace(torch.ones(2))
