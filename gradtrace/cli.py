@@ -95,7 +95,7 @@ def pick_pass(trace: Trace, number: int | None) -> Pass | None:
 
 
 def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1,
-               saved: bool = True) -> Trace:
+               saved: bool = True, flow: bool = True) -> Trace:
     """A Trace from a scenario .py file (run now) or a saved .json trace."""
     if source.endswith(".json"):
         if outputs:
@@ -110,7 +110,7 @@ def load_trace(source: str, outputs: list[str], backward: bool, order: int = 1,
         return Trace.from_dict(data)
     from .scenario import run_scenario  # imports torch
 
-    return run_scenario(source, outputs, backward, order, saved)
+    return run_scenario(source, outputs, backward, order, saved, flow)
 
 
 @app.command(
@@ -147,7 +147,8 @@ def show(
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
     with error_boundary(debug):
-        trace = load_trace(scenario, output or [], backward=not no_backward, order=order)
+        trace = load_trace(scenario, output or [], backward=not no_backward, order=order,
+                           saved=saved or as_json)
         shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from .render.json import to_json
@@ -303,9 +304,10 @@ def dot(
         if out is None and chosen in BINARY_FORMATS:
             raise ExportError(f"{chosen.upper()} is binary: write it to a file",
                               f"add -o graph.{chosen}")
-        # saved tensors cost time to read on big graphs: only when they are shown or exported
+        # saved tensors and gradient flow cost time on big graphs: only when they are shown
+        # or exported
         trace = load_trace(scenario, output or [], backward=not no_backward,
-                           saved=saved or chosen == "json")
+                           saved=saved or chosen == "json", flow=grads or chosen == "json")
         if chosen == "json":
             data = to_json(trace).encode("utf-8")
         else:

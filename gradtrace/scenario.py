@@ -42,20 +42,21 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 
 def run_scenario(
     path: str | Path, outputs: Sequence[str] = (), backward: bool = True, order: int = 1,
-    saved: bool = True,
+    saved: bool = True, flow: bool = True,
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
     outputs names the roots (else OUTPUT, else the last named tensor with a grad_fn);
     backward=False skips gradtrace's own backward when the scenario runs none;
     order=2 also computes second derivatives of the first backward's (scalar) root;
-    saved=False does not read saved tensors (faster, for pictures that do not show them).
+    saved=False does not read saved tensors, flow=False records no gradient flow (faster,
+    for pictures that do not show them).
     """
     path = str(path)
     code, lines = _compile(path)
     with _RUN_LOCK:
         return _in_big_stack(
-            lambda: _run(path, code, lines, list(outputs), backward, order, saved))
+            lambda: _run(path, code, lines, list(outputs), backward, order, saved, flow))
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -172,6 +173,7 @@ class Recorder:
         self.grad_before: dict[str, GradSummary | None] | None = None
         self.order = 1  # 2: compute second derivatives of the first pass's root
         self.read_saved = True
+        self.capture_flow = True
         self.second_order: SecondOrder | None = None
         self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
@@ -319,7 +321,8 @@ class Recorder:
         self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
         self.passes.append(record)
-        capture = FlowCapture(nodes, edges, leaves_run=every_leaf)
+        capture = FlowCapture(nodes, edges, leaves_run=every_leaf) if self.capture_flow \
+            else None
         self._in_pass += 1
         try:
             return call()
@@ -329,8 +332,9 @@ class Recorder:
             raise
         finally:
             self._in_pass -= 1
-            capture.remove()
-            record.flow = capture.records
+            if capture is not None:
+                capture.remove()
+                record.flow = capture.records
             record.grad_changes = _grad_changes(before)
             release(nodes)
 
@@ -362,13 +366,14 @@ def _grad_changes(before: list[tuple[str, Any, Any, int | None, Any]]) -> list[G
 
 
 def _run(path: str, code: Any, lines: list[str], requested: list[str], backward: bool,
-         order: int, saved: bool) -> Trace:
+         order: int, saved: bool, flow: bool) -> Trace:
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
     recorder = Recorder(path, lines, namespace)
     recorder.order = order
     recorder.read_saved = saved
+    recorder.capture_flow = flow
     tracker = ModuleTracker()
     output = io.StringIO()
     findings: list[Finding] = []
