@@ -137,7 +137,8 @@ def _in_big_stack(work: Callable[[], Trace]) -> Trace:
 
     old = threading.stack_size(STACK_SIZE)
     try:
-        thread = threading.Thread(target=target, name="gradtrace-scenario")
+        # daemon: Ctrl-C in the main thread ends gradtrace even while a scenario still runs
+        thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
         thread.start()
     finally:
         threading.stack_size(old)

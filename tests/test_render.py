@@ -162,3 +162,11 @@ def test_json_contract_keys() -> None:
                                        "retains_grad", "grad_fn", "node", "grad"}
     assert set(data["passes"][0]) >= {"kind", "roots", "retain_graph", "create_graph", "error",
                                       "flow"}
+
+
+def test_long_scenario_output_shows_its_end() -> None:
+    from gradtrace.render.report import scenario_output
+
+    trace = make_trace([], [], stdout="".join(f"line {i}\n" for i in range(100)))
+    text = render(scenario_output(trace))
+    assert "line 99" in text and "line 10\n" not in text and "60 earlier lines" in text

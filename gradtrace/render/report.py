@@ -40,12 +40,21 @@ def graph_title(trace: Trace, shown: Pass | None) -> Text:
     return text
 
 
+OUTPUT_LINES = 40  # the terminal shows the end of what a scenario printed; --json has it all
+
+
 def scenario_output(trace: Trace) -> RenderableType | None:
-    """What the scenario printed, in its own panel; None when it printed nothing."""
+    """What the scenario printed (its last lines), in its own panel; None if nothing."""
     if not trace.stdout.strip():
         return None
-    return Panel(Text(trace.stdout.rstrip("\n")), title="scenario output", title_align="left",
-                 border_style="dim")
+    lines = trace.stdout.rstrip("\n").split("\n")
+    text = Text()
+    if len(lines) > OUTPUT_LINES:
+        text.append(f"… {len(lines) - OUTPUT_LINES} earlier lines (all of them are in "
+                    "--json's stdout)\n", style="dim")
+        lines = lines[-OUTPUT_LINES:]
+    text.append("\n".join(lines))
+    return Panel(text, title="scenario output", title_align="left", border_style="dim")
 
 
 def passes_view(trace: Trace) -> RenderableType:
