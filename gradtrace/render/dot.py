@@ -65,8 +65,8 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
     depth = 1
     for what, item in nested(drawing):
         indent = "  " * depth
-        if what == "box":
-            lines.extend(_boxes([item], indent))
+        if what == "boxes":
+            lines.extend(_boxes(item, indent))
         elif what == "open":
             lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
             lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '

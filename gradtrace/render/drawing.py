@@ -91,12 +91,12 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     out = Drawing()
     boxes, make = out.boxes, tuple.__new__  # Box(...) without keyword handling: hot loop
     folded_into = _fold(trace, keep, edges) if options.fold else {}
-    for node_id in keep:
-        if node_id in folded_into and folded_into[node_id][0] != node_id:
+    for node in (trace.nodes if whole else [nodes[n] for n in keep]):
+        node_id = node.id
+        if folded_into and node_id in folded_into and folded_into[node_id][0] != node_id:
             continue  # drawn as part of its folded chain's box
-        node = nodes[node_id]
-        cluster = _cluster(node, options.module_depth, out) if node.module else None
-        if node_id in folded_into:
+        cluster = _cluster(node, options.module_depth) if node.module else None
+        if folded_into and node_id in folded_into:
             out.boxes.append(Box(node_id, folded_into[node_id][1], "folded", cluster))
             continue
         kind = node.kind
@@ -147,8 +147,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
 def nested(drawing: Drawing) -> list[tuple[str, Any]]:
     """The boxes in drawing order, with clusters nested by module path.
 
-    Events: ("box", Box), ("open", path), ("close", path). Boxes outside any cluster come
-    first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
+    Events: ("boxes", [Box, …]), ("open", path), ("close", path). Boxes outside any cluster
+    come first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
     """
     members: dict[str | None, list[Box]] = {}
     children: dict[str | None, list[str]] = {}
@@ -170,7 +170,8 @@ def nested(drawing: Drawing) -> list[tuple[str, Any]]:
             continue
         if item is not None:
             events.append(("open", item))
-        events.extend(("box", box) for box in members.get(item, ()))
+        if item in members:
+            events.append(("boxes", members[item]))
         if item is not None:
             todo.append(("close", item))
         todo.extend(("cluster", child) for child in reversed(children.get(item, ())))
@@ -244,7 +245,7 @@ def _lines(node: Node, tensors: dict, saved: bool) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _cluster(node: Node, depth: int | None, out: Drawing) -> str | None:
+def _cluster(node: Node, depth: int | None) -> str | None:
     parts = (node.module or "").split(".")
     if depth is not None:
         parts = parts[:depth]

@@ -33,8 +33,9 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     depth, opened = 1, 0
     for what, item in nested(drawing):
         indent = "  " * depth
-        if what == "box":
-            out.append(f"{indent}{item.id}[{text(chr(10).join(item.lines))}]:::{item.kind}")
+        if what == "boxes":
+            out.extend(f"{indent}{box.id}[{text(chr(10).join(box.lines))}]:::{box.kind}"
+                       for box in item)
         elif what == "open":
             opened += 1
             out.append(f"{indent}subgraph cluster{opened}[{text(item)}]")
