@@ -325,6 +325,71 @@ def dot(
             write_atomic(out, data, protected=[Path(scenario)])
 
 
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace check scenarios/*.py                 every custom Function in the gallery\n\n"
+    "  gradtrace check scenarios/broken/ --no-gradgrad\n\n"
+    "  gradtrace check tests/ --junit report.xml      for CI\n\n"
+    "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
+    "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
+    "Exit codes: 0 every check passed, 1 a check failed, 2 a scenario cannot run.",
+)
+def check(
+    paths: list[str] = typer.Argument(..., metavar="FILE_OR_DIR...",
+                                      help="Scenario files, or folders to search for *.py."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
+                                      help="Also write JUnit XML, for CI systems."),
+    eps: float = typer.Option(1e-6, "--eps", help="Finite-difference step."),
+    atol: float = typer.Option(1e-5, "--atol", help="Absolute tolerance."),
+    rtol: float = typer.Option(1e-3, "--rtol", help="Relative tolerance."),
+    fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
+    no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
+    debug: bool = DEBUG,
+) -> None:
+    """gradcheck and gradgradcheck every custom autograd.Function the scenarios call."""
+    from rich.progress import Progress
+
+    from .check import CheckOptions, check_scenario, scenario_files
+    from .render.checks import check_table, mismatch_view, to_junit
+
+    options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad)
+    results, broken = [], {}
+    files = scenario_files(paths)
+    console = stdout_console()
+    with Progress(console=Console(stderr=True), transient=True,
+                  disable=len(files) < 2 or as_json) as progress:
+        task = progress.add_task("checking", total=len(files))
+        for path in files:
+            try:
+                with error_boundary(debug):
+                    results.extend(check_scenario(path, options))
+            except typer.Exit:
+                broken[str(path)] = "the scenario cannot run (see the error above)"
+            progress.advance(task)
+    if junit is not None:
+        with error_boundary(debug):
+            write_atomic(junit, to_junit(results, broken).encode("utf-8"), [])
+    if as_json:
+        sys.stdout.write(json.dumps({"results": [r.to_dict() for r in results],
+                                     "cannot_run": broken}, indent=2) + "\n")
+    else:
+        console.print(check_table(results) if results else
+                      Text("no custom autograd.Function calls found", style="yellow"))
+        for r in results:
+            view = mismatch_view(r)
+            if view is not None:
+                console.print(view)
+        passed = sum(r.ok for r in results)
+        console.print(Text(f"{passed} of {len(results)} passed"
+                           + (f"; {len(broken)} scenario(s) could not run" if broken else ""),
+                           style="bold"))
+    if broken:
+        raise typer.Exit(ExitCode.USAGE)
+    if any(not r.ok for r in results):
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
 def main() -> None:
     """Console entry point."""
     app()

@@ -497,3 +497,54 @@ def _py_float(x: float | str | None) -> float | None:
 
 def _py_values(v: Any) -> Any:
     return _map_leaves(v, _py_float)
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """Where a Function's analytical Jacobian disagrees with the numerical one."""
+
+    output: int
+    input: int
+    numerical: Any  # nested lists (rows: input elements, columns: output elements)
+    analytical: Any
+    max_abs: float
+    max_rel: float
+    worst: tuple[int, int]  # (input element, output element) of the largest difference
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """gradcheck and gradgradcheck of one custom Function at one input signature."""
+
+    scenario: str
+    function: str
+    line: int | None
+    inputs: tuple[str, ...]
+    gradcheck: str  # "pass" | "fail" | "error" | "skipped"
+    gradgradcheck: str  # "pass" | "fail" | "error" | "skipped"
+    message: str | None = None
+    from_float32: bool = False
+    smells: tuple[str, ...] = ()
+    mismatch: Mismatch | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Both checks passed (or the second was skipped) and nothing smells."""
+        return self.gradcheck in ("pass", "skipped") \
+            and self.gradgradcheck in ("pass", "skipped") and not self.smells
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "scenario": self.scenario, "function": self.function, "line": self.line,
+            "inputs": list(self.inputs), "gradcheck": self.gradcheck,
+            "gradgradcheck": self.gradgradcheck, "ok": self.ok, "message": self.message,
+            "from_float32": self.from_float32, "smells": list(self.smells), "mismatch": None,
+        }
+        if self.mismatch is not None:
+            m = self.mismatch
+            d["mismatch"] = {"output": m.output, "input": m.input,
+                             "numerical": _json_values(m.numerical),
+                             "analytical": _json_values(m.analytical),
+                             "max_abs": _json_float(m.max_abs), "max_rel": _json_float(m.max_rel),
+                             "worst": list(m.worst)}
+        return d

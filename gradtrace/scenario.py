@@ -43,6 +43,7 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 def run_scenario(
     path: str | Path, outputs: Sequence[str] = (), backward: bool = True, order: int = 1,
     saved: bool = True, flow: bool = True,
+    with_calls: Callable[[list[RawCall]], None] | None = None,
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
@@ -50,13 +51,15 @@ def run_scenario(
     backward=False skips gradtrace's own backward when the scenario runs none;
     order=2 also computes second derivatives of the first backward's (scalar) root;
     saved=False does not read saved tensors, flow=False records no gradient flow (faster,
-    for pictures that do not show them).
+    for pictures that do not show them). with_calls, if given, is called with the recorded
+    Function calls while the scenario's module is still alive (its Functions can run again).
     """
     path = str(path)
     code, lines = _compile(path)
     with _RUN_LOCK:
         return _in_big_stack(
-            lambda: _run(path, code, lines, list(outputs), backward, order, saved, flow))
+            lambda: _run(path, code, lines, list(outputs), backward, order, saved, flow,
+                         with_calls))
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -180,6 +183,7 @@ class Recorder:
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self._in_pass = 0
         self._muted = 0  # inside gradcheck: its hundreds of calls are not the scenario's
+        self._first_in_check = False
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -232,7 +236,8 @@ class Recorder:
         @functools.wraps(func)
         def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
             out = func(cls, *args, **kwargs)
-            if not self._muted:
+            if not self._muted or self._first_in_check:
+                self._first_in_check = False  # the Function a gradcheck call is about
                 first = out[0] if isinstance(out, (tuple, list)) and out else out
                 node = first.grad_fn if isinstance(first, torch.Tensor) else None
                 copies = tuple(
@@ -250,6 +255,7 @@ class Recorder:
         def checking(*args: Any, **kwargs: Any) -> Any:
             outer = not self._muted
             line = self.caller_line()[0] if outer else None
+            self._first_in_check = outer
             self._muted += 1
             try:
                 result = original(*args, **kwargs)
@@ -266,6 +272,7 @@ class Recorder:
                 raise
             finally:
                 self._muted -= 1
+                self._first_in_check = False
             if outer:
                 verdict = "passed" if result else "returned False"
                 self.checks.append(Finding(
@@ -367,7 +374,8 @@ def _grad_changes(before: list[tuple[str, Any, Any, int | None, Any]]) -> list[G
 
 
 def _run(path: str, code: Any, lines: list[str], requested: list[str], backward: bool,
-         order: int, saved: bool, flow: bool) -> Trace:
+         order: int, saved: bool, flow: bool,
+         with_calls: Callable[[list[RawCall]], None] | None = None) -> Trace:
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
@@ -416,6 +424,8 @@ def _run(path: str, code: Any, lines: list[str], requested: list[str], backward:
             recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
         findings.extend(recorder.checks)
         findings.extend(pass_findings(recorder.passes))
+        if with_calls is not None:
+            with_calls(recorder.calls)
         return build_trace(
             scenario=path,
             named=named,

@@ -1,0 +1,98 @@
+"""`gradtrace check` results as a table, mismatch details, and JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..model import CheckResult, Mismatch
+from .labels import number
+
+VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim"}
+SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
+
+
+def check_table(results: list[CheckResult]) -> Table:
+    """One row per Function and input signature."""
+    table = Table(title="custom autograd.Functions", title_justify="left", header_style="bold")
+    for column in ("Function", "scenario", "gradcheck", "gradgradcheck", "max error", "note"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        error = number(r.mismatch.max_abs) if r.mismatch else ""
+        note = r.message or ""
+        if r.smells:
+            note = (note + "; " if note else "") + "smell: " + r.smells[0]
+        if r.from_float32 and r.gradcheck != "skipped":
+            note = (note + "; " if note else "") + "checked in float64 (the scenario used " \
+                "float32, where gradcheck fails for rounding alone)"
+        table.add_row(
+            Text(r.function, style="bold"),
+            Text(f"{r.scenario}:{r.line}" if r.line else r.scenario),
+            Text(r.gradcheck, style=VERDICT_STYLE.get(r.gradcheck, "")),
+            Text(r.gradgradcheck, style=VERDICT_STYLE.get(r.gradgradcheck, "")),
+            Text(error),
+            Text(note, style="" if r.ok else "red"),
+        )
+    return table
+
+
+def mismatch_view(r: CheckResult) -> RenderableType | None:
+    """Numerical against analytical Jacobian near the worst entry, worst one highlighted."""
+    m = r.mismatch
+    if m is None:
+        return None
+    head = Text()
+    head.append(f"{r.function}: Jacobian of output {m.output} with respect to input "
+                f"{m.input}", style="bold")
+    head.append(f"  max abs error {number(m.max_abs)}, max rel error {number(m.max_rel)}, "
+                f"worst at input element {m.worst[0]}, output element {m.worst[1]}")
+    if m.numerical is None:
+        return Group(head, Text("(too large to list)", style="dim"))
+    return Group(head, _jacobians(m))
+
+
+def _jacobians(m: Mismatch) -> Table:
+    rows = range(max(0, m.worst[0] - SHOWN // 2), min(len(m.numerical), m.worst[0] + SHOWN))
+    cols = range(max(0, m.worst[1] - SHOWN // 2),
+                 min(len(m.numerical[0]), m.worst[1] + SHOWN))
+    table = Table(header_style="bold", show_lines=False)
+    table.add_column("input elem")
+    for c in cols:
+        table.add_column(f"out {c}: numerical / analytical", justify="right")
+    for i in rows:
+        cells = []
+        for c in cols:
+            worst = (i, c) == m.worst
+            cells.append(Text(f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}",
+                              style="bold red" if worst else ""))
+        table.add_row(str(i), *cells)
+    return table
+
+
+def to_junit(results: list[CheckResult], broken: dict[str, str]) -> str:
+    """JUnit XML: one testcase per Function and signature, one per scenario that cannot run."""
+    suite = ET.Element("testsuite", name="gradtrace check",
+                       tests=str(len(results) + len(broken)),
+                       failures=str(sum(not r.ok for r in results)),
+                       errors=str(len(broken)),
+                       skipped=str(sum(r.gradcheck == "skipped" for r in results)))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=r.scenario,
+                             name=f"{r.function}({', '.join(r.inputs)})")
+        if r.gradcheck == "skipped":
+            ET.SubElement(case, "skipped", message=r.message or "")
+        elif not r.ok:
+            reason = r.message or "; ".join(r.smells)
+            failure = ET.SubElement(case, "failure",
+                                    message=f"gradcheck {r.gradcheck}, gradgradcheck "
+                                    f"{r.gradgradcheck}: {reason}")
+            failure.text = "\n".join([reason, *r.smells])
+    for scenario, message in broken.items():
+        case = ET.SubElement(suite, "testcase", classname=scenario, name="(scenario)")
+        ET.SubElement(case, "error", message=message)
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") \
+        + "\n"
