@@ -159,7 +159,7 @@ def _explain(exc: BaseException, scenario: str, where: str) -> str:
         return f"backward returns the wrong number of gradients: {text}"
     if "returned an invalid gradient" in text:
         return f"backward returns a gradient of the wrong shape or type: {text}"
-    if "does not require grad" in text or "is not differentiable" in text:
+    if "gradient different than None" in text or "is not differentiable" in text:
         return f"backward returns a gradient for an input that needs none: {text}"
     line = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):

@@ -97,3 +97,26 @@ def test_options_reach_gradcheck() -> None:
 def test_no_functions_is_not_a_failure() -> None:
     result = invoke("check", SCENARIOS / "chain_rule.py")
     assert result.exit_code == 0 and "no custom autograd.Function calls" in result.stdout
+
+
+BAD_BACKWARDS = {  # backward body -> the start of the message gradtrace gives
+    "return g": "backward returns the wrong number of gradients",
+    "return torch.ones(3), None": "backward returns a gradient of the wrong shape",
+    "return g * 2, g": "backward returns a gradient for an input that needs none",
+}
+
+
+@pytest.mark.parametrize("body", list(BAD_BACKWARDS))
+def test_plain_messages_for_bad_backwards(tmp_path: Path, body: str) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import torch\n\n\nclass Bad(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, a, k):\n        return a * k\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n"
+        f"        {body}\n\n\n"
+        "x = torch.ones(2, requires_grad=True)\ny = Bad.apply(x, 2)\n")
+    code, report = check_json(str(path))
+    assert code == 1
+    (result,) = report["results"]
+    assert result["gradcheck"] == "error"
+    assert result["message"].startswith(BAD_BACKWARDS[body]), result["message"]
