@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gc
+import math
 from functools import partial
 from typing import Any
 
 import torch
 
-from .summary import RawStats, grad_stats, is_dense
+from .summary import VALUES_LIMIT, RawStats, grad_stats, is_dense
 
 Key = tuple[Any, ...]
 
@@ -35,6 +36,21 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key) -> RawStats:
     return raw
 
 
+# Backward nodes that only re-lay out the gradient they receive: what they send has the same
+# elements (the same norm, min and max), in another shape.
+RELAYOUT = frozenset({
+    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TransposeBackward0",
+    "TBackward0", "PermuteBackward0", "SqueezeBackward0", "SqueezeBackward1",
+    "SqueezeBackward2", "UnsqueezeBackward0", "AliasBackward0",
+})
+
+
+def _numel(node: Any) -> int:
+    """How many elements the gradient a node receives has (from autograd's metadata)."""
+    metadata = node._input_metadata
+    return math.prod(metadata[0].shape) if len(metadata) == 1 else 0
+
+
 class FlowCapture:
     """Hooks on every node of a pass; `records` maps id(node) to (node, order, outs, ins).
 
@@ -47,25 +63,44 @@ class FlowCapture:
     """
 
     def __init__(self, nodes: list[Any], edges: list[tuple[int, int, int, int]],
-                 leaves_run: bool = True) -> None:
+                 leaves_run: bool = True, watched: frozenset[int] = frozenset(),
+                 skip_relayout: bool = True) -> None:
         # The hooks make many small objects and no cycles: the cyclic collector would only
         # scan the whole heap again and again (tens of ms a time). remove() restores it.
         self._collecting = gc.isenabled()
         gc.disable()
         self.records: dict[int, tuple[Any, int, list[Any], list[Any]]] = {}
         self._sent: dict[tuple[int, int], tuple[Key, RawStats]] = {}
-        targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
         ways_in = [0] * len(nodes)
+        parent: list[tuple[int, int]] = [(-1, -1)] * len(nodes)  # (consumer, its slot)
+        children: list[list[tuple[int, int]]] = [[] for _ in nodes]  # (input, output_nr)
         for src, dst, slot, k in edges:
-            targets[dst][slot] = (id(nodes[src]), k)
             ways_in[src] += 1
+            parent[src] = (dst, slot)
+            children[dst].append((src, k))
+        # A re-layout node (view, transpose …) with one way in and one input needs no hook:
+        # its record is what its consumer sent, re-shaped. Only large gradients (whose values
+        # are not kept) and only unnamed tensors (a named one may carry the user's hook).
+        skipped = [skip_relayout and ways_in[i] == 1 and len(children[i]) == 1
+                   and type(node).__name__ in RELAYOUT and id(node) not in watched
+                   and _numel(node) > VALUES_LIMIT for i, node in enumerate(nodes)]
+        targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
+        for src, dst, slot, k in edges:
+            while skipped[src]:  # send past skipped nodes, so the summary is still reused
+                src, k = children[src][0]
+            targets[dst][slot] = (id(nodes[src]), k)
+        # (node, its index, its consumer, the consumer's index and slot, whether the consumer
+        # is skipped too, its input node and that input's output number), in walk order
+        self._relayout = [(node, i, nodes[parent[i][0]], parent[i][0], parent[i][1],
+                           skipped[parent[i][0]], nodes[children[i][0][0]], children[i][0][1])
+                          for i, node in enumerate(nodes) if skipped[i]]
         # A leaf fed by one edge, with no hook of its own, receives exactly what was sent to
         # it; when every leaf runs (a full backward), its record is read off the sender's and
         # it needs no hook. (After autograd.grad or backward(inputs=...), leaves may not run.)
         self._quiet = [node for i, node in enumerate(nodes)
                        if leaves_run and ways_in[i] == 1 and hasattr(node, "variable")
                        and not node.variable._backward_hooks]
-        quiet = {id(node) for node in self._quiet}
+        quiet = {id(node) for node in self._quiet} | {id(r[0]) for r in self._relayout}
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))
                          for i, node in enumerate(nodes) if id(node) not in quiet]
 
@@ -104,8 +139,27 @@ class FlowCapture:
         for leaf in self._quiet:
             came = self._sent.get((id(leaf), 0))
             if came is not None:  # its sender ran: the leaf accumulated exactly that
-                self.records[id(leaf)] = (leaf, len(self.records), [came[1]], [])
+                shape, stats, values = came[1]
+                own = tuple(leaf.variable.shape)  # a skipped transpose may lie in between
+                got = (shape, stats, values) if shape == own else (own, stats, None)
+                self.records[id(leaf)] = (leaf, len(self.records), [got], [])
         self._quiet.clear()
+        sent_by: dict[int, tuple[RawStats, int]] = {}  # skipped node index -> (sent, order)
+        for node, i, consumer, c, slot, consumer_skipped, source, k in self._relayout:
+            if consumer_skipped:  # walk order: a consumer comes before what it consumes
+                came = sent_by.get(c)
+            else:
+                record = self.records.get(id(consumer))
+                came = (record[3][slot], record[1]) if record and slot < len(record[3]) \
+                    else None
+            if came is None or came[0] is None:
+                continue  # it did not run in this pass
+            received, order = came
+            shape = tuple(source._input_metadata[k].shape)
+            sent = (shape, received[1], None)  # the same elements, in its input's shape
+            self.records[id(node)] = (node, order, [received], [sent])
+            sent_by[i] = (sent, order)
+        self._relayout.clear()
         self._sent.clear()
         if self._collecting:
             gc.enable()
