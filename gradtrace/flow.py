@@ -52,7 +52,7 @@ def _numel(node: Any) -> int:
 
 
 class FlowCapture:
-    """Hooks on every node of a pass; `records` maps id(node) to (node, order, outs, ins).
+    """Hooks on the nodes of a pass; `records` maps id(node) to (node, order, outs, ins).
 
     The hooks return None, so no gradient changes; they keep summaries, never gradients.
     Most gradients appear several times (sent along an edge, then received; passed on by Add
@@ -60,6 +60,8 @@ class FlowCapture:
     content key matches. Keys are compared only while both tensors are surely alive: within
     one hook call, or along an edge while the engine holds the gradient in between (so its
     memory cannot be reused); a hook's new tensor or an in-place change gets a new summary.
+    watched: ids of nodes that always get a hook (the grad_fns of named tensors, which may
+    carry the user's own hooks).
     """
 
     def __init__(self, nodes: list[Any], edges: list[tuple[int, int, int, int]],

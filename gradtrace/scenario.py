@@ -329,8 +329,9 @@ class Recorder:
         self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
         self.passes.append(record)
-        capture = FlowCapture(nodes, edges, leaves_run=every_leaf) if self.capture_flow \
-            else None
+        watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
+        capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
+            if self.capture_flow else None
         self._in_pass += 1
         try:
             return call()

@@ -281,3 +281,16 @@ def test_skipped_relayout_and_leaf_hooks_change_no_record() -> None:
                 assert sa[0] == sb[0]
                 # float32 sums may differ in the last bits between two runs of a backward
                 assert sb[1:] == approx(sa[1:], rel=1e-4, abs=1e-6)
+
+
+def test_a_hook_on_a_named_view_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "view_hook.py"
+    path.write_text("import torch\nx = torch.ones(100, requires_grad=True)\n"
+                    "y = x.view(10, 10)\ny.register_hook(lambda g: g * 2)\n"
+                    "z = (y * 3).sum()\n")
+    t = show_json(path)
+    assert tensor(t, "y")["grad_fn"] == "ViewBackward0"
+    assert flow_of(t, "y")["grad_outputs"][0]["max"] == approx(6.0)  # after the hook
+    assert tensor(t, "x")["grad"]["max"] == approx(6.0)
+    assert any(f["code"] == "hook-changed-gradient" and f["tensor"] == "y"
+               for f in t["findings"])
