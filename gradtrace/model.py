@@ -466,6 +466,18 @@ def _json_float(x: float | None) -> float | str | None:
     return "nan" if x != x else ("inf" if x > 0 else "-inf")
 
 
+def flat_values(values: Any) -> list[Any]:
+    """The items of a nested list, in order (iteratively); a non-list is one item."""
+    out, todo = [], [values]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, list):
+            todo.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
 def _map_leaves(v: Any, fn: Any) -> Any:
     """Apply fn to every non-list item of a nested list (iteratively), returning a copy."""
     if not isinstance(v, list):

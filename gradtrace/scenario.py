@@ -293,10 +293,10 @@ class Recorder:
         text = self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else None
         return lineno, text
 
-    def names_of(self, tensors: Sequence[Any]) -> list[str | None]:
+    def names_of(self, tensors: Sequence[Any], named: Named) -> list[str | None]:
         """The scenario name of each tensor, "x.grad" for a gradient, else None."""
         names: dict[int, str] = {}
-        for name, t in named_tensors(self.namespace):
+        for name, t in named:
             names.setdefault(id(t), name)
             grad = readable_grad(t)
             if grad is not None:
@@ -314,6 +314,7 @@ class Recorder:
         line, code = self.caller_line()
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
         named = named_tensors(self.namespace)
+        root_names = self.names_of(roots, named)
         grads = [(name, t, readable_grad(t)) for name, t in named]
         before = [(name, t, g, None if g is None else g._version,
                    None if g is None else summarize(g)) for name, t, g in grads]
@@ -322,12 +323,12 @@ class Recorder:
         if self.order == 2 and self.second_order is None and roots:
             self._muted += 1  # gradtrace's own autograd.grad calls are not passes
             try:
-                self.second_order = second_derivatives(roots[0], self.names_of(roots)[0], named)
+                self.second_order = second_derivatives(roots[0], root_names[0], named)
             finally:
                 self._muted -= 1
         nodes, edges = walk(root_nodes)
         self._snapshot_saved(nodes)
-        record = RawPass(kind, by, root_nodes, self.names_of(roots), retain, create, line, code)
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
         self.passes.append(record)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
         capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .gcpause import gc_paused
-from .model import GradSummary
+from .model import GradSummary, flat_values
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
 RawStats = tuple[tuple[int, ...], Any, "torch.Tensor | None"]
@@ -95,14 +95,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
 
 
 def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
-    flat = []
-    todo = [listed]
-    while todo:  # flatten the nested list without recursion
-        item = todo.pop()
-        if isinstance(item, list):
-            todo.extend(item)
-        else:
-            flat.append(abs(item) if isinstance(item, complex) else float(item))
+    flat = [abs(v) if isinstance(v, complex) else float(v) for v in flat_values(listed)]
     if not flat:
         return GradSummary(shape, 0.0, None, None, True, listed)
     lo, hi = min(flat), max(flat)

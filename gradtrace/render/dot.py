@@ -43,12 +43,7 @@ def quote(text: str) -> str:
 def _boxes(boxes: list[Box], indent: str) -> list[str]:
     out = []
     for box_id, box_lines, kind, _ in boxes:  # the hot loop of a big graph: kept flat
-        text = "\n".join(box_lines)
-        if "\\" in text or '"' in text or "\r" in text:
-            text = _escape(text)
-        else:
-            text = text.replace("\n", "\\n")
-        out.append(f'{indent}{box_id} [label="{text}", {STYLE[kind]}];')
+        out.append(f'{indent}{box_id} [label={quote(chr(10).join(box_lines))}, {STYLE[kind]}];')
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import GradSummary, Node, SavedTensor
+from ..model import GradSummary, Node, SavedTensor, flat_values
 
 SMALL = 8  # gradients with at most this many elements are shown in full
 
@@ -22,23 +22,12 @@ def number(x: Any) -> str:
     return str(x)
 
 
-def _flat(values: Any) -> list[Any]:
-    out, todo = [], [values]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, list):
-            todo.extend(reversed(item))
-        else:
-            out.append(item)
-    return out
-
-
 def grad_text(g: GradSummary | None) -> str:
     """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors."""
     if g is None:
         return "None"
     if g.values is not None:
-        flat = _flat(g.values)
+        flat = flat_values(g.values)
         if not g.shape:
             return number(flat[0])
         if len(flat) <= SMALL:
@@ -81,7 +70,8 @@ def same_gradient(a: GradSummary | None, b: GradSummary | None) -> bool:
     if a.shape != b.shape:
         return False
     if a.values is not None and b.values is not None:
-        return all(_close(x, y) for x, y in zip(_flat(a.values), _flat(b.values), strict=True))
+        pairs = zip(flat_values(a.values), flat_values(b.values), strict=True)
+        return all(_close(x, y) for x, y in pairs)
     return _close(a.norm, b.norm)
 
 
@@ -97,5 +87,5 @@ def scalar(g: GradSummary | None) -> float | None:
     """The value of a one-element gradient, else None."""
     if g is None or g.values is None:
         return None
-    flat = _flat(g.values)
+    flat = flat_values(g.values)
     return flat[0] if len(flat) == 1 and isinstance(flat[0], float) else None
