@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .summary import VALUES_LIMIT, RawStats, grad_stats, is_dense
+from .summary import VALUES_LIMIT, RawStats, StatsTable, grad_stats, is_dense
 
 Key = tuple[Any, ...]
 
@@ -25,10 +25,11 @@ def content_key(g: torch.Tensor) -> Key:
     return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, g._version
 
 
-def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key) -> RawStats:
+def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,
+             table: StatsTable) -> RawStats:
     raw = memo.get(key)
     if raw is None:
-        raw = memo[key] = grad_stats(g)
+        raw = memo[key] = grad_stats(g, table)
     elif raw[2] is not None or raw[0] != tuple(g.shape):
         # the same memory through a reshape or transpose: same statistics, but small
         # values are copied again, in this tensor's order
@@ -37,12 +38,24 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key) -> RawStats:
 
 
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same
-# elements (the same norm, min and max), in another shape.
+# elements (the same norm, min and max), in another shape (or the same: clone passes it on).
 RELAYOUT = frozenset({
+    "CloneBackward0",
     "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TransposeBackward0",
     "TBackward0", "PermuteBackward0", "SqueezeBackward0", "SqueezeBackward1",
     "SqueezeBackward2", "UnsqueezeBackward0", "AliasBackward0",
 })
+
+
+def _passes_on(node: Any, source: Any, k: int) -> bool:
+    """Whether node sends its source the elements it receives: a re-layout, or an expand to
+    the same shape (its backward, a sum over no dimension, hands the gradient on)."""
+    name = type(node).__name__
+    return name in RELAYOUT or (name == "ExpandBackward0" and tuple(
+        node._input_metadata[0].shape) == tuple(source._input_metadata[k].shape))
+
+
+_MAY_PASS_ON = RELAYOUT | {"ExpandBackward0"}
 
 
 def _numel(node: Any) -> int:
@@ -73,6 +86,7 @@ class FlowCapture:
         gc.disable()
         self.records: dict[int, tuple[Any, int, list[Any], list[Any]]] = {}
         self._sent: dict[tuple[int, int], tuple[Key, RawStats]] = {}
+        self._table = StatsTable()
         ways_in = [0] * len(nodes)
         parent: list[tuple[int, int]] = [(-1, -1)] * len(nodes)  # (consumer, its slot)
         children: list[list[tuple[int, int]]] = [[] for _ in nodes]  # (input, output_nr)
@@ -84,8 +98,10 @@ class FlowCapture:
         # its record is what its consumer sent, re-shaped. Only large gradients (whose values
         # are not kept) and only unnamed tensors (a named one may carry the user's hook).
         skipped = [skip_relayout and ways_in[i] == 1 and len(children[i]) == 1
-                   and type(node).__name__ in RELAYOUT and id(node) not in watched
-                   and _numel(node) > VALUES_LIMIT for i, node in enumerate(nodes)]
+                   and type(node).__name__ in _MAY_PASS_ON and id(node) not in watched
+                   and _numel(node) > VALUES_LIMIT
+                   and _passes_on(node, nodes[children[i][0][0]], children[i][0][1])
+                   for i, node in enumerate(nodes)]
         targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
         for src, dst, slot, k in edges:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
@@ -119,14 +135,14 @@ class FlowCapture:
             else:
                 if came is not None:
                     memo.setdefault(*came)  # unchanged since it was sent: its summary serves
-                outs.append(_summary(memo, g, content_key(g)))
+                outs.append(_summary(memo, g, content_key(g), self._table))
         ins: list[RawStats | None] = []
         for slot, g in enumerate(grad_inputs):
             if g is None:
                 ins.append(None)
                 continue
             key = content_key(g)
-            raw = _summary(memo, g, key)
+            raw = _summary(memo, g, key, self._table)
             ins.append(raw)
             target = targets.get(slot)
             if target is not None:

@@ -12,8 +12,48 @@ from .gcpause import gc_paused
 from .model import GradSummary, flat_values
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
-RawStats = tuple[tuple[int, ...], Any, "torch.Tensor | None"]
 _BLAS = (torch.float32, torch.float64)
+
+
+class StatsTable:
+    """(squared norm, min, max) of many gradients, kept as Python floats.
+
+    Why not keep three 0-d tensors per gradient: in a backward hook, hundreds of small tensors
+    kept alive between the engine's gradient buffers fragment the heap, and every large
+    gradient after them lands on fresh pages (page faults cost more than the statistics).
+    So every few gradients the pending 0-d tensors are copied out in one go and freed.
+    """
+
+    FLUSH = 16 * 3
+
+    def __init__(self) -> None:
+        self._pending: list[torch.Tensor] = []
+        self._floats: list[float] = []
+
+    def add(self, square: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> int:
+        """Keep one gradient's statistics; returns its row."""
+        pending = self._pending
+        pending += (square, lo, hi)
+        row = (len(self._floats) + len(pending)) // 3 - 1
+        if len(pending) == self.FLUSH:
+            self._flush()
+        return row
+
+    def row(self, i: int) -> list[float]:
+        """Squared norm, min and max of row i."""
+        if self._pending:
+            self._flush()
+        return self._floats[3 * i:3 * i + 3]
+
+    def _flush(self) -> None:
+        pending = self._pending
+        if len({t.dtype for t in pending}) > 1:
+            pending = [t.double() for t in pending]
+        self._floats += torch.stack(pending).tolist()
+        pending.clear()
+
+
+RawStats = tuple[tuple[int, ...], "tuple[StatsTable, int] | None", "torch.Tensor | None"]
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -37,22 +77,19 @@ def dense_flat(t: torch.Tensor) -> torch.Tensor | None:
     return t.as_strided((t.numel(),), (1,)) if is_dense(t) else None
 
 
-_BLAS = (torch.float32, torch.float64)
-
-
-def grad_stats(t: torch.Tensor) -> RawStats:
-    """Shape, (squared norm, min, max) as 0-d tensors, and a copy of the values when small.
+def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
+    """Shape, where in table its (squared norm, min, max) went, and a copy of small values.
 
     Cheap enough for a backward hook: two passes over the data, no sync, no reference to t
     kept. A BLAS dot gives the squared norm at about half vector_norm's cost.
     """
-    d = t.detach()
+    d = t.detach() if t.requires_grad else t
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         return tuple(d.shape), None, (d.to_dense() if d.layout != torch.strided else d).clone()
     if d.dtype in _BLAS and d.is_contiguous():  # the common case, kept short: it is hot
-        flat = d.view(-1)
+        flat = d.view(-1) if d.dim() != 1 else d
         lo, hi = torch.aminmax(flat)
-        return tuple(d.shape), (torch.dot(flat, flat), lo, hi), None
+        return tuple(d.shape), (table, table.add(torch.dot(flat, flat), lo, hi)), None
     if d.layout != torch.strided:
         d = d.to_dense()
     if d.is_complex():
@@ -60,33 +97,24 @@ def grad_stats(t: torch.Tensor) -> RawStats:
     # half precision would sum squares in half precision: widen it, like integers
     f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
     flat = dense_flat(f)
-    if flat is None:
-        lo, hi = torch.aminmax(f)
-        square = torch.linalg.vector_norm(f).square()
-    else:
-        lo, hi = torch.aminmax(flat)
-        square = torch.dot(flat, flat) if f.dtype in _BLAS else \
-            torch.linalg.vector_norm(flat).square()
-    return tuple(d.shape), (square, lo, hi), None
+    lo, hi = torch.aminmax(f if flat is None else flat)
+    square = torch.dot(flat, flat) if flat is not None and f.dtype in _BLAS else \
+        torch.linalg.vector_norm(f).square()
+    return tuple(d.shape), (table, table.add(square, lo, hi)), None
 
 
 @gc_paused
 def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
-    """GradSummaries of grad_stats results (shared ones once), one host copy per dtype."""
-    distinct = list({id(raw): raw for raw in raws if raw is not None}.values())
-    groups: dict[torch.dtype, list[torch.Tensor]] = {}
-    for _, stats, _ in distinct:
-        if stats is not None:
-            groups.setdefault(stats[0].dtype, []).extend(stats)
-    numbers = {dtype: iter(torch.stack(ts).tolist()) for dtype, ts in groups.items()}
+    """GradSummaries of grad_stats results (shared ones once)."""
     made: dict[int, GradSummary] = {}
-    for raw in distinct:
-        shape, stats, values = raw
-        if stats is None:
+    for raw in raws:
+        if raw is None or id(raw) in made:
+            continue
+        shape, place, values = raw
+        if place is None:
             made[id(raw)] = _small_summary(shape, values.tolist())
             continue
-        it = numbers[stats[0].dtype]
-        square, lo, hi = next(it), next(it), next(it)
+        square, lo, hi = place[0].row(place[1])
         norm = math.sqrt(square) if square >= 0 else square  # NaN stays NaN
         # min and max propagate NaN and hold any infinity, so they alone tell finiteness
         made[id(raw)] = GradSummary(shape, norm, lo, hi,
@@ -107,6 +135,6 @@ def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
 
 def summarize(t: torch.Tensor) -> GradSummary:
     """Shape, norm, min, max and finiteness of a tensor; its values when it is small."""
-    summary = to_summaries([grad_stats(t)])[0]
+    summary = to_summaries([grad_stats(t, StatsTable())])[0]
     assert summary is not None
     return summary

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gradtrace.flow import content_key
-from gradtrace.summary import dense_flat, grad_stats, summarize, to_summaries
+from gradtrace.summary import StatsTable, dense_flat, grad_stats, summarize, to_summaries
 
 base = torch.arange(2 * 3 * 40, dtype=torch.float32).reshape(2, 3, 40) / 7 - 10
 
@@ -83,6 +83,15 @@ def test_transpose_shares_a_content_key_and_a_copy_does_not() -> None:
 
 
 def test_shared_raw_stats_are_summarised_once() -> None:
-    raw = grad_stats(LAYOUTS["contiguous"])
+    raw = grad_stats(LAYOUTS["contiguous"], StatsTable())
     a, b, none = to_summaries([raw, raw, None])
     assert a is b and none is None
+
+
+def test_stats_table_fills_several_blocks_and_dtypes() -> None:
+    table = StatsTable()
+    table.FLUSH = 6
+    tensors = [LAYOUTS[name] for name in ("contiguous", "transposed", "float64", "int",
+                                          "strided slice", "complex", "float16")]
+    together = to_summaries([grad_stats(t, table) for t in tensors])
+    assert together == [summarize(t) for t in tensors]
