@@ -47,15 +47,20 @@ RELAYOUT = frozenset({
 })
 
 
+# Backward nodes that send the gradient they receive embedded in zeros (the input's shape).
+EMBED = frozenset({"SelectBackward0", "SliceBackward0"})
+
+
 def _passes_on(node: Any, source: Any, k: int) -> bool:
-    """Whether node sends its source the elements it receives: a re-layout, or an expand to
-    the same shape (its backward, a sum over no dimension, hands the gradient on)."""
+    """Whether node sends its source the elements it receives, perhaps with zeros around them:
+    a re-layout, a select or slice, or an expand to the same shape (its backward, a sum over
+    no dimension, hands the gradient on)."""
     name = type(node).__name__
-    return name in RELAYOUT or (name == "ExpandBackward0" and tuple(
+    return name in RELAYOUT or name in EMBED or (name == "ExpandBackward0" and tuple(
         node._input_metadata[0].shape) == tuple(source._input_metadata[k].shape))
 
 
-_MAY_PASS_ON = RELAYOUT | {"ExpandBackward0"}
+_MAY_PASS_ON = RELAYOUT | EMBED | {"ExpandBackward0"}
 
 
 def _numel(node: Any) -> int:
@@ -94,9 +99,10 @@ class FlowCapture:
             ways_in[src] += 1
             parent[src] = (dst, slot)
             children[dst].append((src, k))
-        # A re-layout node (view, transpose …) with one way in and one input needs no hook:
-        # its record is what its consumer sent, re-shaped. Only large gradients (whose values
-        # are not kept) and only unnamed tensors (a named one may carry the user's hook).
+        # A re-layout node (view, transpose, select …) with one way in and one input needs no
+        # hook: its record is what its consumer sent, re-shaped (or embedded in zeros). Only
+        # large gradients (whose values are not kept) and only unnamed tensors (a named one
+        # may carry the user's hook).
         skipped = [skip_relayout and ways_in[i] == 1 and len(children[i]) == 1
                    and type(node).__name__ in _MAY_PASS_ON and id(node) not in watched
                    and _numel(node) > VALUES_LIMIT
@@ -174,7 +180,10 @@ class FlowCapture:
                 continue  # it did not run in this pass
             received, order = came
             shape = tuple(source._input_metadata[k].shape)
-            sent = (shape, received[1], None)  # the same elements, in its input's shape
+            place = received[1]
+            if math.prod(shape) != math.prod(received[0]):  # a select or slice: zeros added
+                place = (place[0], place[0].with_zeros(place[1]))
+            sent = (shape, place, None)  # the same elements, in its input's shape
             self.records[id(node)] = (node, order, [received], [sent])
             sent_by[i] = (sent, order)
         self._relayout.clear()

@@ -45,6 +45,14 @@ class StatsTable:
             self._flush()
         return self._floats[3 * i:3 * i + 3]
 
+    def with_zeros(self, i: int) -> int:
+        """A new row: row i's statistics for its elements with zeros added (what a select or
+        slice sends back: the same norm; min and max take in 0 unless they are NaN)."""
+        square, lo, hi = self.row(i)
+        self._floats += (square, lo if lo != lo else min(lo, 0.0),
+                         hi if hi != hi else max(hi, 0.0))
+        return len(self._floats) // 3 - 1
+
     def _flush(self) -> None:
         pending = self._pending
         if len({t.dtype for t in pending}) > 1:

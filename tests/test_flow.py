@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -250,39 +251,64 @@ def test_leaves_that_do_not_run_have_no_record(tmp_path: Path) -> None:
     assert grad(t, "x") is None and grad(t, "w") == approx(2.0)
 
 
-def test_skipped_relayout_and_leaf_hooks_change_no_record() -> None:
-    """Records read off neighbours (views, transposes, single-edge leaves) equal hooked ones."""
-    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
-                                             dropout=0.0, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
-    x = torch.randn(4, 6, 32)
+def _records(make_loss: Callable[[], torch.Tensor], skip: bool) -> tuple[list, int]:
+    """Summaries of every node's flow in one full backward, and how many hooks it took."""
+    loss = make_loss()
+    nodes, edges = walk([loss.grad_fn])
+    capture = FlowCapture(nodes, edges, leaves_run=skip, skip_relayout=skip)
+    hooked = len(capture._handles)
+    loss.backward()
+    capture.remove()
+    out = []
+    for node in nodes:
+        _, _, outs, ins = capture.records[id(node)]
+        out.append([(s.shape, s.norm, s.min, s.max) if s else None
+                    for s in to_summaries(outs + ins)])
+    return out, hooked
 
-    def records(skip: bool) -> tuple[list, int]:
-        model.zero_grad(set_to_none=True)
-        loss = model(x).pow(2).mean()
-        nodes, edges = walk([loss.grad_fn])
-        capture = FlowCapture(nodes, edges, leaves_run=skip, skip_relayout=skip)
-        hooked = len(capture._handles)
-        loss.backward()
-        capture.remove()
-        out = []
-        for node in nodes:
-            _, _, outs, ins = capture.records[id(node)]
-            out.append([(s.shape, s.norm, s.min, s.max) if s else None
-                        for s in to_summaries(outs + ins)])
-        return out, hooked
 
-    hooked_all, every = records(False)
-    read_off, fewer = records(True)
-    assert fewer < every / 2  # most hooks are not needed
+def _assert_same_records(make_loss: Callable[[], torch.Tensor]) -> tuple[int, int]:
+    hooked_all, every = _records(make_loss, skip=False)
+    read_off, fewer = _records(make_loss, skip=True)
     for a, b in zip(hooked_all, read_off, strict=True):
         assert len(a) == len(b)
         for sa, sb in zip(a, b, strict=True):
             assert (sa is None) == (sb is None)
             if sa is not None:
                 assert sa[0] == sb[0]
-                # float32 sums may differ in the last bits between two runs of a backward
-                assert sb[1:] == approx(sa[1:], rel=1e-4, abs=1e-6)
+                # float32 sums may differ in the last bits between two runs of a backward;
+                # NaN must stay NaN
+                assert sb[1:] == approx(sa[1:], rel=1e-4, abs=1e-6, nan_ok=True)
+    return every, fewer
+
+
+def test_skipped_relayout_and_leaf_hooks_change_no_record() -> None:
+    """Records read off neighbours (views, selects, single-edge leaves) equal hooked ones."""
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                             dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    x = torch.randn(4, 6, 32)
+
+    def loss() -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        return model(x).pow(2).mean()
+
+    every, fewer = _assert_same_records(loss)
+    assert fewer < every / 2  # most hooks are not needed
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0, float("nan")])
+def test_selects_and_slices_read_off_add_zeros(sign: float) -> None:
+    """What a select or slice sends is what it received plus zeros: min/max take in 0."""
+    x = torch.randn(5, 80, requires_grad=True)
+
+    def loss() -> torch.Tensor:
+        x.grad = None
+        picked = x[2] * 3 + x[1:4, ::2].expand(3, 40).reshape(-1)[:80]
+        return picked.sum() * sign  # gradients of one sign: zeros change min or max
+
+    every, fewer = _assert_same_records(loss)
+    assert fewer < every
 
 
 def test_a_hook_on_a_named_view_is_seen(tmp_path: Path) -> None:
