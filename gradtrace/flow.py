@@ -51,22 +51,21 @@ RELAYOUT = frozenset({
 EMBED = frozenset({"SelectBackward0", "SliceBackward0"})
 
 
-def _passes_on(node: Any, source: Any, k: int) -> bool:
-    """Whether node sends its source the elements it receives, perhaps with zeros around them:
-    a re-layout, a select or slice, or an expand to the same shape (its backward, a sum over
-    no dimension, hands the gradient on)."""
+def _passes_on(node: Any, shape: tuple[int, ...], sent_shape: tuple[int, ...]) -> bool:
+    """Whether node sends the elements it receives, perhaps with zeros around them: a
+    re-layout, a select or slice, or an expand to the same shape (its backward, a sum over no
+    dimension, hands the gradient on)."""
     name = type(node).__name__
-    return name in RELAYOUT or name in EMBED or (name == "ExpandBackward0" and tuple(
-        node._input_metadata[0].shape) == tuple(source._input_metadata[k].shape))
+    return name in RELAYOUT or name in EMBED or (name == "ExpandBackward0"
+                                                 and shape == sent_shape)
+
+
+def _received_shape(node: Any, k: int = 0) -> tuple[int, ...]:
+    """The shape of the gradient arriving at node's input k (from autograd's metadata)."""
+    return tuple(node._input_metadata[k].shape)
 
 
 _MAY_PASS_ON = RELAYOUT | EMBED | {"ExpandBackward0"}
-
-
-def _numel(node: Any) -> int:
-    """How many elements the gradient a node receives has (from autograd's metadata)."""
-    metadata = node._input_metadata
-    return math.prod(metadata[0].shape) if len(metadata) == 1 else 0
 
 
 class FlowCapture:
@@ -103,20 +102,30 @@ class FlowCapture:
         # hook: its record is what its consumer sent, re-shaped (or embedded in zeros). Only
         # large gradients (whose values are not kept) and only unnamed tensors (a named one
         # may carry the user's hook).
-        skipped = [skip_relayout and ways_in[i] == 1 and len(children[i]) == 1
-                   and type(node).__name__ in _MAY_PASS_ON and id(node) not in watched
-                   and _numel(node) > VALUES_LIMIT
-                   and _passes_on(node, nodes[children[i][0][0]], children[i][0][1])
-                   for i, node in enumerate(nodes)]
+        skipped = [False] * len(nodes)
+        received: dict[int, tuple[int, ...]] = {}  # the shapes candidates receive, send
+        sends: dict[int, tuple[int, ...]] = {}
+        for i in reversed(range(len(nodes))):  # inputs mostly before their consumers
+            node = nodes[i]
+            if skip_relayout and ways_in[i] == 1 and len(children[i]) == 1 \
+                    and type(node).__name__ in _MAY_PASS_ON and id(node) not in watched:
+                c, k = children[i][0]
+                shape = received[i] = _received_shape(node)
+                if math.prod(shape) > VALUES_LIMIT:
+                    # metadata is slow to read: in a chain of views, what one sends is what
+                    # the next receives
+                    sent = received.get(c) if k == 0 else None
+                    sends[i] = sent if sent is not None else _received_shape(nodes[c], k)
+                    skipped[i] = _passes_on(node, shape, sends[i])
         targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
         for src, dst, slot, k in edges:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
                 src, k = children[src][0]
             targets[dst][slot] = (id(nodes[src]), k)
         # (node, its index, its consumer, the consumer's index and slot, whether the consumer
-        # is skipped too, its input node and that input's output number), in walk order
+        # is skipped too, the shape it sends), in walk order
         self._relayout = [(node, i, nodes[parent[i][0]], parent[i][0], parent[i][1],
-                           skipped[parent[i][0]], nodes[children[i][0][0]], children[i][0][1])
+                           skipped[parent[i][0]], sends[i])
                           for i, node in enumerate(nodes) if skipped[i]]
         # A leaf fed by one edge, with no hook of its own, receives exactly what was sent to
         # it; when every leaf runs (a full backward), its record is read off the sender's and
@@ -169,7 +178,7 @@ class FlowCapture:
                 self.records[id(leaf)] = (leaf, len(self.records), [got], [])
         self._quiet.clear()
         sent_by: dict[int, tuple[RawStats, int]] = {}  # skipped node index -> (sent, order)
-        for node, i, consumer, c, slot, consumer_skipped, source, k in self._relayout:
+        for node, i, consumer, c, slot, consumer_skipped, shape in self._relayout:
             if consumer_skipped:  # walk order: a consumer comes before what it consumes
                 came = sent_by.get(c)
             else:
@@ -179,7 +188,6 @@ class FlowCapture:
             if came is None or came[0] is None:
                 continue  # it did not run in this pass
             received, order = came
-            shape = tuple(source._input_metadata[k].shape)
             place = received[1]
             if math.prod(shape) != math.prod(received[0]):  # a select or slice: zeros added
                 place = (place[0], place[0].with_zeros(place[1]))
