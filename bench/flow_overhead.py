@@ -51,7 +51,7 @@ def captured(model: torch.nn.Module, x: torch.Tensor) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     model, x = model_and_input()
     for _ in range(3):  # warm up both paths
