@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress, islice, repeat
 from typing import Any
 
 import torch
@@ -38,21 +39,29 @@ def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, i
 
     Each group of roots is walked to the end before the next one starts (the outputs first,
     then the roots of the passes). Returns the nodes in discovery order and the edges as
-    (src, dst, dst_input, src_output) indexes into that list. The list is the queue: no
-    recursion, no deque.
+    (src, dst, dst_input, src_output) indexes into that list.
     """
+    order, edges, _ = indexed_walk(*root_groups)
+    return order, edges
+
+
+def indexed_walk(*root_groups: Iterable[Any]) -> tuple[
+        list[Any], list[tuple[int, int, int, int]], dict[int, int]]:
+    """walk(), and the index it keeps: id(node) -> its position in the list."""
     index: dict[int, int] = {}
     order: list[Any] = []
     edges: list[tuple[int, int, int, int]] = []
     find, add, link = index.get, order.append, edges.append  # bound once: the loop is hot
-    i = 0
+    start = 0
     for roots in root_groups:
         for root in roots:
             if root is not None and id(root) not in index:
                 index[id(root)] = len(order)
                 add(root)
-        while i < len(order):
-            for slot, (child, output_nr) in enumerate(order[i].next_functions):
+        # The list is the queue: no recursion, no deque. A list iterator sees the items
+        # appended while it runs, so this loop goes on until nothing new is found.
+        for i, node in enumerate(islice(order, start, None), start):
+            for slot, (child, output_nr) in enumerate(node.next_functions):
                 if child is None:  # an input that needs no gradient: no edge, the slot counts
                     continue
                 j = find(id(child))
@@ -60,8 +69,8 @@ def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, i
                     j = index[id(child)] = len(order)
                     add(child)
                 link((j, i, slot, output_nr))
-            i += 1
-    return order, edges
+        start = len(order)
+    return order, edges, index
 
 
 def release(nodes: list[Any]) -> None:
@@ -230,7 +239,7 @@ def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
 
 
 def tensor_info(
-    name: str, t: torch.Tensor, node_ids: dict[int, str], grad_before: GradSummary | None,
+    name: str, t: torch.Tensor, node_ids: NodeIds, grad_before: GradSummary | None,
     reached: set[str], detached_from: str | None,
 ) -> TensorInfo:
     """One row of the tensor table."""
@@ -279,39 +288,10 @@ def build_trace(
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
-    order, raw_edges = walk(output_nodes, [r for p in passes for r in p.roots])
+    order, raw_edges, index = indexed_walk(output_nodes, [r for p in passes for r in p.roots])
     try:
-        ids = [f"n{i}" for i in range(len(order))]
-        # node_ids maps id(grad_fn) and, for leaves, id(variable) to the node id.
-        node_ids: dict[int, str] = {}
-        name_of_node: dict[int, str] = {}
-        for name, t in named:
-            if t.grad_fn is not None:
-                name_of_node.setdefault(id(t.grad_fn), name)
-        name_of_tensor: dict[int, str] = {}
-        for name, t in named:
-            name_of_tensor.setdefault(id(t), name)
-        nodes: list[Node] = []
-        make = tuple.__new__  # Node(...) and Edge(...) without their keyword handling: hot
-        for node_id, obj in zip(ids, order, strict=True):
-            node_ids[id(obj)] = node_id
-            kind = _KINDS.get(type(obj)) or node_kind(obj)
-            if kind == LEAF:
-                variable = obj.variable
-                node_ids[id(variable)] = node_id
-                tensor = name_of_tensor.get(id(variable))
-                module = modules.get(id(variable)) if modules else None
-            else:
-                tensor = name_of_node.get(id(obj))
-                module = modules.get(id(obj)) if modules else None
-            if saved_before is None:
-                saved: tuple[SavedTensor, ...] = ()
-            else:
-                cached = saved_before.get(id(obj))
-                saved = cached[1] if cached is not None and cached[0] is obj \
-                    else saved_tensors(obj)
-            nodes.append(make(Node, (node_id, type(obj).__name__, kind, tensor, saved, module)))
-        edges = tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
+        nodes, node_ids = _nodes(order, index, named, modules, saved_before)
+        edges = _edges(raw_edges, node_ids.ids)
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
         detached = detached_sources(named)
@@ -358,7 +338,64 @@ def build_trace(
     return replace(trace, findings=trace.findings + tuple(trace_findings(trace)))
 
 
-def _flow_record(p: RawPass, node_ids: dict[int, str]) -> dict[str, NodeFlow]:
+class NodeIds:
+    """id(grad_fn), or a leaf's id(variable) -> node id ("n<position in the walk>")."""
+
+    def __init__(self, index: dict[int, int], ids: list[str]) -> None:
+        self.index, self.ids = index, ids
+
+    def get(self, key: int) -> str | None:
+        i = self.index.get(key)
+        return None if i is None else self.ids[i]
+
+    def __getitem__(self, key: int) -> str:
+        return self.ids[self.index[key]]
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.index
+
+
+def _nodes(order: list[Any], index: dict[int, int], named: Named, modules: dict[int, str],
+           saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+           ) -> tuple[list[Node], NodeIds]:
+    """Node records, built column by column with map and zip: a big graph has 100,000s."""
+    ids = [f"n{i}" for i in range(len(order))]
+    classes = list(map(type, order))
+    one_of_each = dict(zip(classes, order, strict=True))
+    names = {cls: cls.__name__ for cls in one_of_each}
+    kinds = {cls: node_kind(obj) for cls, obj in one_of_each.items()}
+    keys = list(map(id, order))  # a leaf is found by its variable (the tensor), not its node
+    leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
+    for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
+        keys[i] = id(order[i].variable)
+        index[keys[i]] = i
+    name_of: dict[int, str] = {}  # id(grad_fn) or id(tensor) -> the tensor's first name
+    for name, t in named:
+        if t.grad_fn is not None:
+            name_of.setdefault(id(t.grad_fn), name)
+        name_of.setdefault(id(t), name)
+    if saved_before is None:
+        saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
+    else:
+        saved = []
+        for obj in order:
+            cached = saved_before.get(id(obj))
+            saved.append(cached[1] if cached is not None and cached[0] is obj
+                         else saved_tensors(obj))
+    columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
+                  map(name_of.get, keys) if name_of else repeat(None), saved,
+                  map(modules.get, keys) if modules else repeat(None),
+                  strict=False)  # ids set the length; repeat() never ends
+    return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, ids)
+
+
+def _edges(raw_edges: list[tuple[int, int, int, int]], ids: list[str]) -> tuple[Edge, ...]:
+    """Edges with node ids (Edge(...) without keywords: a big graph has 100,000s)."""
+    make = tuple.__new__
+    return tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
+
+
+def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     records = sorted((r for key, r in p.flow.items() if key in node_ids), key=lambda r: r[1])
     raws = [g for _, _, outs, ins in records for g in (*outs, *ins)]
     summaries = iter(to_summaries(raws))
@@ -369,7 +406,7 @@ def _flow_record(p: RawPass, node_ids: dict[int, str]) -> dict[str, NodeFlow]:
     return flow
 
 
-def _pass_record(p: RawPass, node_ids: dict[int, str]) -> Pass:
+def _pass_record(p: RawPass, node_ids: NodeIds) -> Pass:
     return Pass(
         kind=p.kind,
         roots=tuple(dict.fromkeys(node_ids[id(r)] for r in p.roots if r is not None)),

@@ -41,9 +41,14 @@ def quote(text: str) -> str:
 
 
 def _boxes(boxes: list[Box], indent: str) -> list[str]:
+    attributes: dict[tuple[tuple[str, ...], str], str] = {}  # big graphs repeat few labels
     out = []
     for box_id, box_lines, kind, _ in boxes:  # the hot loop of a big graph: kept flat
-        out.append(f'{indent}{box_id} [label={quote(chr(10).join(box_lines))}, {STYLE[kind]}];')
+        text = attributes.get((box_lines, kind))
+        if text is None:
+            text = attributes[box_lines, kind] = \
+                f"[label={quote(chr(10).join(box_lines))}, {STYLE[kind]}];"
+        out.append(f"{indent}{box_id} {text}")
     return out
 
 

@@ -8,6 +8,7 @@ flow against them.
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -39,6 +40,7 @@ class Arrow(NamedTuple):
 class Drawing:
     boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
+    clustered: bool = False  # whether any box has a cluster
 
     def kinds(self) -> list[str]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -72,57 +74,66 @@ class DrawOptions:
 @gc_paused
 def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # noqa: B008
     """Decide what to draw: focus, then folding, then the --max-nodes cut."""
-    nodes = {n.id: n for n in trace.nodes}
-    keep = list(nodes)
+    keep: list[str] | None = None  # None: every node (the common case, kept cheap)
     if options.focus is not None:
         keep = _neighbourhood(trace, focus_node(trace, options.focus), options.radius)
-    if options.max_nodes is not None and len(keep) > options.max_nodes:
-        keep = keep[: options.max_nodes]
-    whole = len(keep) == len(nodes)
-    kept = set(keep) if not whole else nodes.keys()
-    edges = trace.edges if whole else \
-        [e for e in trace.edges if e.src in kept and e.dst in kept]
+    if options.max_nodes is not None and len(trace.nodes if keep is None else keep) \
+            > options.max_nodes:
+        keep = (keep if keep is not None else [n.id for n in trace.nodes])[:options.max_nodes]
+    if keep is None:
+        kept: Container[str] = _Everything()
+        nodes, edges = trace.nodes, trace.edges
+    else:
+        kept = set(keep)
+        by_id = {n.id: n for n in trace.nodes}
+        nodes = [by_id[n] for n in keep]
+        edges = [e for e in trace.edges if e.src in kept and e.dst in kept]
     # Nodes no output reaches belong to a gradient's own graph (create_graph=True).
     extra_roots = {r for p in trace.passes for r in p.roots} - set(trace.outputs)
     in_graph_of_outputs = _reachable(trace) if extra_roots else None
     tensors = {t.name: t for t in trace.tensors}
-    several_inputs = {e.dst for e in trace.edges if e.dst_input > 0}
+    several_inputs = {e.dst for e in trace.edges if e.dst_input}
 
     out = Drawing()
     boxes, make = out.boxes, tuple.__new__  # Box(...) without keyword handling: hot loop
-    folded_into = _fold(trace, keep, edges) if options.fold else {}
-    for node in (trace.nodes if whole else [nodes[n] for n in keep]):
-        node_id = node.id
-        if folded_into and node_id in folded_into and folded_into[node_id][0] != node_id:
-            continue  # drawn as part of its folded chain's box
-        cluster = _cluster(node, options.module_depth) if node.module else None
+    folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
+    plain: dict[str, tuple[str]] = {}  # an op's lines are its type: one tuple per type
+    saved, depth = options.saved, options.module_depth
+    for node in nodes:  # the hot loop of a big picture: fields unpacked, kept flat
+        node_id, node_type, kind, tensor, _, module = node
+        cluster = None
+        if module:
+            cluster = _cluster(node, depth)
+            out.clustered = out.clustered or cluster is not None
         if folded_into and node_id in folded_into:
-            out.boxes.append(Box(node_id, folded_into[node_id][1], "folded", cluster))
+            first, lines = folded_into[node_id]
+            if first == node_id:  # the others are drawn as part of its folded chain's box
+                boxes.append(Box(node_id, lines, "folded", cluster))
             continue
-        kind = node.kind
         if in_graph_of_outputs is not None and node_id not in in_graph_of_outputs \
                 and kind != LEAF:
             kind = "gradient"
-        if kind == "op" and not node.tensor and not options.saved:
-            lines: tuple[str, ...] = (node.type,)  # most nodes of a big graph: kept short
+        if kind == "op" and not tensor and not saved:
+            lines = plain.get(node_type) or plain.setdefault(node_type, (node_type,))
         else:
-            lines = _lines(node, tensors, options.saved)
+            lines = _lines(node, tensors, saved)
         boxes.append(make(Box, (node_id, lines, kind, cluster)))
 
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
 
-    arrows, grads = out.arrows, options.grads
-    for e in edges:  # the hot loop of a big picture: kept plain
-        src, dst = (drawn(e.src), drawn(e.dst)) if folded_into else (e.src, e.dst)
-        if src == dst:
-            continue  # inside a folded chain
-        label = f"[{e.dst_input}]" if dst in several_inputs else None
-        if grads is not None:
-            sent = grads.sent(e)
-            if sent is not None:
-                label = f"{label} {grad_text(sent)}" if label else grad_text(sent)
-        arrows.append(make(Arrow, (src, dst, label)))
+    # Arrows in stages, each a plain comprehension (the hot loops of a big picture): input
+    # indexes, then gradients, then folding.
+    out.arrows = [make(Arrow, (src, dst, f"[{slot}]" if dst in several_inputs else None))
+                  for src, dst, slot, _ in edges]
+    if options.grads is not None:
+        sent = map(options.grads.sent, edges)
+        out.arrows = [a if g is None else a._replace(
+            label=f"{a.label} {grad_text(g)}" if a.label else grad_text(g))
+            for a, g in zip(out.arrows, sent, strict=True)]
+    if folded_into:
+        out.arrows = [a._replace(src=drawn(a.src), dst=drawn(a.dst)) for a in out.arrows
+                      if drawn(a.src) != drawn(a.dst)]  # not inside a folded chain
     ends = dict(zip(trace.outputs, trace.output_names, strict=False))
     for p in trace.passes:  # named roots of passes too: "x.grad" for a create_graph gradient
         for node_id, name in zip(p.roots, p.root_names, strict=False):
@@ -134,7 +145,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
             shape = [shape_text(t.dtype, t.shape)] if t is not None else []
             out.boxes.append(Box(f"out{i}", (name, *shape), "output"))
             out.arrows.append(Arrow(drawn(node_id), f"out{i}"))
-    left_out = len(nodes) - len(kept)
+    left_out = 0 if keep is None else len(trace.nodes) - len(keep)
     if left_out:
         out.boxes.append(Box("more", (f"… {left_out} more nodes not drawn",), "more"))
         for e in trace.edges:  # one arrow from the cut to each kept node it feeds
@@ -144,12 +155,21 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     return out
 
 
+class _Everything:
+    """`x in kept` when every node is drawn."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
 def nested(drawing: Drawing) -> list[tuple[str, Any]]:
     """The boxes in drawing order, with clusters nested by module path.
 
     Events: ("boxes", [Box, …]), ("open", path), ("close", path). Boxes outside any cluster
     come first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
     """
+    if not drawing.clustered:
+        return [("boxes", drawing.boxes)]
     members: dict[str | None, list[Box]] = {}
     children: dict[str | None, list[str]] = {}
     known: set[str] = set()
