@@ -46,17 +46,21 @@ def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[tuple[int, int, i
 
 
 def indexed_walk(*root_groups: Iterable[Any]) -> tuple[
-        list[Any], list[tuple[int, int, int, int]], dict[int, int]]:
-    """walk(), and the index it keeps: id(node) -> its position in the list."""
-    index: dict[int, int] = {}
+        list[Any], list[tuple[int, int, int, int]], dict[Any, int]]:
+    """walk(), and the index it keeps: node -> its position in the list.
+
+    Nodes are keys by identity (autograd nodes keep object's hash and ==), which saves an
+    id() call per edge.
+    """
+    index: dict[Any, int] = {}
     order: list[Any] = []
     edges: list[tuple[int, int, int, int]] = []
     find, add, link = index.get, order.append, edges.append  # bound once: the loop is hot
     start = 0
     for roots in root_groups:
         for root in roots:
-            if root is not None and id(root) not in index:
-                index[id(root)] = len(order)
+            if root is not None and root not in index:
+                index[root] = len(order)
                 add(root)
         # The list is the queue: no recursion, no deque. A list iterator sees the items
         # appended while it runs, so this loop goes on until nothing new is found.
@@ -64,9 +68,9 @@ def indexed_walk(*root_groups: Iterable[Any]) -> tuple[
             for slot, (child, output_nr) in enumerate(node.next_functions):
                 if child is None:  # an input that needs no gradient: no edge, the slot counts
                     continue
-                j = find(id(child))
+                j = find(child)
                 if j is None:
-                    j = index[id(child)] = len(order)
+                    j = index[child] = len(order)
                     add(child)
                 link((j, i, slot, output_nr))
         start = len(order)
@@ -244,9 +248,9 @@ def tensor_info(
 ) -> TensorInfo:
     """One row of the tensor table."""
     if t.grad_fn is not None:
-        node = node_ids.get(id(t.grad_fn))
+        node = node_ids.node(t.grad_fn)
     else:
-        node = node_ids.get(id(t))  # a leaf: the id of its AccumulateGrad, keyed by its variable
+        node = node_ids.leaf(t)
     grad = readable_grad(t)
     return TensorInfo(
         name=name,
@@ -309,13 +313,13 @@ def build_trace(
         trace_calls = tuple(
             FunctionCall(
                 c.function.__name__,
-                node_ids.get(id(c.node)) if c.node is not None else None,
+                node_ids.node(c.node) if c.node is not None else None,
                 c.line,
                 tuple(describe_value(a) for a in c.args),
             )
             for c in calls
         )
-        output_ids = tuple(dict.fromkeys(node_ids[id(r)] for r in output_nodes))
+        output_ids = tuple(dict.fromkeys(node_ids.node(r) for r in output_nodes))
     finally:
         release(order)
     trace = Trace(
@@ -339,23 +343,26 @@ def build_trace(
 
 
 class NodeIds:
-    """id(grad_fn), or a leaf's id(variable) -> node id ("n<position in the walk>")."""
+    """The node id ("n<position in the walk>") of an autograd node, or of a leaf tensor."""
 
-    def __init__(self, index: dict[int, int], ids: list[str]) -> None:
-        self.index, self.ids = index, ids
+    def __init__(self, index: dict[Any, int], leaf_index: dict[int, int],
+                 ids: list[str]) -> None:
+        self.index, self.leaf_index, self.ids = index, leaf_index, ids
 
-    def get(self, key: int) -> str | None:
-        i = self.index.get(key)
+    def node(self, node: Any) -> str | None:
+        i = self.index.get(node)
         return None if i is None else self.ids[i]
 
-    def __getitem__(self, key: int) -> str:
-        return self.ids[self.index[key]]
+    def __contains__(self, node: Any) -> bool:
+        return node in self.index
 
-    def __contains__(self, key: int) -> bool:
-        return key in self.index
+    def leaf(self, t: torch.Tensor) -> str | None:
+        """The id of t's AccumulateGrad node, found by t itself (t.grad_fn is None)."""
+        i = self.leaf_index.get(id(t))
+        return None if i is None else self.ids[i]
 
 
-def _nodes(order: list[Any], index: dict[int, int], named: Named, modules: dict[int, str],
+def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[int, str],
            saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
            ) -> tuple[list[Node], NodeIds]:
     """Node records, built column by column with map and zip: a big graph has 100,000s."""
@@ -366,9 +373,10 @@ def _nodes(order: list[Any], index: dict[int, int], named: Named, modules: dict[
     kinds = {cls: node_kind(obj) for cls, obj in one_of_each.items()}
     keys = list(map(id, order))  # a leaf is found by its variable (the tensor), not its node
     leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
+    leaf_index: dict[int, int] = {}
     for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
         keys[i] = id(order[i].variable)
-        index[keys[i]] = i
+        leaf_index[keys[i]] = i
     name_of: dict[int, str] = {}  # id(grad_fn) or id(tensor) -> the tensor's first name
     for name, t in named:
         if t.grad_fn is not None:
@@ -386,7 +394,7 @@ def _nodes(order: list[Any], index: dict[int, int], named: Named, modules: dict[
                   map(name_of.get, keys) if name_of else repeat(None), saved,
                   map(modules.get, keys) if modules else repeat(None),
                   strict=False)  # ids set the length; repeat() never ends
-    return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, ids)
+    return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, leaf_index, ids)
 
 
 def _edges(raw_edges: list[tuple[int, int, int, int]], ids: list[str]) -> tuple[Edge, ...]:
@@ -396,12 +404,12 @@ def _edges(raw_edges: list[tuple[int, int, int, int]], ids: list[str]) -> tuple[
 
 
 def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
-    records = sorted((r for key, r in p.flow.items() if key in node_ids), key=lambda r: r[1])
+    records = sorted((r for r in p.flow.values() if r[0] in node_ids), key=lambda r: r[1])
     raws = [g for _, _, outs, ins in records for g in (*outs, *ins)]
     summaries = iter(to_summaries(raws))
     flow = {}
     for node, order, outs, ins in records:
-        flow[node_ids[id(node)]] = NodeFlow(tuple(next(summaries) for _ in outs),
+        flow[node_ids.node(node)] = NodeFlow(tuple(next(summaries) for _ in outs),
                                             tuple(next(summaries) for _ in ins), order)
     return flow
 
@@ -409,7 +417,7 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
 def _pass_record(p: RawPass, node_ids: NodeIds) -> Pass:
     return Pass(
         kind=p.kind,
-        roots=tuple(dict.fromkeys(node_ids[id(r)] for r in p.roots if r is not None)),
+        roots=tuple(dict.fromkeys(node_ids.node(r) for r in p.roots if r is not None)),
         retain_graph=p.retain_graph,
         create_graph=p.create_graph,
         error=p.error,
