@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections import defaultdict
 
 from ..errors import ExportError
 from ..gcpause import gc_paused
@@ -41,15 +42,17 @@ def quote(text: str) -> str:
 
 
 def _boxes(boxes: list[Box], indent: str) -> list[str]:
-    attributes: dict[tuple[tuple[str, ...], str], str] = {}  # big graphs repeat few labels
-    out = []
-    for box_id, box_lines, kind, _ in boxes:  # the hot loop of a big graph: kept flat
-        text = attributes.get((box_lines, kind))
-        if text is None:
-            text = attributes[box_lines, kind] = \
-                f"[label={quote(chr(10).join(box_lines))}, {STYLE[kind]}];"
-        out.append(f"{indent}{box_id} {text}")
-    return out
+    # kind -> lines -> DOT attributes: big graphs repeat few labels (two small keys hash
+    # faster than one (lines, kind) pair)
+    attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
+
+    def made(box: Box) -> str:
+        text = f"[label={quote(chr(10).join(box.lines))}, {STYLE[box.kind]}];"
+        attributes[box.kind][box.lines] = text
+        return text
+
+    # the hot loop of a big graph: box fields by position
+    return [f"{indent}{box[0]} {attributes[box[2]].get(box[1]) or made(box)}" for box in boxes]
 
 
 @gc_paused
@@ -84,8 +87,8 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
             lines.append(f"    legend_{kind} [label={quote(KIND_CAPTION[kind])}, "
                          f"{STYLE[kind]}, fontsize=8];")
         lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    lines += ("}", "")  # the empty line ends the text with a newline (no copy of it all)
+    return "\n".join(lines)
 
 
 def render(dot_text: str, fmt: str) -> bytes:

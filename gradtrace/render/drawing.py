@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Container
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ..errors import GradtraceError
@@ -40,11 +41,10 @@ class Arrow(NamedTuple):
 class Drawing:
     boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
-    clustered: bool = False  # whether any box has a cluster
 
     def kinds(self) -> list[str]:
         """The kinds drawn, in a fixed order (for the legend)."""
-        present = {b.kind for b in self.boxes}
+        present = set(map(itemgetter(2), self.boxes))
         return [k for k in KIND_ORDER if k in present]
 
 
@@ -94,30 +94,26 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     tensors = {t.name: t for t in trace.tensors}
     several_inputs = {e.dst for e in trace.edges if e.dst_input}
 
-    out = Drawing()
-    boxes, make = out.boxes, tuple.__new__  # Box(...) without keyword handling: hot loop
-    folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
-    plain: dict[str, tuple[str]] = {}  # an op's lines are its type: one tuple per type
+    out, make = Drawing(), tuple.__new__  # Box(...) without keyword handling: hot loops
+    # Boxes in stages, each a plain comprehension: what each node shows (most show only
+    # their type: one tuple per type), then the style of gradients' graphs, then folding.
     saved, depth = options.saved, options.module_depth
-    for node in nodes:  # the hot loop of a big picture: fields unpacked, kept flat
-        node_id, node_type, kind, tensor, _, module = node
-        cluster = None
-        if module:
-            cluster = _cluster(node, depth)
-            out.clustered = out.clustered or cluster is not None
-        if folded_into and node_id in folded_into:
-            first, lines = folded_into[node_id]
-            if first == node_id:  # the others are drawn as part of its folded chain's box
-                boxes.append(Box(node_id, lines, "folded", cluster))
-            continue
-        if in_graph_of_outputs is not None and node_id not in in_graph_of_outputs \
-                and kind != LEAF:
-            kind = "gradient"
-        if kind == "op" and not tensor and not saved:
-            lines = plain.get(node_type) or plain.setdefault(node_type, (node_type,))
-        else:
-            lines = _lines(node, tensors, saved)
-        boxes.append(make(Box, (node_id, lines, kind, cluster)))
+    plain: dict[str, tuple[str, ...]] = {}
+    out.boxes = [make(Box, (
+        node[0],
+        (plain.get(node[1]) or plain.setdefault(node[1], _lines(node, tensors, False)))
+        if node[3] is None and not (saved and node[4]) else _lines(node, tensors, saved),
+        node[2],
+        _cluster(node, depth) if node[5] else None,
+    )) for node in nodes]
+    if in_graph_of_outputs is not None:
+        out.boxes = [b._replace(kind="gradient") if b.kind != LEAF and b.id not in
+                     in_graph_of_outputs else b for b in out.boxes]
+    folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
+    if folded_into:  # a chain's first node is drawn as the whole chain; the others not
+        out.boxes = [b if b.id not in folded_into else
+                     b._replace(lines=folded_into[b.id][1], kind="folded")
+                     for b in out.boxes if folded_into.get(b.id, (b.id,))[0] == b.id]
 
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
@@ -168,7 +164,7 @@ def nested(drawing: Drawing) -> list[tuple[str, Any]]:
     Events: ("boxes", [Box, …]), ("open", path), ("close", path). Boxes outside any cluster
     come first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
     """
-    if not drawing.clustered:
+    if not any(map(itemgetter(3), drawing.boxes)):  # no box is in a cluster
         return [("boxes", drawing.boxes)]
     members: dict[str | None, list[Box]] = {}
     children: dict[str | None, list[str]] = {}

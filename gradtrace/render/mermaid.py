@@ -49,4 +49,5 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     for kind in KIND_ORDER:
         if kind in {b.kind for b in drawing.boxes}:
             out.append(f"  classDef {kind} {CLASS_STYLE[kind]}")
-    return "\n".join(out) + "\n"
+    out.append("")  # the text ends with a newline
+    return "\n".join(out)
