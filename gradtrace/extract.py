@@ -371,17 +371,19 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
     one_of_each = dict(zip(classes, order, strict=True))
     names = {cls: cls.__name__ for cls in one_of_each}
     kinds = {cls: node_kind(obj) for cls, obj in one_of_each.items()}
-    keys = list(map(id, order))  # a leaf is found by its variable (the tensor), not its node
-    leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
-    leaf_index: dict[int, int] = {}
-    for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
-        keys[i] = id(order[i].variable)
-        leaf_index[keys[i]] = i
     name_of: dict[int, str] = {}  # id(grad_fn) or id(tensor) -> the tensor's first name
     for name, t in named:
         if t.grad_fn is not None:
             name_of.setdefault(id(t.grad_fn), name)
         name_of.setdefault(id(t), name)
+    keys: list[int] = []  # what names and modules are keyed by: id(grad_fn), id(leaf tensor)
+    leaf_index: dict[int, int] = {}
+    if name_of or modules:  # else nothing asks for a leaf by its tensor (saves 10,000s of
+        keys = list(map(id, order))  # .variable reads on big graphs)
+        leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
+        for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
+            keys[i] = id(order[i].variable)
+            leaf_index[keys[i]] = i
     if saved_before is None:
         saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
     else:

@@ -8,8 +8,9 @@ flow against them.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Container
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -92,20 +93,10 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     extra_roots = {r for p in trace.passes for r in p.roots} - set(trace.outputs)
     in_graph_of_outputs = _reachable(trace) if extra_roots else None
     tensors = {t.name: t for t in trace.tensors}
-    several_inputs = {e.dst for e in trace.edges if e.dst_input}
 
-    out, make = Drawing(), tuple.__new__  # Box(...) without keyword handling: hot loops
-    # Boxes in stages, each a plain comprehension: what each node shows (most show only
-    # their type: one tuple per type), then the style of gradients' graphs, then folding.
-    saved, depth = options.saved, options.module_depth
-    plain: dict[str, tuple[str, ...]] = {}
-    out.boxes = [make(Box, (
-        node[0],
-        (plain.get(node[1]) or plain.setdefault(node[1], _lines(node, tensors, False)))
-        if node[3] is None and not (saved and node[4]) else _lines(node, tensors, saved),
-        node[2],
-        _cluster(node, depth) if node[5] else None,
-    )) for node in nodes]
+    out = Drawing()
+    # Boxes in stages: what each node shows, then the style of gradients' graphs, then folding.
+    out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth)
     if in_graph_of_outputs is not None:
         out.boxes = [b._replace(kind="gradient") if b.kind != LEAF and b.id not in
                      in_graph_of_outputs else b for b in out.boxes]
@@ -118,10 +109,9 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
 
-    # Arrows in stages, each a plain comprehension (the hot loops of a big picture): input
-    # indexes, then gradients, then folding.
-    out.arrows = [make(Arrow, (src, dst, f"[{slot}]" if dst in several_inputs else None))
-                  for src, dst, slot, _ in edges]
+    # Arrows in stages (the hot loops of a big picture): input indexes, then gradients, then
+    # folding.
+    out.arrows = _arrows(edges, {e.dst for e in trace.edges if e.dst_input})
     if options.grads is not None:
         sent = map(options.grads.sent, edges)
         out.arrows = [a if g is None else a._replace(
@@ -149,6 +139,38 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                 out.arrows.append(Arrow("more", drawn(e.dst)))
         out.arrows = list(dict.fromkeys(out.arrows))
     return out
+
+
+def _boxes(nodes: Sequence[Node], tensors: dict, saved: bool,
+           depth: int | None) -> list[Box]:
+    """A box per node. Most show only their type (one tuple of lines per type): the boxes
+    are built with map and zip over the nodes' fields, and only the others one by one."""
+    types = list(map(itemgetter(1), nodes))
+    plain = {node_type: _lines(node._replace(tensor=None, saved=()), tensors, False)
+             for node_type, node in dict(zip(types, nodes, strict=True)).items()}
+    lines = list(map(plain.__getitem__, types))
+    named = map(itemgetter(3), nodes) if not saved else (n.tensor or n.saved for n in nodes)
+    for i in compress(range(len(nodes)), named):
+        lines[i] = _lines(nodes[i], tensors, saved)
+    clusters: Iterable[str | None] = repeat(None)
+    if any(map(itemgetter(5), nodes)):  # made by nn.Modules
+        clusters = [_cluster(n, depth) if n.module else None for n in nodes]
+    rows = zip(map(itemgetter(0), nodes), lines, map(itemgetter(2), nodes), clusters,
+               strict=False)  # repeat() never ends
+    return list(map(tuple.__new__, repeat(Box), rows))
+
+
+def _arrows(edges: Sequence[Edge], several_inputs: set[str]) -> list[Arrow]:
+    """An arrow per edge, labelled with the input index where its consumer has several.
+
+    Built with map and zip over the edges' fields: a big graph has 100,000s of edges.
+    """
+    dsts = list(map(itemgetter(1), edges))
+    labels: list[str | None] = [None] * len(dsts)
+    for i in compress(range(len(dsts)), map(several_inputs.__contains__, dsts)):
+        labels[i] = f"[{edges[i].dst_input}]"
+    rows = zip(map(itemgetter(0), edges), dsts, labels, strict=True)
+    return list(map(tuple.__new__, repeat(Arrow), rows))
 
 
 class _Everything:
