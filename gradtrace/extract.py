@@ -339,7 +339,8 @@ def build_trace(
         second_order=second_order,
         saved_read=saved_before is not None,
     )
-    return replace(trace, findings=trace.findings + tuple(trace_findings(trace)))
+    more = trace_findings(trace)
+    return replace(trace, findings=trace.findings + tuple(more)) if more else trace
 
 
 class NodeIds:

@@ -146,7 +146,8 @@ def _boxes(nodes: Sequence[Node], tensors: dict, saved: bool,
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
     are built with map and zip over the nodes' fields, and only the others one by one."""
     types = list(map(itemgetter(1), nodes))
-    plain = {node_type: _lines(node._replace(tensor=None, saved=()), tensors, False)
+    plain = {node_type: _lines(node if node.tensor is None else node._replace(tensor=None),
+                               tensors, False)
              for node_type, node in dict(zip(types, nodes, strict=True)).items()}
     lines = list(map(plain.__getitem__, types))
     named = map(itemgetter(3), nodes) if not saved else (n.tensor or n.saved for n in nodes)
