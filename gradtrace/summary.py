@@ -55,10 +55,10 @@ class StatsTable:
 
     def _flush(self) -> None:
         pending = self._pending
-        if len({t.dtype for t in pending}) > 1:
+        if len({t.dtype for t in pending}) > 1:  # torch.stack wants one dtype
             pending = [t.double() for t in pending]
         self._floats += torch.stack(pending).tolist()
-        pending.clear()
+        self._pending = []
 
 
 RawStats = tuple[tuple[int, ...], "tuple[StatsTable, int] | None", "torch.Tensor | None"]
