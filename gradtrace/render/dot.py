@@ -47,8 +47,8 @@ def _boxes(boxes: list[Box], indent: str) -> list[str]:
     attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
 
     def made(box: Box) -> str:
-        text = f"[label={quote(chr(10).join(box.lines))}, {STYLE[box.kind]}];"
-        attributes[box.kind][box.lines] = text
+        _, lines, kind, _ = box
+        text = attributes[kind][lines] = f"[label={quote(chr(10).join(lines))}, {STYLE[kind]}];"
         return text
 
     # the hot loop of a big graph: box fields by position

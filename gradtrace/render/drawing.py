@@ -12,7 +12,7 @@ from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import GradtraceError
 from ..gcpause import gc_paused
@@ -23,19 +23,12 @@ FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
 
 
-class Box(NamedTuple):
-    """One drawn node; kind picks its style. (Named tuples: big graphs make many.)"""
-
-    id: str
-    lines: tuple[str, ...]
-    kind: str  # op | leaf | custom | gradient | output | folded | more
-    cluster: str | None = None
-
-
-class Arrow(NamedTuple):
-    src: str
-    dst: str
-    label: str | None = None
+# One drawn node: (id, lines, kind, cluster); kind picks its style (op | leaf | custom |
+# gradient | output | folded | more), cluster is a module path or None. And one arrow: (src,
+# dst, label or None). Plain tuples, read by unpacking: a big picture makes 100,000s, and
+# zip() makes plain tuples several times faster than named ones.
+Box = tuple[str, tuple[str, ...], str, "str | None"]
+Arrow = tuple[str, str, "str | None"]
 
 
 @dataclass
@@ -98,13 +91,16 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     # Boxes in stages: what each node shows, then the style of gradients' graphs, then folding.
     out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth)
     if in_graph_of_outputs is not None:
-        out.boxes = [b._replace(kind="gradient") if b.kind != LEAF and b.id not in
-                     in_graph_of_outputs else b for b in out.boxes]
+        out.boxes = [(box_id, lines, "gradient", cluster)
+                     if kind != LEAF and box_id not in in_graph_of_outputs
+                     else (box_id, lines, kind, cluster)
+                     for box_id, lines, kind, cluster in out.boxes]
     folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
     if folded_into:  # a chain's first node is drawn as the whole chain; the others not
-        out.boxes = [b if b.id not in folded_into else
-                     b._replace(lines=folded_into[b.id][1], kind="folded")
-                     for b in out.boxes if folded_into.get(b.id, (b.id,))[0] == b.id]
+        out.boxes = [(box_id, lines, kind, cluster) if box_id not in folded_into else
+                     (box_id, folded_into[box_id][1], "folded", cluster)
+                     for box_id, lines, kind, cluster in out.boxes
+                     if folded_into.get(box_id, (box_id,))[0] == box_id]
 
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
@@ -114,12 +110,12 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     out.arrows = _arrows(edges, {e.dst for e in trace.edges if e.dst_input})
     if options.grads is not None:
         sent = map(options.grads.sent, edges)
-        out.arrows = [a if g is None else a._replace(
-            label=f"{a.label} {grad_text(g)}" if a.label else grad_text(g))
-            for a, g in zip(out.arrows, sent, strict=True)]
+        out.arrows = [(src, dst, label) if g is None else
+                      (src, dst, f"{label} {grad_text(g)}" if label else grad_text(g))
+                      for (src, dst, label), g in zip(out.arrows, sent, strict=True)]
     if folded_into:
-        out.arrows = [a._replace(src=drawn(a.src), dst=drawn(a.dst)) for a in out.arrows
-                      if drawn(a.src) != drawn(a.dst)]  # not inside a folded chain
+        out.arrows = [(drawn(src), drawn(dst), label) for src, dst, label in out.arrows
+                      if drawn(src) != drawn(dst)]  # not inside a folded chain
     ends = dict(zip(trace.outputs, trace.output_names, strict=False))
     for p in trace.passes:  # named roots of passes too: "x.grad" for a create_graph gradient
         for node_id, name in zip(p.roots, p.root_names, strict=False):
@@ -129,14 +125,14 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         if node_id in kept:
             t = tensors.get(name)
             shape = [shape_text(t.dtype, t.shape)] if t is not None else []
-            out.boxes.append(Box(f"out{i}", (name, *shape), "output"))
-            out.arrows.append(Arrow(drawn(node_id), f"out{i}"))
+            out.boxes.append((f"out{i}", (name, *shape), "output", None))
+            out.arrows.append((drawn(node_id), f"out{i}", None))
     left_out = 0 if keep is None else len(trace.nodes) - len(keep)
     if left_out:
-        out.boxes.append(Box("more", (f"… {left_out} more nodes not drawn",), "more"))
+        out.boxes.append(("more", (f"… {left_out} more nodes not drawn",), "more", None))
         for e in trace.edges:  # one arrow from the cut to each kept node it feeds
             if e.src not in kept and e.dst in kept:
-                out.arrows.append(Arrow("more", drawn(e.dst)))
+                out.arrows.append(("more", drawn(e.dst), None))
         out.arrows = list(dict.fromkeys(out.arrows))
     return out
 
@@ -144,7 +140,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
 def _boxes(nodes: Sequence[Node], tensors: dict, saved: bool,
            depth: int | None) -> list[Box]:
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
-    are built with map and zip over the nodes' fields, and only the others one by one."""
+    are zipped from the nodes' fields, and only the others' lines made one by one."""
     types = list(map(itemgetter(1), nodes))
     plain = {node_type: _lines(node if node.tensor is None else node._replace(tensor=None),
                                tensors, False)
@@ -156,22 +152,20 @@ def _boxes(nodes: Sequence[Node], tensors: dict, saved: bool,
     clusters: Iterable[str | None] = repeat(None)
     if any(map(itemgetter(5), nodes)):  # made by nn.Modules
         clusters = [_cluster(n, depth) if n.module else None for n in nodes]
-    rows = zip(map(itemgetter(0), nodes), lines, map(itemgetter(2), nodes), clusters,
-               strict=False)  # repeat() never ends
-    return list(map(tuple.__new__, repeat(Box), rows))
+    return list(zip(map(itemgetter(0), nodes), lines, map(itemgetter(2), nodes), clusters,
+                    strict=False))  # repeat() never ends
 
 
 def _arrows(edges: Sequence[Edge], several_inputs: set[str]) -> list[Arrow]:
     """An arrow per edge, labelled with the input index where its consumer has several.
 
-    Built with map and zip over the edges' fields: a big graph has 100,000s of edges.
+    Zipped from the edges' fields: a big graph has 100,000s of edges.
     """
     dsts = list(map(itemgetter(1), edges))
     labels: list[str | None] = [None] * len(dsts)
     for i in compress(range(len(dsts)), map(several_inputs.__contains__, dsts)):
         labels[i] = f"[{edges[i].dst_input}]"
-    rows = zip(map(itemgetter(0), edges), dsts, labels, strict=True)
-    return list(map(tuple.__new__, repeat(Arrow), rows))
+    return list(zip(map(itemgetter(0), edges), dsts, labels, strict=True))
 
 
 class _Everything:
@@ -193,8 +187,8 @@ def nested(drawing: Drawing) -> list[tuple[str, Any]]:
     children: dict[str | None, list[str]] = {}
     known: set[str] = set()
     for box in drawing.boxes:
-        members.setdefault(box.cluster, []).append(box)
-        path = box.cluster
+        path = box[3]
+        members.setdefault(path, []).append(box)
         while path is not None and path not in known:  # register it and its parents
             known.add(path)
             parent = path.rsplit(".", 1)[0] if "." in path else None

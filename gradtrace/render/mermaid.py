@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..gcpause import gc_paused
-from .drawing import KIND_ORDER, Drawing, nested
+from .drawing import Drawing, nested
 
 CLASS_STYLE = {
     "output": "fill:#c8e6c9,stroke:#2e7d32",
@@ -34,8 +34,8 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     for what, item in nested(drawing):
         indent = "  " * depth
         if what == "boxes":
-            out.extend(f"{indent}{box.id}[{text(chr(10).join(box.lines))}]:::{box.kind}"
-                       for box in item)
+            out.extend(f"{indent}{box_id}[{text(chr(10).join(lines))}]:::{kind}"
+                       for box_id, lines, kind, _ in item)
         elif what == "open":
             opened += 1
             out.append(f"{indent}subgraph cluster{opened}[{text(item)}]")
@@ -43,11 +43,9 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
         else:
             depth -= 1
             out.append("  " * depth + "end")
-    for a in drawing.arrows:
-        label = f"|{text(a.label)}|" if a.label else ""
-        out.append(f"  {a.src} -->{label} {a.dst}")
-    for kind in KIND_ORDER:
-        if kind in {b.kind for b in drawing.boxes}:
-            out.append(f"  classDef {kind} {CLASS_STYLE[kind]}")
+    for src, dst, label in drawing.arrows:
+        shown = f"|{text(label)}|" if label else ""
+        out.append(f"  {src} -->{shown} {dst}")
+    out.extend(f"  classDef {kind} {CLASS_STYLE[kind]}" for kind in drawing.kinds())
     out.append("")  # the text ends with a newline
     return "\n".join(out)
