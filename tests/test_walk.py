@@ -68,6 +68,29 @@ def test_walk_matches_independent_traversal(outputs: list[torch.Tensor]) -> None
     assert [id(n) for n in order[: len(distinct_roots)]] == distinct_roots
 
 
+def test_autograd_nodes_compare_by_identity() -> None:
+    """The walk keys its index by node objects: that is identity only while no node class
+    overrides == or hash (ops, leaves, custom Functions, a transformer's nodes)."""
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, a: torch.Tensor) -> torch.Tensor:
+            return a * 2
+
+        @staticmethod
+        def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+            return g * 2
+
+    x = torch.randn(4, 6, 16, requires_grad=True)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    out = Twice.apply(layer(x)).sum() + x.sum()
+    order, _ = walk([out.grad_fn])
+    classes = {type(node) for node in order}
+    assert {"AccumulateGrad", "TwiceBackward", "AddmmBackward0"} <= {c.__name__ for c in classes}
+    for cls in classes:
+        assert cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, cls
+
+
 def test_walk_is_deterministic_by_structure() -> None:
     def build() -> list:
         x = torch.tensor([1.0, 2.0], requires_grad=True)
