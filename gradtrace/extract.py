@@ -49,7 +49,7 @@ def indexed_walk(*root_groups: Iterable[Any]) -> tuple[
         list[Any], list[tuple[int, int, int, int]], dict[Any, int]]:
     """walk(), and the index it keeps: node -> its position in the list.
 
-    Nodes are keys by identity (autograd nodes keep object's hash and ==), which saves an
+    Nodes are keyed by identity (autograd nodes keep object's hash and ==), which saves an
     id() call per edge.
     """
     index: dict[Any, int] = {}
@@ -379,8 +379,10 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
         name_of.setdefault(id(t), name)
     keys: list[int] = []  # what names and modules are keyed by: id(grad_fn), id(leaf tensor)
     leaf_index: dict[int, int] = {}
-    if name_of or modules:  # else nothing asks for a leaf by its tensor (saves 10,000s of
-        keys = list(map(id, order))  # .variable reads on big graphs)
+    # Without names or modules nothing asks for a leaf by its tensor: a big graph's 10,000s
+    # of .variable reads are saved.
+    if name_of or modules:
+        keys = list(map(id, order))
         leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
         for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
             keys[i] = id(order[i].variable)
