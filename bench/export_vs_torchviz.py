@@ -9,6 +9,8 @@ torchviz is a test-only dependency (pip install torchviz).
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,50 +19,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 import torchviz
+from graphs import chain, diamond, many_leaves, mlp, transformer
 
 import gradtrace
 from gradtrace.render.dot import render
 
 TARGET = 5  # times faster than torchviz on the transformer and the 10,000-leaf graph
-
-
-def mlp() -> torch.Tensor:
-    torch.manual_seed(0)
-    layers: list[torch.nn.Module] = []
-    for _ in range(4):
-        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers)(torch.randn(64, 256)).pow(2).mean()
-
-
-def transformer() -> torch.Tensor:
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
-    return model(torch.randn(8, 32, 128)).pow(2).mean()
-
-
-def many_leaves(n: int = 10_000) -> torch.Tensor:
-    leaves = [torch.randn((), requires_grad=True) for _ in range(n)]
-    return torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()
-
-
-def chain(n: int) -> torch.Tensor:
-    y = torch.tensor(1.0, requires_grad=True)
-    for _ in range(n):
-        y = y * 1.0001
-    return y
-
-
-def diamond(layers: int = 50) -> torch.Tensor:
-    """Two branches per layer that meet again, both using the same two weights."""
-    torch.manual_seed(0)
-    w1, w2 = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
-    h = torch.randn(1, 4, requires_grad=True)
-    for _ in range(layers):
-        h = torch.tanh(h @ w1) + torch.tanh(h @ w2)
-    return h.sum()
 
 
 def timed(work: Callable[[], object]) -> tuple[float | None, str]:
@@ -150,6 +115,17 @@ subprocess.run(["dot", "-Tsvg", "-o", sys.argv[1]], input=source.encode(), check
 """
 
 
+def run(command: list[str], timeout: float) -> None:
+    """Run a command; past the timeout, stop it and what it started (its `dot`) too."""
+    with subprocess.Popen(command, start_new_session=True) as proc:
+        try:
+            if proc.wait(timeout=timeout):
+                raise subprocess.CalledProcessError(proc.returncode, command)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+
+
 def end_to_end(timeout: float) -> None:
     """The commands a user runs, each a new process (Python and torch start-up included)."""
     print("\nEnd to end, new processes (about 1.4 s of each is Python importing torch):")
@@ -157,12 +133,11 @@ def end_to_end(timeout: float) -> None:
         scenario, script = Path(folder, "chain.py"), Path(folder, "with_torchviz.py")
         scenario.write_text(CHAIN_SCENARIO)
         script.write_text(TORCHVIZ_SCRIPT)
-        ours, note_ours = timed(lambda: subprocess.run(
-            [sys.executable, "-m", "gradtrace", "dot", str(scenario), "-o",
-             str(Path(folder, "ours.svg"))], check=True, timeout=timeout))
-        theirs, note = timed(lambda: subprocess.run(
-            [sys.executable, str(script), str(Path(folder, "theirs.svg"))], check=True,
-            timeout=timeout))
+        ours, note_ours = timed(lambda: run([sys.executable, "-m", "gradtrace", "dot",
+                                             str(scenario), "-o", str(Path(folder, "ours.svg"))],
+                                            timeout))
+        theirs, note = timed(lambda: run([sys.executable, str(script),
+                                          str(Path(folder, "theirs.svg"))], timeout))
     ratio = f"{theirs / ours:6.1f}x faster" if theirs and ours else ""
     print(f"  {'10,000-op chain to SVG':32} gradtrace {fmt(ours, note_ours)}   "
           f"torchviz {fmt(theirs, note)}  {ratio}")

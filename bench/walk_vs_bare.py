@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from graphs import chain, diamond, many_leaves, transformer
 
 import gradtrace
 from gradtrace.extract import walk
@@ -33,34 +34,6 @@ def bare(root: Any) -> int:
                 seen.add(id(child))
                 stack.append(child)
     return len(seen)
-
-
-def chain(n: int) -> torch.Tensor:
-    y = torch.tensor(1.0, requires_grad=True)
-    for _ in range(n):
-        y = y * 1.0001
-    return y
-
-
-def diamond(layers: int = 50) -> torch.Tensor:
-    """Two branches per layer that meet again: 2^50 paths through 254 nodes."""
-    h = torch.randn(1, 4, requires_grad=True)
-    w1, w2 = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
-    for _ in range(layers):
-        h = torch.tanh(h @ w1) + torch.tanh(h @ w2)
-    return h.sum()
-
-
-def many_leaves(n: int = 10_000) -> torch.Tensor:
-    leaves = [torch.randn((), requires_grad=True) for _ in range(n)]
-    return torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()
-
-
-def transformer() -> torch.Tensor:
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
-    return model(torch.randn(8, 32, 128)).pow(2).mean()
 
 
 def best(work: Callable[[], object], repeats: int) -> float:
