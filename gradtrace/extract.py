@@ -182,6 +182,7 @@ class RawPass:
     grad_changes: list[GradChange] = field(default_factory=list)
     # id(node) -> (node, execution order, grad_outputs stats, grad_inputs stats)
     flow: dict[int, tuple[Any, int, list[Any], list[Any]]] = field(default_factory=dict)
+    flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
 
 
 @dataclass

@@ -20,6 +20,8 @@ def content_key(g: torch.Tensor) -> Key:
     A tensor that fills one block of memory is keyed by the block, so its reshapes and
     transposes share one summary (norm, min and max ignore element order).
     """
+    if g.layout != torch.strided:  # sparse: no block of memory to key it by; itself then
+        return id(g), g.layout, g._version
     if g.is_contiguous() or is_dense(g):  # the first test is the common, cheap one
         return g.data_ptr(), g.numel(), g.dtype, g._version
     return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, g._version
@@ -91,6 +93,7 @@ class FlowCapture:
         self.records: dict[int, tuple[Any, int, list[Any], list[Any]]] = {}
         self._sent: dict[tuple[int, int], tuple[Key, RawStats]] = {}
         self._table = StatsTable()
+        self.failures: list[str] = []  # nodes whose gradients could not be summarised
         ways_in = [0] * len(nodes)
         parent: list[tuple[int, int]] = [(-1, -1)] * len(nodes)  # (consumer, its slot)
         children: list[list[tuple[int, int]]] = [[] for _ in nodes]  # (input, output_nr)
@@ -139,7 +142,15 @@ class FlowCapture:
 
     def _on_grads(self, node: Any, targets: dict[int, tuple[int, int]],
                   grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
-        """The hook: summarise what node received (grad_outputs) and sent (grad_inputs)."""
+        """The hook. It never raises: a failure to summarise must not fail the user's pass."""
+        try:
+            self._summarise(node, targets, grad_inputs, grad_outputs)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the backward goes on
+            self.failures.append(f"{type(node).__name__}: {type(exc).__name__}: {exc}")
+
+    def _summarise(self, node: Any, targets: dict[int, tuple[int, int]],
+                   grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
+        """Summarise what node received (grad_outputs) and sent (grad_inputs)."""
         sent, me = self._sent, id(node)
         memo: dict[Key, RawStats] = {}
         outs: list[RawStats | None] = []

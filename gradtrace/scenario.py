@@ -345,6 +345,7 @@ class Recorder:
             if capture is not None:
                 capture.remove()
                 record.flow = capture.records
+                record.flow_failures = capture.failures
             record.grad_changes = _grad_changes(before)
             release(nodes)
 
@@ -596,6 +597,13 @@ def pass_findings(passes: Sequence[RawPass]) -> list[Finding]:
     """A finding for every pass that raised, with a hint for the errors learners meet."""
     findings = []
     for i, p in enumerate(passes, 1):
+        if p.flow_failures:
+            findings.append(Finding(
+                "flow-not-recorded", "warning",
+                f"pass {i}: gradtrace could not summarise the gradients of "
+                f"{len(p.flow_failures)} node(s), so their flow is not shown (the pass itself "
+                f"ran as usual): {p.flow_failures[0]}",
+                hint="please report this with the scenario: it is a gradtrace limitation"))
         if p.error is None:
             continue
         hint = next((h for key, h in _PASS_HINTS if key in p.error), None)

@@ -94,7 +94,7 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     d = t.detach() if t.requires_grad else t
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         return tuple(d.shape), None, (d.to_dense() if d.layout != torch.strided else d).clone()
-    if d.dtype in _BLAS and d.is_contiguous():  # the common case, kept short: it is hot
+    if d.dtype in _BLAS and d.layout == torch.strided and d.is_contiguous():  # hot: kept short
         flat = d.view(-1) if d.dim() != 1 else d
         lo, hi = torch.aminmax(flat)
         return tuple(d.shape), (table, table.add(torch.dot(flat, flat), lo, hi)), None

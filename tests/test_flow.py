@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -322,3 +323,37 @@ def test_a_hook_on_a_named_view_is_seen(tmp_path: Path) -> None:
     assert tensor(t, "x")["grad"]["max"] == approx(6.0)
     assert any(f["code"] == "hook-changed-gradient" and f["tensor"] == "y"
                for f in t["findings"])
+
+
+def test_sparse_gradients_are_summarised(tmp_path: Path) -> None:
+    """An nn.Embedding(sparse=True) sends a sparse gradient: summarised, the pass unharmed."""
+    path = tmp_path / "sparse.py"
+    path.write_text("import torch\ntorch.manual_seed(0)\n"
+                    "emb = torch.nn.Embedding(10, 3, sparse=True)\n"
+                    "loss = emb(torch.tensor([1, 2, 2, 5])).pow(2).sum()\n")
+    t = show_json(path)
+    assert t["passes"][0]["error"] is None
+    node = tensor(t, "emb.weight")["node"]
+    received = t["passes"][0]["flow"][node]["grad_outputs"][0]
+    after = tensor(t, "emb.weight")["grad"]
+    assert received["shape"] == after["shape"] == [10, 3]
+    assert received["norm"] == approx(after["norm"]) and after["norm"] > 0
+    assert not [f for f in t["findings"] if f["code"] == "flow-not-recorded"]
+
+
+def test_a_failing_summary_never_fails_the_pass(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever goes wrong inside gradtrace's hook, the user's backward runs as usual."""
+    def broken(*_: object) -> None:
+        raise RuntimeError("cannot summarise this")
+
+    monkeypatch.setattr("gradtrace.flow.grad_stats", broken)
+    path = tmp_path / "plain.py"
+    path.write_text("import torch\nx = torch.ones(100, requires_grad=True)\n"
+                    "y = (x * 3).sin().sum()\n")
+    t = show_json(path)
+    assert t["passes"][0]["error"] is None
+    # x.grad is 3 cos(3) in each of its 100 elements, as without gradtrace
+    assert tensor(t, "x")["grad"]["norm"] == approx(30 * abs(math.cos(3.0)), rel=1e-5)
+    finding = next(f for f in t["findings"] if f["code"] == "flow-not-recorded")
+    assert "cannot summarise this" in finding["message"] and finding["severity"] == "warning"
