@@ -594,7 +594,8 @@ _PASS_HINTS = (
 
 
 def pass_findings(passes: Sequence[RawPass]) -> list[Finding]:
-    """A finding for every pass that raised, with a hint for the errors learners meet."""
+    """A finding for every pass that raised, with a hint for the errors learners meet, and
+    for every pass whose gradient flow gradtrace could not fully record."""
     findings = []
     for i, p in enumerate(passes, 1):
         if p.flow_failures:

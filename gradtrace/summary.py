@@ -106,8 +106,7 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
     flat = dense_flat(f)
     lo, hi = torch.aminmax(f if flat is None else flat)
-    square = torch.dot(flat, flat) if flat is not None and f.dtype in _BLAS else \
-        torch.linalg.vector_norm(f).square()
+    square = torch.linalg.vector_norm(f).square() if flat is None else torch.dot(flat, flat)
     return tuple(d.shape), (table, table.add(square, lo, hi)), None
 
 
