@@ -19,7 +19,7 @@ import torch
 from graphs import chain, diamond, many_leaves, transformer
 
 import gradtrace
-from gradtrace.extract import walk
+from gradtrace.extract.walk import walk
 
 BUDGET = 2.0
 

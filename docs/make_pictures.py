@@ -13,7 +13,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gradtrace.cli import app, load_trace, pick_pass, print_report
+from gradtrace.cli import app
+from gradtrace.cli.inputs import load_trace, pick_pass
+from gradtrace.render.report import report
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
@@ -24,7 +26,7 @@ def main() -> None:
     scenario = "scenarios/two_paths_add_up.py"
     trace = load_trace(scenario, [], backward=True)
     console = Console(record=True, width=118, force_terminal=True, file=open("/dev/null", "w"))
-    print_report(console, trace, pick_pass(trace, None))
+    console.print(report(trace, pick_pass(trace, None)), soft_wrap=True)
     console.save_svg(str(DOCS / "show.svg"), title=f"gradtrace show {scenario}")
     app(["dot", "scenarios/mlp_modules.py", "--grads", "-o", "docs/graph.svg"],
         standalone_mode=False)

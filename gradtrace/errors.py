@@ -1,16 +1,6 @@
-"""Errors the user can fix, and the exit codes the CLI turns them into."""
+"""Errors the user can fix: a message and a hint. The CLI turns them into exit code 2."""
 
 from __future__ import annotations
-
-from enum import IntEnum
-
-
-class ExitCode(IntEnum):
-    """Process exit codes, as promised in the README."""
-
-    OK = 0
-    FINDINGS = 1  # a check, diff or --strict finding failed
-    USAGE = 2  # bad usage, or a scenario that cannot run
 
 
 class GradtraceError(Exception):

@@ -160,7 +160,7 @@ def test_folding_a_long_chain(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args,message", [
     (["-o", "graph.xyz"], "cannot tell the format"),
-    (["--format", "gif"], "unknown --format"),
+    (["--format", "gif"], "unknown format"),
     (["--format", "png"], "write it to a file"),
     (["--rankdir", "UP"], "--rankdir"),
     (["--focus", "nowhere"], "--focus 'nowhere'"),

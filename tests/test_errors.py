@@ -88,13 +88,13 @@ def test_detached_says_where(tmp_path: Path) -> None:
 
 def test_unknown_output_lists_names(tmp_path: Path) -> None:
     path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n")
-    err = fails("show", path, "--output", "q")
+    err = fails("show", path, "--root", "q")
     assert "'q'" in err and "named tensors: x, y" in err
 
 
 def test_output_without_grad_fn(tmp_path: Path) -> None:
     path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n")
-    err = fails("show", path, "--output", "x")
+    err = fails("show", path, "--root", "x")
     assert "has no grad_fn" in err and "leaf" in err
 
 
@@ -123,7 +123,7 @@ def test_broken_json(tmp_path: Path) -> None:
 def test_output_option_with_json_trace(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text("{}")
-    assert "--output applies to scenarios" in fails("show", path, "--output", "z")
+    assert "--root applies to scenarios" in fails("show", path, "--root", "z")
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

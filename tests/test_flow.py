@@ -12,9 +12,9 @@ from helpers import SCENARIOS, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtrace.extract import walk
-from gradtrace.flow import FlowCapture
-from gradtrace.summary import to_summaries
+from gradtrace.extract.summary import to_summaries
+from gradtrace.extract.walk import walk
+from gradtrace.record.flow import FlowCapture
 
 approx = pytest.approx
 
@@ -92,7 +92,7 @@ def test_code_19_hook_before_and_after() -> None:
 def test_code_18_create_graph_gradient_has_a_graph() -> None:
     t = show_json("second_derivative.py")
     assert tensor(t, "x")["grad_note"].startswith("has a graph")
-    t2 = show_json("second_derivative.py", "--output", "x.grad")
+    t2 = show_json("second_derivative.py", "--root", "x.grad")
     assert t2["output_names"] == ["x.grad"]
     types = [n["type"] for n in t2["nodes"]]
     assert types[0] == "CopyBackwards" and "AccumulateGrad" in types
@@ -347,7 +347,7 @@ def test_a_failing_summary_never_fails_the_pass(tmp_path: Path,
     def broken(*_: object) -> None:
         raise RuntimeError("cannot summarise this")
 
-    monkeypatch.setattr("gradtrace.flow.grad_stats", broken)
+    monkeypatch.setattr("gradtrace.record.flow.grad_stats", broken)
     path = tmp_path / "plain.py"
     path.write_text("import torch\nx = torch.ones(100, requires_grad=True)\n"
                     "y = (x * 3).sin().sum()\n")

@@ -42,7 +42,7 @@ def test_output_variable_forms(tmp_path: Path, output: str) -> None:
 def test_output_option_wins_and_repeats(tmp_path: Path) -> None:
     path = write(tmp_path, "x = torch.tensor(2.0, requires_grad=True)\n"
                            "a = x * 3\nb = x ** 2\nOUTPUT = 'b'\n")
-    t = show_json(path, "--output", "a", "--output", "b")
+    t = show_json(path, "--root", "a", "--root", "b")
     assert t["output_names"] == ["a", "b"] and len(t["outputs"]) == 2
     assert grad(t, "x") == pytest.approx(3.0 + 4.0)  # own backward from both roots
 

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtrace.extract import walk
+from gradtrace.extract.walk import walk
 
 UNARY = [torch.sin, torch.exp, lambda t: t * 2.0, lambda t: t**2, torch.tanh]
 BINARY = [torch.add, torch.mul, torch.sub]

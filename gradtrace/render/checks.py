@@ -1,21 +1,35 @@
-"""`gradtrace check` results as a table, mismatch details, and JUnit XML."""
+"""`gradtrace check` results as a report, JSON, and JUnit XML."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..model import CheckResult, Mismatch
-from .labels import number
+from ..model.checks import CheckResult, CheckRun, Mismatch
+from ..model.labels import number
+from ..model.values import json_float, json_values
 
 VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim"}
 SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
 
 
-def check_table(results: list[CheckResult]) -> Table:
+def check_report(run: CheckRun) -> RenderableType:
+    """The table, the Jacobians where they disagree, and the count of passes."""
+    parts: list[RenderableType] = [
+        check_table(run.results) if run.results
+        else Text("no custom autograd.Function calls found", style="yellow")]
+    parts.extend(view for view in map(mismatch_view, run.results) if view is not None)
+    could_not = f"; {len(run.cannot_run)} scenario(s) could not run" if run.cannot_run else ""
+    parts.append(Text(f"{run.passed} of {len(run.results)} passed{could_not}", style="bold"))
+    return Group(*parts)
+
+
+def check_table(results: tuple[CheckResult, ...]) -> Table:
     """One row per Function and input signature."""
     table = Table(title="custom autograd.Functions", title_justify="left", header_style="bold")
     for column in ("Function", "scenario", "gradcheck", "gradgradcheck", "max error", "note"):
@@ -72,12 +86,38 @@ def _jacobians(m: Mismatch) -> Table:
     return table
 
 
-def to_junit(results: list[CheckResult], broken: dict[str, str]) -> str:
+def check_dict(r: CheckResult) -> dict[str, Any]:
+    """One result as JSON data."""
+    d: dict[str, Any] = {
+        "scenario": r.scenario, "function": r.function, "line": r.line,
+        "inputs": list(r.inputs), "gradcheck": r.gradcheck,
+        "gradgradcheck": r.gradgradcheck, "ok": r.ok, "message": r.message,
+        "from_float32": r.from_float32, "smells": list(r.smells), "mismatch": None,
+    }
+    if r.mismatch is not None:
+        m = r.mismatch
+        d["mismatch"] = {"output": m.output, "input": m.input,
+                         "numerical": json_values(m.numerical),
+                         "analytical": json_values(m.analytical),
+                         "max_abs": json_float(m.max_abs), "max_rel": json_float(m.max_rel),
+                         "worst": list(m.worst)}
+    return d
+
+
+def check_json(run: CheckRun) -> str:
+    """`gradtrace check --json`: every result, and the scenarios that could not run."""
+    return json.dumps({"results": [check_dict(r) for r in run.results],
+                       "cannot_run": {c.scenario: c.message for c in run.cannot_run}},
+                      indent=2) + "\n"
+
+
+def to_junit(run: CheckRun) -> str:
     """JUnit XML: one testcase per Function and signature, one per scenario that cannot run."""
+    results = run.results
     suite = ET.Element("testsuite", name="gradtrace check",
-                       tests=str(len(results) + len(broken)),
+                       tests=str(len(results) + len(run.cannot_run)),
                        failures=str(sum(not r.ok for r in results)),
-                       errors=str(len(broken)),
+                       errors=str(len(run.cannot_run)),
                        skipped=str(sum(r.gradcheck == "skipped" for r in results)))
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=r.scenario,
@@ -90,9 +130,9 @@ def to_junit(results: list[CheckResult], broken: dict[str, str]) -> str:
                                     message=f"gradcheck {r.gradcheck}, gradgradcheck "
                                     f"{r.gradgradcheck}: {reason}")
             failure.text = "\n".join([reason, *r.smells])
-    for scenario, message in broken.items():
-        case = ET.SubElement(suite, "testcase", classname=scenario, name="(scenario)")
-        ET.SubElement(case, "error", message=message)
+    for broken in run.cannot_run:
+        case = ET.SubElement(suite, "testcase", classname=broken.scenario, name="(scenario)")
+        ET.SubElement(case, "error", message=broken.message)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") \
         + "\n"

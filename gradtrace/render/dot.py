@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections import defaultdict
 
 from ..errors import ExportError
 from ..gcpause import gc_paused
-from .drawing import KIND_CAPTION, Box, Drawing, nested
+from .drawing import Box, Drawing, nested
+from .palette import PALETTE, Look
 
 FONT = "Helvetica"
-STYLE = {
-    "output": 'shape=box, style="rounded,filled", fillcolor="#c8e6c9"',
-    "op": 'shape=box, style="rounded,filled", fillcolor="#eeeeee"',
-    "leaf": 'shape=box, style="filled", fillcolor="#bbdefb"',
-    "custom": 'shape=box, style="rounded,filled,bold", fillcolor="#f8bbd0", color="#ad1457"',
-    "gradient": 'shape=box, style="rounded,filled,dashed", fillcolor="#fff3e0", '
-                'color="#e65100"',
-    "folded": 'shape=box3d, style="filled", fillcolor="#e1f5fe"',
-    "more": 'shape=note, style="filled", fillcolor="#fffde7"',
-}
-RENDERED = ("svg", "png", "pdf")
+
+
+def _style(look: Look) -> str:
+    words = ["rounded"] * look.rounded + ["filled"] + ([look.border] if look.border else [])
+    color = f', color="{look.stroke}"' if look.border else ""
+    return f'shape={look.shape}, style="{",".join(words)}", fillcolor="{look.fill}"{color}'
+
+
+STYLE = {kind: _style(look) for kind, look in PALETTE.items()}
 # Past this many boxes, Graphviz's spline routing and crossing minimisation dominate (a
 # 50-layer diamond with shared weights took minutes): straight edges and bounded layout
 # passes draw it in about a second.
@@ -84,7 +81,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         lines.append('  subgraph cluster_legend {')
         lines.append('    label="legend"; style="rounded"; color="#cfd8dc"; fontsize=9;')
         for kind in drawing.kinds():
-            lines.append(f"    legend_{kind} [label={quote(KIND_CAPTION[kind])}, "
+            lines.append(f"    legend_{kind} [label={quote(PALETTE[kind].caption)}, "
                          f"{STYLE[kind]}, fontsize=8];")
         lines.append("  }")
     lines += ("}", "")  # the empty line ends the text with a newline (no copy of it all)
@@ -92,17 +89,19 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
 
 
 def render(dot_text: str, fmt: str) -> bytes:
-    """SVG, PNG or PDF bytes from DOT text, made by Graphviz's `dot` binary."""
-    binary = shutil.which("dot")
-    if binary is None:
+    """SVG, PNG or PDF bytes from DOT text, laid out by Graphviz's `dot` program."""
+    import graphviz  # type: ignore[import-untyped]  # only pictures need it
+
+    try:
+        return graphviz.pipe("dot", fmt, dot_text.encode("utf-8"), quiet=True)
+    except graphviz.ExecutableNotFound:
         raise ExportError(
             f"{fmt.upper()} export needs Graphviz's `dot` program, which is not installed",
             "install Graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install "
             "graphviz), or export .dot, .mmd or .json, which need nothing more",
-        )
-    proc = subprocess.run([binary, f"-T{fmt}"], input=dot_text.encode("utf-8"),
-                          capture_output=True)
-    if proc.returncode != 0:
-        raise ExportError(f"Graphviz failed to render {fmt.upper()}: "
-                             + proc.stderr.decode("utf-8", "replace").strip())
-    return proc.stdout
+        ) from None
+    except graphviz.CalledProcessError as exc:
+        stderr = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) \
+            else str(exc.stderr or "")
+        raise ExportError(f"Graphviz failed to render {fmt.upper()}: {stderr.strip()}") \
+            from None

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..errors import GradtraceError
 from ..gcpause import gc_paused
-from ..model import CUSTOM, LEAF, Edge, Node, Pass, Trace
-from .labels import grad_text, shape_text
+from ..model.labels import grad_text, shape_text
+from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
@@ -27,7 +28,7 @@ FOLD_MAX_PERIOD = 4
 # gradient | output | folded | more), cluster is a module path or None. And one arrow: (src,
 # dst, label or None). Plain tuples, read by unpacking: a big picture makes 100,000s, and
 # zip() makes plain tuples several times faster than named ones.
-Box = tuple[str, tuple[str, ...], str, "str | None"]
+Box = tuple[str, tuple[str, ...], BoxKind, "str | None"]
 Arrow = tuple[str, str, "str | None"]
 
 
@@ -36,22 +37,12 @@ class Drawing:
     boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
         present = set(map(itemgetter(2), self.boxes))
-        return [k for k in KIND_ORDER if k in present]
+        return [k for k in PALETTE if k in present]
 
 
-KIND_ORDER = ("output", "op", "leaf", "custom", "gradient", "folded", "more")
-KIND_CAPTION = {
-    "output": "output tensor",
-    "op": "backward node",
-    "leaf": "leaf tensor (AccumulateGrad)",
-    "custom": "custom autograd.Function",
-    "gradient": "node of a gradient's graph (create_graph=True)",
-    "folded": "folded repeated chain",
-    "more": "nodes left out",
-}
 
 
 @dataclass(frozen=True)
@@ -74,6 +65,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     if options.max_nodes is not None and len(trace.nodes if keep is None else keep) \
             > options.max_nodes:
         keep = (keep if keep is not None else [n.id for n in trace.nodes])[:options.max_nodes]
+    nodes: Sequence[Node]
+    edges: Sequence[Edge]
     if keep is None:
         kept: Container[str] = _Everything()
         nodes, edges = trace.nodes, trace.edges
@@ -137,7 +130,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     return out
 
 
-def _boxes(nodes: Sequence[Node], tensors: dict, saved: bool,
+def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,
            depth: int | None) -> list[Box]:
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
     are zipped from the nodes' fields, and only the others' lines made one by one."""
@@ -258,7 +251,7 @@ def _reachable(trace: Trace) -> set[str]:
     return seen
 
 
-def _lines(node: Node, tensors: dict, saved: bool) -> tuple[str, ...]:
+def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool) -> tuple[str, ...]:
     if node.kind == LEAF:
         t = tensors.get(node.tensor) if node.tensor else None
         lines = [node.tensor or "AccumulateGrad"]
@@ -285,7 +278,7 @@ def _cluster(node: Node, depth: int | None) -> str | None:
     return ".".join(parts) if parts else None
 
 
-def _fold(trace: Trace, keep: list[str], edges: list[Edge]) -> dict[str, tuple[str, tuple]]:
+def _fold(trace: Trace, keep: list[str], edges: Sequence[Edge]) -> dict[str, tuple[str, tuple]]:
     """Runs of a repeated op or short op pattern along a linear chain, folded into one box.
 
     Returns node id -> (id of the box drawn for its run, the box's lines).

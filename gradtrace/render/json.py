@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from ..gcpause import gc_paused
-from ..model import Trace
+from ..model.codec import trace_to_dict
+from ..model.records import Trace
 
 
 def _compact(value: Any) -> str:
@@ -21,7 +22,7 @@ def to_json(trace: Trace) -> str:
     and diff-friendly, and written by json's C encoder (indent= would use the slow Python one).
     """
     lines = []
-    for key, value in trace.to_dict().items():
+    for key, value in trace_to_dict(trace).items():
         if isinstance(value, list) and value:
             items = ",\n".join("    " + _compact(item) for item in value)
             lines.append(f"  {_compact(key)}: [\n{items}\n  ]")

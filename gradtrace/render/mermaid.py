@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from ..gcpause import gc_paused
 from .drawing import Drawing, nested
+from .palette import PALETTE, Look
 
-CLASS_STYLE = {
-    "output": "fill:#c8e6c9,stroke:#2e7d32",
-    "op": "fill:#eeeeee,stroke:#616161",
-    "leaf": "fill:#bbdefb,stroke:#1565c0",
-    "custom": "fill:#f8bbd0,stroke:#ad1457,stroke-width:2px",
-    "gradient": "fill:#fff3e0,stroke:#e65100,stroke-dasharray:4 2",
-    "folded": "fill:#e1f5fe,stroke:#0277bd",
-    "more": "fill:#fffde7,stroke:#f9a825",
-}
+_BORDER = {"bold": ",stroke-width:2px", "dashed": ",stroke-dasharray:4 2", None: ""}
+
+
+def _class_style(look: Look) -> str:
+    return f"fill:{look.fill},stroke:{look.stroke}{_BORDER[look.border]}"
+
+
+CLASS_STYLE = {kind: _class_style(look) for kind, look in PALETTE.items()}
 DIRECTION = {"TB": "TB", "BT": "BT", "LR": "LR", "RL": "RL"}
 
 

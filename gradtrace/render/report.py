@@ -1,4 +1,4 @@
-"""The header, scenario output, passes and findings sections of `gradtrace show`."""
+"""The `gradtrace show` report: header, scenario output, tree, table, passes, findings."""
 
 from __future__ import annotations
 
@@ -6,10 +6,32 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from ..model import Pass, Trace
-from .labels import grad_text, number
+from ..model.labels import grad_text, number
+from ..model.records import Pass, Trace
+from .table import tensor_table
+from .tree import graph_tree
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30, max_nodes: int = 300,
+           saved: bool = False) -> Group:
+    """Every section of `gradtrace show`, in order."""
+    parts: list[RenderableType] = [header(trace)]
+    printed = scenario_output(trace)
+    if printed is not None:
+        parts.append(printed)
+    parts += [graph_title(trace, shown_pass),
+              graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
+                         flow=shown_pass),
+              Text(), tensor_table(trace), Text("\npasses", style="bold"), passes_view(trace)]
+    second = second_order_view(trace)
+    if second is not None:
+        parts += [Text(), second]
+    findings = findings_view(trace)
+    if findings is not None:
+        parts += [Text("\nfindings", style="bold"), findings]
+    return Group(*parts)
 
 
 def header(trace: Trace) -> Text:
@@ -22,7 +44,7 @@ def header(trace: Trace) -> Text:
     if trace.output_names:
         text.append("output ", style="dim")
         text.append(", ".join(trace.output_names), style="bold cyan")
-        text.append(f"  ({trace.root_reason}; pick others with --output NAME)", style="dim")
+        text.append(f"  ({trace.root_reason}; pick others with --root NAME)", style="dim")
     else:
         text.append("no output: the scenario builds no autograd graph", style="yellow")
     return text

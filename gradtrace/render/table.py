@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..model import Trace
-from .labels import grad_text, shape_text
+from ..model.labels import grad_text, shape_text
+from ..model.records import Trace
 
 
 def _flag(value: bool) -> Text:

@@ -6,17 +6,9 @@ from collections import defaultdict
 
 from rich.text import Text
 
-from ..model import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
-from .labels import (
-    grad_text,
-    node_title,
-    number,
-    received_text,
-    same_gradient,
-    saved_text,
-    scalar,
-    shape_text,
-)
+from ..model.labels import grad_text, node_title, number, same_gradient, shape_text
+from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from .labels import received_text, saved_text, scalar
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
 # Three-column guides: a 30-deep tree still fits in 100 columns. Lines never get cropped.
@@ -29,8 +21,9 @@ def graph_roots(trace: Trace) -> list[tuple[str, str]]:
     for node_id, name in zip(trace.outputs, trace.output_names, strict=False):
         roots.setdefault(node_id, f"output {name}")
     for i, p in enumerate(trace.passes, 1):
-        for node_id, name in zip(p.roots, p.root_names or [None] * len(p.roots), strict=False):
-            roots.setdefault(node_id, f"root of pass {i}" + (f": {name}" if name else ""))
+        names: tuple[str | None, ...] = p.root_names or (None,) * len(p.roots)
+        for node_id, root_name in zip(p.roots, names, strict=False):
+            roots.setdefault(node_id, f"root of pass {i}" + (f": {root_name}" if root_name else ""))
     return list(roots.items())
 
 

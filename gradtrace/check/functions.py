@@ -5,20 +5,21 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from .errors import ScenarioError
-from .extract import RawCall, describe_value
-from .model import CheckResult, Mismatch
-from .scenario import run_scenario
+from ..errors import GradtraceError, ScenarioError
+from ..extract.build import RawCall
+from ..extract.tensors import describe_value
+from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
+from ..record.explain import scenario_line
+from ..record.runner import run_scenario
 
 # A Function class attribute: the reason its backward is not meant to be the derivative.
 SKIP_ATTRIBUTE = "gradtrace_skip"
@@ -27,6 +28,8 @@ TABLE_LIMIT = 4096  # Jacobians with more entries are summarised, not listed
 
 @dataclass(frozen=True)
 class CheckOptions:
+    """gradcheck's tolerances and modes, as `gradtrace check` takes them."""
+
     eps: float = 1e-6
     atol: float = 1e-5
     rtol: float = 1e-3
@@ -44,6 +47,24 @@ def scenario_files(paths: Iterable[str]) -> list[Path]:
         else:
             found.append(p)  # run_scenario says what is wrong with it, if anything
     return list(dict.fromkeys(found))
+
+
+def check_files(files: Iterable[Path], options: CheckOptions, *, stop_on_error: bool = False,
+                done: Callable[[Path], None] | None = None) -> CheckRun:
+    """Check every file; a file that cannot run is kept as a CannotRun, not raised
+    (unless stop_on_error). done(path) is called after each file."""
+    results: list[CheckResult] = []
+    cannot_run: list[CannotRun] = []
+    for path in files:
+        try:
+            results.extend(check_scenario(path, options))
+        except GradtraceError as exc:
+            if stop_on_error:
+                raise
+            cannot_run.append(CannotRun(str(path), exc.message, exc.hint))
+        if done is not None:
+            done(path)
+    return CheckRun(tuple(results), tuple(cannot_run))
 
 
 def check_scenario(path: Path, options: CheckOptions) -> list[CheckResult]:
@@ -80,30 +101,31 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResu
     """gradcheck, then gradgradcheck, of one recorded call, re-run in float64."""
     inputs, from_float32 = _float64_inputs(call.args)
 
-    def fn(*xs: Any) -> Any:
-        return call.function.apply(*xs)
+    apply = call.function.apply  # type: ignore[attr-defined]  # an autograd.Function
 
-    base = {"scenario": scenario, "function": call.function.__name__, "line": call.line,
-            "inputs": tuple(describe_value(a) for a in call.args),
-            "from_float32": from_float32}
+    def fn(*xs: Any) -> Any:
+        return apply(*xs)
+
+    def result(gradcheck: Verdict, gradgradcheck: Verdict, message: str | None,
+               smells: tuple[str, ...] = (), mismatch: Mismatch | None = None) -> CheckResult:
+        return CheckResult(scenario, call.function.__name__, call.line,
+                           tuple(describe_value(a) for a in call.args), gradcheck,
+                           gradgradcheck, message, from_float32, smells, mismatch)
+
     skip = getattr(call.function, SKIP_ATTRIBUTE, None)
     if skip:  # a backward that is meant not to be a derivative (straight-through, DNI …)
-        return CheckResult(**base, gradcheck="skipped", gradgradcheck="skipped",
-                           message=f"skipped by {SKIP_ATTRIBUTE}: {skip}")
+        return result("skipped", "skipped", f"skipped by {SKIP_ATTRIBUTE}: {skip}")
     try:
         out = fn(*inputs)
     except Exception as exc:
-        return CheckResult(**base, gradcheck="error", gradgradcheck="skipped",
-                           message=_explain(exc, scenario, "forward"))
+        return result("error", "skipped", _explain(exc, scenario, "forward"))
     smells = _ctx_smells(out)
-    first, message, mismatch = _run_check(torch.autograd.gradcheck, fn, inputs, options,
-                                          scenario)
-    second = "skipped"
-    if first == "pass" and options.gradgrad:
-        second, message, mismatch = _run_check(torch.autograd.gradgradcheck, fn, inputs,
-                                               options, scenario)
-    return CheckResult(**base, gradcheck=first, gradgradcheck=second, message=message,
-                       smells=smells, mismatch=mismatch)
+    first = _run_check(torch.autograd.gradcheck, fn, inputs, options, scenario)
+    second = CheckOutcome("skipped")
+    if first.verdict == "pass" and options.gradgrad:
+        second = _run_check(torch.autograd.gradgradcheck, fn, inputs, options, scenario)
+    last = second if second.verdict != "skipped" else first
+    return result(first.verdict, second.verdict, last.message, smells, last.mismatch)
 
 
 def _float64_inputs(args: tuple[Any, ...]) -> tuple[list[Any], bool]:
@@ -135,8 +157,16 @@ def _ctx_smells(out: Any) -> tuple[str, ...]:
 MISMATCH = re.compile(r"output (\d+) with respect to input (\d+)")
 
 
+class CheckOutcome(NamedTuple):
+    """The verdict of one gradcheck or gradgradcheck call, and why it failed."""
+
+    verdict: Verdict
+    message: str | None = None
+    mismatch: Mismatch | None = None
+
+
 def _run_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list[Any],
-               options: CheckOptions, scenario: str) -> tuple[str, str | None, Mismatch | None]:
+               options: CheckOptions, scenario: str) -> CheckOutcome:
     try:
         check(fn, tuple(inputs), eps=options.eps, atol=options.atol, rtol=options.rtol,
               fast_mode=options.fast, raise_exception=True)
@@ -146,10 +176,10 @@ def _run_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list[A
         mismatch = None
         if found and check is torch.autograd.gradcheck:
             mismatch = jacobian_mismatch(fn, inputs, int(found[1]), int(found[2]), options.eps)
-        return "fail", text, mismatch
+        return CheckOutcome("fail", text, mismatch)
     except Exception as exc:
-        return "error", _explain(exc, scenario, "backward"), None
-    return "pass", None, None
+        return CheckOutcome("error", _explain(exc, scenario, "backward"))
+    return CheckOutcome("pass")
 
 
 def _explain(exc: BaseException, scenario: str, where: str) -> str:
@@ -161,10 +191,7 @@ def _explain(exc: BaseException, scenario: str, where: str) -> str:
         return f"backward returns a gradient of the wrong shape or type: {text}"
     if "gradient different than None" in text or "is not differentiable" in text:
         return f"backward returns a gradient for an input that needs none: {text}"
-    line = None
-    for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code.co_filename == scenario:
-            line = lineno
+    line = scenario_line(scenario, exc)
     at = f" at {scenario}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from .gcpause import gc_paused
-from .model import GradSummary, flat_values
+from ..gcpause import gc_paused
+from ..model.records import GradSummary
+from ..model.values import flat_values
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
 _BLAS = (torch.float32, torch.float64)
@@ -61,7 +62,19 @@ class StatsTable:
         self._pending = []
 
 
-RawStats = tuple[tuple[int, ...], "tuple[StatsTable, int] | None", "torch.Tensor | None"]
+class StatsRow(NamedTuple):
+    """Where a gradient's (squared norm, min, max) went: a row of a StatsTable."""
+
+    table: StatsTable
+    row: int
+
+
+class RawStats(NamedTuple):
+    """A gradient as a hook keeps it: shape, and its statistics' row or (small) its values."""
+
+    shape: tuple[int, ...]
+    place: StatsRow | None
+    values: torch.Tensor | None
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -93,21 +106,23 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     """
     d = t.detach() if t.requires_grad else t
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
-        return tuple(d.shape), None, (d.to_dense() if d.layout != torch.strided else d).clone()
+        return RawStats(tuple(d.shape), None,
+                        (d.to_dense() if d.layout != torch.strided else d).clone())
     if d.dtype in _BLAS and d.layout == torch.strided and d.is_contiguous():  # hot: kept short
         flat = d.view(-1) if d.dim() != 1 else d
         lo, hi = torch.aminmax(flat)
-        return tuple(d.shape), (table, table.add(torch.dot(flat, flat), lo, hi)), None
+        row = table.add(torch.dot(flat, flat), lo, hi)
+        return RawStats(tuple(d.shape), StatsRow(table, row), None)
     if d.layout != torch.strided:
         d = d.to_dense()
     if d.is_complex():
         d = d.abs()
     # half precision would sum squares in half precision: widen it, like integers
     f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
-    flat = dense_flat(f)
-    lo, hi = torch.aminmax(f if flat is None else flat)
-    square = torch.linalg.vector_norm(f).square() if flat is None else torch.dot(flat, flat)
-    return tuple(d.shape), (table, table.add(square, lo, hi)), None
+    dense = dense_flat(f)
+    lo, hi = torch.aminmax(f if dense is None else dense)
+    square = torch.linalg.vector_norm(f).square() if dense is None else torch.dot(dense, dense)
+    return RawStats(tuple(d.shape), StatsRow(table, table.add(square, lo, hi)), None)
 
 
 @gc_paused
@@ -119,9 +134,10 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
             continue
         shape, place, values = raw
         if place is None:
+            assert values is not None  # grad_stats keeps one or the other
             made[id(raw)] = _small_summary(shape, values.tolist())
             continue
-        square, lo, hi = place[0].row(place[1])
+        square, lo, hi = place.table.row(place.row)
         norm = math.sqrt(square) if square >= 0 else square  # NaN stays NaN
         # min and max propagate NaN and hold any infinity, so they alone tell finiteness
         made[id(raw)] = GradSummary(shape, norm, lo, hi,

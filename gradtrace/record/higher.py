@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .extract import Named
-from .model import SecondOrder
+from ..extract.tensors import Named
+from ..model.records import SecondOrder
 
 HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
 
@@ -38,11 +38,10 @@ def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) 
     for a, ta, ga in used:
         rows: list[list[torch.Tensor]] = []  # rows[i][j]: d(ga.flat[i]) / d tensors[j]
         for element in ga.reshape(-1):
-            if element.requires_grad:
+            seconds: tuple[torch.Tensor | None, ...] = (None,) * len(tensors)
+            if element.requires_grad:  # else the first derivative is constant: zeros
                 seconds = torch.autograd.grad(element, tensors, retain_graph=True,
                                               allow_unused=True)
-            else:  # the first derivative is constant: its derivatives are zero
-                seconds = (None,) * len(tensors)
             rows.append([torch.zeros_like(t) if s is None else s.detach()
                          for s, t in zip(seconds, tensors, strict=True)])
         for j, (b, tb, _) in enumerate(used):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .model import Edge, Finding, GradSummary, Node, Pass, Trace
-from .render.labels import grad_text, node_title, same_gradient
+from ..model.labels import grad_text, node_title, same_gradient
+from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
+from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, UNREACHED_LEAF
 
 # Why a node's local derivative blows up, by the op that met it.
 NAN_CAUSES = {
@@ -37,10 +38,10 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
     hint = "use it in the expression, or pick an output that does (--output NAME)"
     if len(unreached) > 3:  # e.g. a module's parameters: one finding, not a wall of them
         shown = ", ".join(unreached[:5]) + (", …" if len(unreached) > 5 else "")
-        return [Finding("unreached-leaf", "warning",
+        return [UNREACHED_LEAF.finding(
                         f"{len(unreached)} tensors require grad, but no output depends on them, "
                         f"so their .grad stays None: {shown}", hint=hint)]
-    return [Finding("unreached-leaf", "warning",
+    return [UNREACHED_LEAF.finding(
                     f"{name} requires grad, but no output depends on it: its .grad stays None",
                     tensor=name, hint=hint)
             for name in unreached]
@@ -60,8 +61,7 @@ def hook_changes(trace: Trace) -> list[Finding]:
             sent, received = p.sent(e), p.received(e)
             if sent is not None and received is not None and not same_gradient(sent, received):
                 node = nodes[e.src]
-                findings.append(Finding(
-                    "hook-changed-gradient", "info",
+                findings.append(HOOK_CHANGED_GRADIENT.finding(
                     f"pass {i}: a hook changed the gradient into {node_title(node)} "
                     f"({node.id}): {grad_text(sent)} was sent, {grad_text(received)} arrived",
                     tensor=node.tensor, node=node.id,
@@ -87,8 +87,7 @@ def nan_origins(trace: Trace) -> list[Finding]:
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
             if not all(_finite(g) for g in f.grad_outputs):
                 if f.order == 0:
-                    findings.append(Finding(
-                        "nan-gradient", "error",
+                    findings.append(NAN_GRADIENT.finding(
                         f"pass {i}: the gradient given to backward is already non-finite",
                         node=node_id))
                 break
@@ -105,8 +104,7 @@ def _nan_finding(i: int, p: Pass, node: Node, bad: list[int], inputs: dict[str, 
               for e in inputs.get(node.id, ()) if e.dst_input in bad]
     sent = ", ".join(grad_text(p.flow[node.id].grad_inputs[k]) for k in bad)
     named = f" ({node.tensor})" if node.tensor else ""
-    return Finding(
-        "nan-gradient", "error",
+    return NAN_GRADIENT.finding(
         f"pass {i}: the first non-finite gradient is born at {node.type}{named} ({node.id}): "
         f"it received finite gradients and sent {sent} to {', '.join(around) or 'its inputs'}",
         tensor=node.tensor, node=node.id,

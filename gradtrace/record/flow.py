@@ -5,13 +5,15 @@ from __future__ import annotations
 import gc
 import math
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from .summary import VALUES_LIMIT, RawStats, StatsTable, grad_stats, is_dense
+from ..extract.build import FlowRecord
+from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad_stats, is_dense
+from ..extract.walk import RawEdge
 
-Key = tuple[Any, ...]
+Key = tuple[Any, ...]  # what content_key returns: compared for equality only
 
 
 def content_key(g: torch.Tensor) -> Key:
@@ -32,10 +34,11 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,
     raw = memo.get(key)
     if raw is None:
         raw = memo[key] = grad_stats(g, table)
-    elif raw[2] is not None or raw[0] != tuple(g.shape):
+    elif raw.values is not None or raw.shape != tuple(g.shape):
         # the same memory through a reshape or transpose: same statistics, but small
         # values are copied again, in this tensor's order
-        raw = (tuple(g.shape), raw[1], None if raw[2] is None else g.detach().clone())
+        raw = RawStats(tuple(g.shape), raw.place,
+                       None if raw.values is None else g.detach().clone())
     return raw
 
 
@@ -70,8 +73,20 @@ def _received_shape(node: Any, k: int = 0) -> tuple[int, ...]:
 _MAY_PASS_ON = RELAYOUT | EMBED | {"ExpandBackward0"}
 
 
+class Relayout(NamedTuple):
+    """A node without a hook whose record is read off its consumer's after the pass."""
+
+    node: Any
+    position: int  # in the walk
+    consumer: Any
+    consumer_index: int
+    slot: int  # the consumer's input this node feeds
+    consumer_skipped: bool  # the consumer is such a node too
+    shape: tuple[int, ...]  # what it sends
+
+
 class FlowCapture:
-    """Hooks on the nodes of a pass; `records` maps id(node) to (node, order, outs, ins).
+    """Hooks on the nodes of a pass; `records` maps id(node) to its FlowRecord.
 
     The hooks return None, so no gradient changes; they keep summaries, never gradients.
     Most gradients appear several times (sent along an edge, then received; passed on by Add
@@ -83,14 +98,14 @@ class FlowCapture:
     carry the user's own hooks).
     """
 
-    def __init__(self, nodes: list[Any], edges: list[tuple[int, int, int, int]],
+    def __init__(self, nodes: list[Any], edges: list[RawEdge],
                  leaves_run: bool = True, watched: frozenset[int] = frozenset(),
                  skip_relayout: bool = True) -> None:
         # The hooks make many small objects and no cycles: the cyclic collector would only
         # scan the whole heap again and again (tens of ms a time). remove() restores it.
         self._collecting = gc.isenabled()
         gc.disable()
-        self.records: dict[int, tuple[Any, int, list[Any], list[Any]]] = {}
+        self.records: dict[int, FlowRecord] = {}
         self._sent: dict[tuple[int, int], tuple[Key, RawStats]] = {}
         self._table = StatsTable()
         self.failures: list[str] = []  # nodes whose gradients could not be summarised
@@ -125,18 +140,16 @@ class FlowCapture:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
                 src, k = children[src][0]
             targets[dst][slot] = (id(nodes[src]), k)
-        # (node, its index, its consumer, the consumer's index and slot, whether the consumer
-        # is skipped too, the shape it sends), in walk order
-        self._relayout = [(node, i, nodes[parent[i][0]], parent[i][0], parent[i][1],
-                           skipped[parent[i][0]], sends[i])
-                          for i, node in enumerate(nodes) if skipped[i]]
+        self._relayout = [Relayout(node, i, nodes[parent[i][0]], parent[i][0], parent[i][1],
+                                   skipped[parent[i][0]], sends[i])
+                          for i, node in enumerate(nodes) if skipped[i]]  # in walk order
         # A leaf fed by one edge, with no hook of its own, receives exactly what was sent to
         # it; when every leaf runs (a full backward), its record is read off the sender's and
         # it needs no hook. (After autograd.grad or backward(inputs=...), leaves may not run.)
         self._quiet = [node for i, node in enumerate(nodes)
                        if leaves_run and ways_in[i] == 1 and hasattr(node, "variable")
                        and not node.variable._backward_hooks]
-        quiet = {id(node) for node in self._quiet} | {id(r[0]) for r in self._relayout}
+        quiet = {id(node) for node in self._quiet} | {id(r.node) for r in self._relayout}
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))
                          for i, node in enumerate(nodes) if id(node) not in quiet]
 
@@ -173,7 +186,7 @@ class FlowCapture:
             target = targets.get(slot)
             if target is not None:
                 sent[target] = (key, raw)
-        self.records[me] = (node, len(self.records), outs, ins)
+        self.records[me] = FlowRecord(node, len(self.records), outs, ins)
 
     def remove(self) -> None:
         """Remove every hook, leaving the graph as the scenario made it."""
@@ -183,28 +196,29 @@ class FlowCapture:
         for leaf in self._quiet:
             came = self._sent.get((id(leaf), 0))
             if came is not None:  # its sender ran: the leaf accumulated exactly that
-                shape, stats, values = came[1]
+                raw = came[1]
                 own = tuple(leaf.variable.shape)  # a skipped transpose may lie in between
-                got = (shape, stats, values) if shape == own else (own, stats, None)
-                self.records[id(leaf)] = (leaf, len(self.records), [got], [])
+                got = raw if raw.shape == own else RawStats(own, raw.place, None)
+                self.records[id(leaf)] = FlowRecord(leaf, len(self.records), [got], [])
         self._quiet.clear()
         sent_by: dict[int, tuple[RawStats, int]] = {}  # skipped node index -> (sent, order)
-        for node, i, consumer, c, slot, consumer_skipped, shape in self._relayout:
-            if consumer_skipped:  # walk order: a consumer comes before what it consumes
-                came = sent_by.get(c)
+        for r in self._relayout:
+            received: RawStats | None = None
+            if r.consumer_skipped:  # walk order: a consumer comes before what it consumes
+                received, order = sent_by.get(r.consumer_index, (None, 0))
             else:
-                record = self.records.get(id(consumer))
-                came = (record[3][slot], record[1]) if record and slot < len(record[3]) \
-                    else None
-            if came is None or came[0] is None:
+                record = self.records.get(id(r.consumer))
+                if record is not None and r.slot < len(record.sent):
+                    received, order = record.sent[r.slot], record.order
+            if received is None:
                 continue  # it did not run in this pass
-            received, order = came
-            place = received[1]
-            if math.prod(shape) != math.prod(received[0]):  # a select or slice: zeros added
-                place = (place[0], place[0].with_zeros(place[1]))
-            sent = (shape, place, None)  # the same elements, in its input's shape
-            self.records[id(node)] = (node, order, [received], [sent])
-            sent_by[i] = (sent, order)
+            place = received.place
+            if place is not None and math.prod(r.shape) != math.prod(received.shape):
+                # a select or slice: zeros added
+                place = StatsRow(place.table, place.table.with_zeros(place.row))
+            sent = RawStats(r.shape, place, None)  # the same elements, in its input's shape
+            self.records[id(r.node)] = FlowRecord(r.node, order, [received], [sent])
+            sent_by[r.position] = (sent, order)
         self._relayout.clear()
         self._sent.clear()
         if self._collecting:

@@ -1,0 +1,95 @@
+"""The Python API: gradtrace.trace() and what it returns, with the notebook displays.
+
+Importing it does not import torch; tracing does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .errors import ExportError
+from .model.records import Trace
+
+
+class TraceView:
+    """A Trace (`.trace`; its fields read through this object too) and ways to show it."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "trace":  # not set yet (copying, unpickling): no endless lookup
+            raise AttributeError(name)
+        return getattr(self.trace, name)
+
+    def __repr__(self) -> str:
+        t = self.trace
+        return (f"<gradtrace trace of {t.scenario or 'python tensors'}: {len(t.nodes)} nodes, "
+                f"{len(t.passes)} pass(es)>")
+
+    def to_json(self) -> str:
+        """The canonical JSON text (schema gradtrace.trace/1)."""
+        from .render.json import to_json
+
+        return to_json(self.trace)
+
+    def to_dot(self, **options: Any) -> str:
+        """Graphviz DOT text; options as DrawOptions (saved, grads, max_nodes, fold, focus…)."""
+        from .render.dot import to_dot
+        from .render.drawing import DrawOptions, drawing
+
+        return to_dot(drawing(self.trace, DrawOptions(**options)))
+
+    def to_mermaid(self, **options: Any) -> str:
+        """Mermaid flowchart text, for Markdown."""
+        from .render.drawing import DrawOptions, drawing
+        from .render.mermaid import to_mermaid
+
+        return to_mermaid(drawing(self.trace, DrawOptions(**options)))
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows the graph as SVG (None, so it falls back to text, without Graphviz)."""
+        from .render.dot import render
+
+        try:
+            return render(self.to_dot(), "svg").decode("utf-8")
+        except ExportError:
+            return None
+
+    def __rich__(self) -> Any:
+        """The tree and the tensor table, for rich.print and the rich console."""
+        from rich.console import Group
+
+        from .render.table import tensor_table
+        from .render.tree import graph_tree
+
+        return Group(graph_tree(self.trace), tensor_table(self.trace))
+
+
+def load_scenario(path: str, roots: list[str] | None = None, backward: bool = True,
+                  saved: bool = True) -> TraceView:
+    """Run the scenario file at path and return its trace."""
+    from .record.runner import run_scenario
+
+    return TraceView(run_scenario(path, roots or (), backward, saved=saved))
+
+
+def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = False,
+          saved: bool = True) -> TraceView:
+    """The trace of the graph behind output tensors, or of a scenario file given by its path.
+
+    names maps names to tensors or modules for labels; by default the caller's variables are
+    used, as a scenario's module-level names are. backward=True also runs backward (ones for
+    non-scalar outputs) and records its gradient flow; by default no .grad is touched.
+    saved=False skips reading saved tensors, which is faster on big graphs.
+    """
+    if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):
+        return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved)
+    from .record.runner import trace_tensors
+
+    if names is None:
+        caller = sys._getframe(1)
+        names = {**caller.f_globals, **caller.f_locals}
+    return TraceView(trace_tensors(list(outputs), names, backward, saved))

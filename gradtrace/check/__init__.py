@@ -1,0 +1,1 @@
+"""`gradtrace check`: gradcheck and gradgradcheck of the custom Functions a scenario calls."""

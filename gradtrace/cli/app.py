@@ -1,0 +1,112 @@
+"""The `gradtrace` app: exit codes, the one error boundary, and what every command shares."""
+
+from __future__ import annotations
+
+import os
+from enum import IntEnum
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
+
+from .._version import __version__
+from ..errors import GradtraceError
+
+
+class ExitCode(IntEnum):
+    """Process exit codes, as promised in the README."""
+
+    OK = 0
+    FAILED = 1  # a check, diff or --strict finding failed
+    USAGE = 2  # bad usage, invalid input, or a scenario that cannot run
+
+
+DEBUG_KEY = "gradtrace.debug"
+
+
+def debugging(ctx: typer.Context | None = None) -> bool:
+    """--debug was given (to any command), or GRADTRACE_DEBUG is set."""
+    return bool(os.environ.get("GRADTRACE_DEBUG") or (ctx is not None and
+                                                      ctx.meta.get(DEBUG_KEY)))
+
+
+def print_error(message: str, hint: str | None) -> None:
+    """`error: …` and `hint: …` on stderr."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(Text("error: ", style="bold red") + Text(message))
+    if hint:
+        err.print(Text("hint: ", style="bold") + Text(hint))
+
+
+class BoundedGroup(TyperGroup):
+    """The one error boundary: a GradtraceError from any command is printed as `error:` and
+    `hint:` and exits 2; --debug (or GRADTRACE_DEBUG=1) lets it raise with its traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GradtraceError as exc:
+            if debugging(ctx):
+                raise
+            print_error(exc.message, exc.hint)
+            raise typer.Exit(ExitCode.USAGE) from None
+
+
+app = typer.Typer(
+    name="gradtrace",
+    cls=BoundedGroup,
+    help="See what PyTorch autograd actually does: graphs, tensors, gradients, passes.\n\n"
+    "A scenario is an ordinary Python file that builds tensors; gradtrace runs it "
+    "(with your rights, like pytest runs a test file), walks its autograd graph and shows it.",
+    epilog="Examples:\n\n"
+    "  gradtrace show scenarios/chain_rule.py       the graph, tensors and gradient flow\n\n"
+    "  gradtrace dot scenarios/chain_rule.py -o graph.svg\n\n"
+    "  gradtrace check scenarios/                   gradcheck every custom Function\n\n"
+    "`gradtrace COMMAND --help` tells more.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _remember_debug(ctx: typer.Context, value: bool) -> None:
+    if value:
+        ctx.meta[DEBUG_KEY] = True
+
+
+# Options that mean the same in every command, declared once.
+DEBUG = typer.Option(False, "--debug", callback=_remember_debug, expose_value=False,
+                     help="Show gradtrace's own traceback on errors (also GRADTRACE_DEBUG=1).")
+ROOT = typer.Option(None, "--root", metavar="NAME",
+                    help="Root the graph at this named tensor, or NAME.grad (repeatable). "
+                    "Default: the scenario's OUTPUT, else the last named tensor with a "
+                    "grad_fn.")
+NO_BACKWARD = typer.Option(False, "--no-backward",
+                           help="Do not run backward when the scenario runs none.")
+PASS = typer.Option(None, "--pass", metavar="N", min=1,
+                    help="Annotate with the gradients of pass N (default: the last that "
+                    "moved a gradient).")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gradtrace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """gradtrace: an autograd graph inspector for PyTorch."""
+
+
+def stdout_console() -> Console:
+    """Rich console for reports: colour only on a terminal; 120 columns when piped."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=120)
+    return console

@@ -1,0 +1,62 @@
+"""`gradtrace check`: gradcheck and gradgradcheck of every custom Function the scenarios call."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from .app import DEBUG, ExitCode, app, debugging, print_error, stdout_console
+from .files import write_atomic
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace check scenarios/*.py                 every custom Function in the gallery\n\n"
+    "  gradtrace check scenarios/broken/ --no-gradgrad\n\n"
+    "  gradtrace check scenarios/ --junit report.xml  for CI\n\n"
+    "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
+    "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
+    "Exit codes: 0 every check passed, 1 a check failed, 2 a scenario cannot run.",
+)
+def check(
+    ctx: typer.Context,
+    paths: list[str] = typer.Argument(..., metavar="FILE_OR_DIR...",
+                                      help="Scenario files, or folders to search for *.py."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
+                                      help="Also write JUnit XML, for CI systems."),
+    eps: float = typer.Option(1e-6, "--eps", help="Finite-difference step."),
+    atol: float = typer.Option(1e-5, "--atol", help="Absolute tolerance."),
+    rtol: float = typer.Option(1e-3, "--rtol", help="Relative tolerance."),
+    fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
+    no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
+    debug_flag: bool = DEBUG,  # read by the error boundary, and here
+) -> None:
+    """gradcheck and gradgradcheck every custom autograd.Function the scenarios call."""
+    from rich.progress import Progress
+
+    from ..check.functions import CheckOptions, check_files, scenario_files
+    from ..render.checks import check_json, check_report, to_junit
+
+    options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad)
+    files = scenario_files(paths)
+    with Progress(console=Console(stderr=True), transient=True,
+                  disable=len(files) < 2 or as_json) as progress:
+        task = progress.add_task("checking", total=len(files))
+        run = check_files(files, options, stop_on_error=debugging(ctx),
+                          done=lambda _: progress.advance(task))
+    for broken in run.cannot_run:
+        print_error(broken.message, broken.hint)
+    if junit is not None:
+        write_atomic(junit, to_junit(run).encode("utf-8"))
+    if as_json:
+        sys.stdout.write(check_json(run))
+    else:
+        stdout_console().print(check_report(run))
+    if run.cannot_run:
+        raise typer.Exit(ExitCode.USAGE)
+    if run.failed:
+        raise typer.Exit(ExitCode.FAILED)

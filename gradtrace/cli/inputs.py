@@ -1,0 +1,40 @@
+"""What a command reads: a Trace from a scenario (run now) or a saved JSON trace; a pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import GradtraceError, TraceFileError
+from ..model.codec import trace_from_dict
+from ..model.records import Pass, Trace
+
+
+def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
+               saved: bool = True, flow: bool = True) -> Trace:
+    """A Trace from a scenario .py file (run now) or a saved .json trace."""
+    if source.endswith(".json"):
+        if roots:
+            raise GradtraceError("--root applies to scenarios, not to saved traces",
+                                 f"drop --root, or pass the scenario instead of {source}")
+        try:
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise TraceFileError(f"no such file: {source}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TraceFileError(f"{source} is not readable JSON: {exc}") from exc
+        return trace_from_dict(data)
+    from ..record.runner import run_scenario  # imports torch
+
+    return run_scenario(source, roots, backward, order, saved, flow)
+
+
+def pick_pass(trace: Trace, number: int | None) -> Pass | None:
+    """Pass N (1-based), or by default the last pass that moved any gradient."""
+    if number is not None:
+        if number > len(trace.passes):
+            raise GradtraceError(f"--pass {number}: the scenario ran {len(trace.passes)} "
+                                 "pass(es)", "passes are numbered from 1 in `gradtrace show`")
+        return trace.passes[number - 1]
+    with_flow = [p for p in trace.passes if p.flow]
+    return with_flow[-1] if with_flow else None

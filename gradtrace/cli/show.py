@@ -1,0 +1,64 @@
+"""`gradtrace show`: the graph tree, tensor table, passes and findings of one scenario."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from .app import DEBUG, NO_BACKWARD, PASS, ROOT, ExitCode, app, stdout_console
+from .inputs import load_trace, pick_pass
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace show scenarios/chain_rule.py\n\n"
+    "  gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved\n\n"
+    "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
+    "  gradtrace show trace.json\n\n"
+    "Exit codes: 0 success, 1 a finding failed --strict, 2 bad input or a scenario that "
+    "cannot run.",
+)
+def show(
+    scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
+                                   "by --json.", metavar="SCENARIO"),
+    root: list[str] | None = ROOT,
+    old_output: list[str] | None = typer.Option(None, "--output", hidden=True,
+                                                help="Old name of --root."),
+    no_backward: bool = NO_BACKWARD,
+    as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
+                                 "(schema gradtrace.trace/1) instead of the report."),
+    saved: bool = typer.Option(False, "--saved",
+                               help="Show the tensors each node saved for backward."),
+    max_depth: int = typer.Option(30, "--max-depth", min=1, metavar="N",
+                                  help="Cut the tree this deep."),
+    max_nodes: int = typer.Option(300, "--max-nodes", min=1, metavar="N",
+                                  help="Print at most this many tree lines."),
+    pass_number: int | None = PASS,
+    order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
+                              help="2: also compute second derivatives of the scalar root "
+                              "with respect to the named leaves (a Hessian for small ones)."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Exit 1 when there is an error or warning finding."),
+    debug_flag: bool = DEBUG,  # read by the error boundary
+) -> None:
+    """Run a scenario and show its autograd graph, tensors, passes and findings."""
+    if old_output:
+        Console(stderr=True, highlight=False).print(
+            "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
+            "next release")
+    trace = load_trace(scenario, [*(root or ()), *(old_output or ())],
+                       backward=not no_backward, order=order, saved=saved or as_json)
+    shown_pass = pick_pass(trace, pass_number)
+    if as_json:
+        from ..render.json import to_json
+
+        sys.stdout.write(to_json(trace))
+    else:
+        from ..render.report import report
+
+        stdout_console().print(report(trace, shown_pass, max_depth, max_nodes, saved),
+                               soft_wrap=True)
+    if strict and any(f.severity in ("error", "warning") for f in trace.findings):
+        raise typer.Exit(ExitCode.FAILED)

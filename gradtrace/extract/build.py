@@ -1,0 +1,220 @@
+"""The Trace of a run: the walk's nodes and edges, tensor rows, passes and their flow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import compress, repeat
+from typing import Any, NamedTuple
+
+import torch
+
+from .._version import __version__
+from ..findings.graph import trace_findings
+from ..findings.registry import DETACHED
+from ..gcpause import gc_paused
+from ..model.records import (
+    LEAF,
+    Edge,
+    Finding,
+    FunctionCall,
+    GradChange,
+    GradSummary,
+    Node,
+    NodeFlow,
+    Pass,
+    PassBy,
+    PassKind,
+    SavedTensor,
+    SecondOrder,
+    Trace,
+)
+from .summary import RawStats, to_summaries
+from .tensors import Named, describe_value, detached_sources, tensor_info
+from .walk import NodeIds, RawEdge, indexed_walk, node_kind, release, saved_tensors
+
+
+class FlowRecord(NamedTuple):
+    """What one node received (per output) and sent (per input) in a pass, as raw stats."""
+
+    node: Any
+    order: int  # position in the pass's execution order, 0 first
+    received: list[RawStats | None]
+    sent: list[RawStats | None]
+
+
+@dataclass
+class RawPass:
+    """A backward/grad call as it ran: torch node objects, not yet ids."""
+
+    kind: PassKind
+    by: PassBy
+    roots: list[Any]
+    root_names: list[str | None]
+    retain_graph: bool
+    create_graph: bool
+    line: int | None = None
+    code: str | None = None
+    error: str | None = None
+    grad_changes: list[GradChange] = field(default_factory=list)
+    flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
+    flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
+
+
+@dataclass
+class RawCall:
+    """A custom Function.apply call: the class, its output's node, and detached input copies."""
+
+    function: type
+    node: Any
+    line: int | None
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@gc_paused
+def build_trace(
+    *,
+    scenario: str | None,
+    named: Named,
+    outputs: Named,
+    root_reason: str,
+    passes: Sequence[RawPass],
+    calls: Sequence[RawCall],
+    findings: Sequence[Finding],
+    saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+    grad_before: dict[str, GradSummary | None],
+    stdout: str = "",
+    second_order: SecondOrder | None = None,
+    modules: dict[int, str] | None = None,
+) -> Trace:
+    """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
+
+    saved_before holds saved tensors read before a backward freed them; None means saved
+    tensors are not read at all (faster; the Trace says so in saved_read). modules maps
+    id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it.
+    """
+    modules = modules or {}
+    output_nodes = [t.grad_fn for _, t in outputs]
+    order, raw_edges, index = indexed_walk(output_nodes, [r for p in passes for r in p.roots])
+    try:
+        nodes, node_ids = _nodes(order, index, named, modules, saved_before)
+        edges = _edges(raw_edges, node_ids.ids)
+        trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
+        reached = {node for p in trace_passes for node in p.flow}
+        detached = detached_sources(named)
+        tensors = tuple(
+            tensor_info(name, t, node_ids, grad_before.get(name), reached, detached.get(name))
+            for name, t in named
+        )
+        findings = [*findings, *(
+            DETACHED.finding(
+                f"{name} shares memory with {source} but is cut from its graph (made by "
+                f".detach() or .data): no gradient flows from {name} back to {source}",
+                tensor=name)
+            for name, source in detached.items()
+        )]
+        trace_calls = tuple(
+            FunctionCall(
+                c.function.__name__,
+                node_ids.node(c.node) if c.node is not None else None,
+                c.line,
+                tuple(describe_value(a) for a in c.args),
+            )
+            for c in calls
+        )
+        output_ids = tuple(dict.fromkeys(map(node_ids.of, output_nodes)))
+    finally:
+        release(order)
+    trace = Trace(
+        scenario=scenario,
+        gradtrace_version=__version__,
+        torch_version=torch.__version__,
+        outputs=output_ids,
+        output_names=tuple(name for name, _ in outputs),
+        root_reason=root_reason,
+        nodes=tuple(nodes),
+        edges=edges,
+        tensors=tensors,
+        passes=trace_passes,
+        findings=tuple(findings),
+        functions=trace_calls,
+        stdout=stdout,
+        second_order=second_order,
+        saved_read=saved_before is not None,
+    )
+    more = trace_findings(trace)
+    return replace(trace, findings=trace.findings + tuple(more)) if more else trace
+
+
+def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[int, str],
+           saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+           ) -> tuple[list[Node], NodeIds]:
+    """Node records, built column by column with map and zip: a big graph has 100,000s."""
+    ids = [f"n{i}" for i in range(len(order))]
+    classes = list(map(type, order))
+    one_of_each = dict(zip(classes, order, strict=True))
+    names = {cls: cls.__name__ for cls in one_of_each}
+    kinds = {cls: node_kind(obj) for cls, obj in one_of_each.items()}
+    name_of: dict[int, str] = {}  # id(grad_fn) or id(tensor) -> the tensor's first name
+    for name, t in named:
+        if t.grad_fn is not None:
+            name_of.setdefault(id(t.grad_fn), name)
+        name_of.setdefault(id(t), name)
+    keys: list[int] = []  # what names and modules are keyed by: id(grad_fn), id(leaf tensor)
+    leaf_index: dict[int, int] = {}
+    # Without names or modules nothing asks for a leaf by its tensor: a big graph's 10,000s
+    # of .variable reads are saved.
+    if name_of or modules:
+        keys = list(map(id, order))
+        leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
+        for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
+            keys[i] = id(order[i].variable)
+            leaf_index[keys[i]] = i
+    if saved_before is None:
+        saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
+    else:
+        saved = []
+        for obj in order:
+            cached = saved_before.get(id(obj))
+            saved.append(cached[1] if cached is not None and cached[0] is obj
+                         else saved_tensors(obj))
+    columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
+                  map(name_of.get, keys) if name_of else repeat(None), saved,
+                  map(modules.get, keys) if modules else repeat(None),
+                  strict=False)  # ids set the length; repeat() never ends
+    return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, leaf_index, ids)
+
+
+def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
+    """Edges with node ids (Edge(...) without keywords: a big graph has 100,000s)."""
+    make = tuple.__new__
+    return tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
+
+
+def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
+    records = sorted((r for r in p.flow.values() if r.node in node_ids),
+                     key=lambda r: r.order)
+    raws = [g for r in records for g in (*r.received, *r.sent)]
+    summaries = iter(to_summaries(raws))
+    flow = {}
+    for node, order, received, sent in records:
+        flow[node_ids.of(node)] = NodeFlow(tuple(next(summaries) for _ in received),
+                                          tuple(next(summaries) for _ in sent), order)
+    return flow
+
+
+def _pass_record(p: RawPass, node_ids: NodeIds) -> Pass:
+    return Pass(
+        kind=p.kind,
+        roots=tuple(dict.fromkeys(node_ids.of(r) for r in p.roots if r is not None)),
+        retain_graph=p.retain_graph,
+        create_graph=p.create_graph,
+        error=p.error,
+        flow=_flow_record(p, node_ids),
+        by=p.by,
+        root_names=tuple(p.root_names),
+        line=p.line,
+        code=p.code,
+        grad_changes=tuple(p.grad_changes),
+    )

@@ -1,0 +1,176 @@
+"""The only graph walker (iterative, each node once by identity), and what it reads off nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+from itertools import islice
+from typing import Any
+
+import torch
+
+from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
+
+# An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
+# Plain tuples, not named ones: the hot loop of a 1,000,000-node walk makes one per edge.
+RawEdge = tuple[int, int, int, int]
+
+
+def walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[RawEdge]]:
+    """Breadth-first walk over next_functions, each node once by identity.
+
+    Each group of roots is walked to the end before the next one starts (the outputs first,
+    then the roots of the passes). Returns the nodes in discovery order and the edges as
+    (src, dst, dst_input, src_output) indexes into that list.
+    """
+    order, edges, _ = indexed_walk(*root_groups)
+    return order, edges
+
+
+def indexed_walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[RawEdge], dict[Any, int]]:
+    """walk(), and the index it keeps: node -> its position in the list.
+
+    Nodes are keyed by identity (autograd nodes keep object's hash and ==), which saves an
+    id() call per edge.
+    """
+    index: dict[Any, int] = {}
+    order: list[Any] = []
+    edges: list[RawEdge] = []
+    find, add, link = index.get, order.append, edges.append  # bound once: the loop is hot
+    start = 0
+    for roots in root_groups:
+        for root in roots:
+            if root is not None and root not in index:
+                index[root] = len(order)
+                add(root)
+        # The list is the queue: no recursion, no deque. A list iterator sees the items
+        # appended while it runs, so this loop goes on until nothing new is found.
+        for i, node in enumerate(islice(order, start, None), start):
+            for slot, (child, output_nr) in enumerate(node.next_functions):
+                if child is None:  # an input that needs no gradient: no edge, the slot counts
+                    continue
+                j = find(child)
+                if j is None:
+                    j = index[child] = len(order)
+                    add(child)
+                link((j, i, slot, output_nr))
+        start = len(order)
+    return order, edges, index
+
+
+def release(nodes: list[Any]) -> None:
+    """Drop node references root first, so torch frees a deep graph one node at a time.
+
+    Freed leaf-first, the last reference to the root would free the whole chain recursively
+    in C++ and overflow the stack on graphs of 60,000+ nodes (torch 2.13).
+    """
+    nodes.reverse()  # a list frees its items from the end
+    del nodes[:]
+
+
+def node_type(node: Any) -> str:
+    """The node's class name: "MulBackward0", "AccumulateGrad", "MyPowBackward"."""
+    return type(node).__name__
+
+
+_KINDS: dict[type, NodeKind] = {}
+
+
+def node_kind(node: Any) -> NodeKind:
+    """"leaf" for AccumulateGrad, "custom" for an autograd.Function's node, else "op".
+
+    The kind is a property of the node's class, so it is worked out once per class.
+    """
+    known = _KINDS.get(type(node))
+    if known is not None:
+        return known
+    kind: NodeKind
+    if hasattr(type(node), "_forward_cls"):  # first: a user's ctx may have any attribute
+        kind = CUSTOM
+    elif hasattr(node, "variable"):
+        kind = LEAF
+    else:
+        kind = OP
+    _KINDS[type(node)] = kind
+    return kind
+
+
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+
+
+def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
+    """The tensors a node saved for backward; a freed or changed buffer is reported, not raised.
+
+    Built-in nodes show them only as private `_saved_<name>` attributes (checked on torch
+    2.13); this is the one place that reads them.
+    """
+    if hasattr(node, "_forward_cls"):
+        return _read_saved("saved_tensors", lambda: node.saved_tensors)
+    attrs = _SAVED_ATTRS.get(type(node))
+    if attrs is None:
+        attrs = _SAVED_ATTRS[type(node)] = tuple(
+            a for a in dir(node) if a.startswith("_saved_")
+        )
+    out: list[SavedTensor] = []
+    for attr in attrs:
+        out.extend(_read_saved(attr[len("_saved_"):], partial(getattr, node, attr)))
+    return tuple(out)
+
+
+def _read_saved(name: str, read: Callable[[], Any]) -> tuple[SavedTensor, ...]:
+    try:
+        value = read()
+    except RuntimeError as exc:
+        # Reading raises once backward freed the buffers, or when a saved tensor was changed
+        # in place; both are facts worth showing.
+        status: SavedStatus = "modified in place" if "inplace" in str(exc) else "freed"
+        return (SavedTensor(name, None, None, 0, status),)
+    if isinstance(value, torch.Tensor):
+        return (_saved_record(name, value),)
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return tuple(
+            _saved_record(f"{name}[{i}]", t) for i, t in enumerate(value)
+            if isinstance(t, torch.Tensor)
+        )
+    return ()  # a saved scalar, size or flag: not a tensor
+
+
+def _saved_record(name: str, t: torch.Tensor) -> SavedTensor:
+    return SavedTensor(name, tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size())
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "float32" rather than "torch.float32"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def readable_grad(t: torch.Tensor) -> torch.Tensor | None:
+    """t.grad, without torch's warning for non-leaf tensors that do not retain it."""
+    if t.is_leaf or t.retains_grad:
+        return t.grad
+    return None
+
+
+class NodeIds:
+    """The node id ("n<position in the walk>") of an autograd node, or of a leaf tensor."""
+
+    def __init__(self, index: dict[Any, int], leaf_index: dict[int, int],
+                 ids: list[str]) -> None:
+        self.index, self.leaf_index, self.ids = index, leaf_index, ids
+
+    def node(self, node: Any) -> str | None:
+        """The id of node, or None if the walk did not reach it."""
+        i = self.index.get(node)
+        return None if i is None else self.ids[i]
+
+    def of(self, node: Any) -> str:
+        """The id of a node the walk surely reached (a root or a recorded node)."""
+        return self.ids[self.index[node]]
+
+    def __contains__(self, node: Any) -> bool:
+        return node in self.index
+
+    def leaf(self, t: torch.Tensor) -> str | None:
+        """The id of t's AccumulateGrad node, found by t itself (t.grad_fn is None)."""
+        i = self.leaf_index.get(id(t))
+        return None if i is None else self.ids[i]

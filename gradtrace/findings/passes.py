@@ -1,0 +1,66 @@
+"""Findings about the scenario's passes: the ones that raised, and flow gradtrace missed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..model.records import Finding
+from .registry import FLOW_NOT_RECORDED, PASS_FAILED
+
+
+class PassRecord(Protocol):
+    """What these findings read of a pass (the recorder's raw passes have it all)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def root_names(self) -> Sequence[str | None]: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def code(self) -> str | None: ...
+    @property
+    def flow_failures(self) -> Sequence[str]: ...
+
+
+_PASS_HINTS = (
+    ("backward through the graph a second time",
+     "the first backward() freed the graph's saved tensors; pass retain_graph=True to every "
+     "backward() but the last"),
+    ("does not require grad and does not have a grad_fn",
+     "the root is not part of any graph: it was computed under torch.no_grad(), from "
+     ".detach()ed tensors, or from tensors without requires_grad=True"),
+    ("grad can be implicitly created only for scalar outputs",
+     "backward() of a non-scalar needs a gradient: pass gradient=torch.ones_like(t), "
+     "or reduce it first (t.sum())"),
+    ("modified by an inplace operation",
+     "a tensor saved for backward was changed in place; use the out-of-place op "
+     "(x = x + 1, not x += 1) or clone() it first"),
+)
+
+
+def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
+    """A finding for every pass that raised, with a hint for the errors learners meet, and
+    for every pass whose gradient flow gradtrace could not fully record."""
+    findings = []
+    for i, p in enumerate(passes, 1):
+        if p.flow_failures:
+            findings.append(FLOW_NOT_RECORDED.finding(
+                f"pass {i}: gradtrace could not summarise the gradients of "
+                f"{len(p.flow_failures)} node(s), so their flow is not shown (the pass itself "
+                f"ran as usual): {p.flow_failures[0]}",
+                hint="please report this with the scenario: it is a gradtrace limitation"))
+        if p.error is None:
+            continue
+        hint = next((h for key, h in _PASS_HINTS if key in p.error), None)
+        if any(n and n.endswith(".grad") for n in p.root_names) and "grad_fn" in p.error:
+            hint = ("a .grad has no graph of its own unless the backward() that made it "
+                    "was called with create_graph=True")
+        where = f" at line {p.line} `{p.code}`" if p.line else ""
+        first_line = p.error.splitlines()[0]
+        findings.append(PASS_FAILED.finding(
+            f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint))
+    return findings

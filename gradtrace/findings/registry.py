@@ -1,0 +1,75 @@
+"""Every finding code, declared once with its severity, a title and a sentence of doc.
+
+Findings are made only through these declarations (`PASS_FAILED.finding(...)`), so the
+README's table of codes can be checked against `CODES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.records import Finding, Severity
+
+CODES: dict[str, Code] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """A finding code: its usual severity, other severities a case may take, what it means."""
+
+    name: str
+    severity: Severity
+    title: str
+    doc: str
+    also: tuple[Severity, ...] = ()
+
+    def finding(self, message: str, *, severity: Severity | None = None,
+                tensor: str | None = None, node: str | None = None,
+                hint: str | None = None) -> Finding:
+        """A Finding of this code; severity defaults to the declared one."""
+        chosen = severity or self.severity
+        if chosen != self.severity and chosen not in self.also:
+            raise ValueError(f"finding {self.name!r} is not declared with severity {chosen!r}")
+        return Finding(self.name, chosen, message, tensor, node, hint)
+
+
+def declare(name: str, severity: Severity, title: str, doc: str,
+            also: tuple[Severity, ...] = ()) -> Code:
+    """Add a code to the registry (once) and return it."""
+    if name in CODES:
+        raise ValueError(f"finding code {name!r} is declared twice")
+    code = CODES[name] = Code(name, severity, title, doc, also)
+    return code
+
+
+PASS_FAILED = declare(
+    "pass-failed", "error", "a backward or autograd.grad call raised",
+    "The scenario's pass raised (a freed graph, a root without grad_fn, an in-place change); "
+    "the state up to that point is still shown.")
+NO_GRAPH = declare(
+    "no-graph", "warning", "no named tensor has a grad_fn",
+    "Nothing was computed with gradients enabled (no_grad, detach, no requires_grad); info "
+    "when the scenario only calls gradcheck or Functions.", also=("info",))
+UNREACHED_LEAF = declare(
+    "unreached-leaf", "warning", "a leaf that requires grad is reached by no output or pass",
+    "Its .grad stays None: it is not used in the expression that was differentiated.")
+DETACHED = declare(
+    "detached", "info", "a tensor shares memory with a graph tensor but is cut from it",
+    "Made by .detach() or .data: no gradient flows back through it.")
+HOOK_CHANGED_GRADIENT = declare(
+    "hook-changed-gradient", "info", "a hook changed a gradient on its way",
+    "What a node sent differs from what its input received: a tensor or node hook returned a "
+    "new gradient.")
+NAN_GRADIENT = declare(
+    "nan-gradient", "error", "where the first NaN or Inf gradient is born",
+    "The first node, in backward order, that received finite gradients and sent a "
+    "non-finite one.")
+FLOW_NOT_RECORDED = declare(
+    "flow-not-recorded", "warning", "gradtrace could not summarise some gradients",
+    "The pass ran as usual, but the flow of some nodes is not shown (a gradtrace limitation).")
+GRADCHECK = declare(
+    "gradcheck", "info", "the scenario's own gradcheck or gradgradcheck call",
+    "Its verdict: info when it passed, error when it returned False.", also=("error",))
+GRADCHECK_FAILED = declare(
+    "gradcheck-failed", "error", "the scenario's own gradcheck or gradgradcheck call raised",
+    "The Function's backward disagrees with finite differences.")

@@ -1,0 +1,268 @@
+"""The Trace as JSON data and back: the contract's dicts, keys in a fixed order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TraceFileError
+from .records import (
+    Edge,
+    Finding,
+    FunctionCall,
+    GradChange,
+    GradSummary,
+    Node,
+    NodeFlow,
+    Pass,
+    SavedTensor,
+    SecondOrder,
+    TensorInfo,
+    Trace,
+)
+from .values import json_float, json_values, py_float, py_values
+
+SCHEMA = "gradtrace.trace/1"
+
+
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """The JSON contract's dict (schema gradtrace.trace/1), keys in a fixed order."""
+    return {
+        "schema": SCHEMA,
+        "gradtrace_version": trace.gradtrace_version,
+        "torch_version": trace.torch_version,
+        "scenario": trace.scenario,
+        "outputs": list(trace.outputs),
+        "output_names": list(trace.output_names),
+        "root_reason": trace.root_reason,
+        "nodes": [_node_dict(n) for n in trace.nodes],
+        "edges": [
+            {"src": e.src, "dst": e.dst, "dst_input": e.dst_input, "src_output": e.src_output}
+            for e in trace.edges
+        ],
+        "tensors": [_tensor_dict(t) for t in trace.tensors],
+        "passes": [_pass_dict(p) for p in trace.passes],
+        "findings": [_finding_dict(f) for f in trace.findings],
+        "functions": [
+            {"function": c.function, "node": c.node, "line": c.line, "inputs": list(c.inputs)}
+            for c in trace.functions
+        ],
+        "stdout": trace.stdout,
+        "second_order": _second_order_dict(trace.second_order),
+        "saved_read": trace.saved_read,
+    }
+
+
+def trace_from_dict(data: Any) -> Trace:
+    """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not one."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise TraceFileError(
+            f"not a gradtrace trace (schema {found!r}, expected {SCHEMA!r})",
+            "make one with `gradtrace show SCENARIO --json > trace.json`",
+        )
+    try:
+        return Trace(
+            scenario=data["scenario"],
+            gradtrace_version=data["gradtrace_version"],
+            torch_version=data["torch_version"],
+            outputs=tuple(data["outputs"]),
+            output_names=tuple(data.get("output_names", ())),
+            root_reason=data.get("root_reason", ""),
+            nodes=tuple(
+                Node(
+                    n["id"], n["type"], n["kind"], n["tensor"],
+                    tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
+                )
+                for n in data["nodes"]
+            ),
+            edges=tuple(
+                Edge(e["src"], e["dst"], e["dst_input"], e["src_output"])
+                for e in data["edges"]
+            ),
+            tensors=tuple(_tensor_from(t) for t in data["tensors"]),
+            passes=tuple(_pass_from(p) for p in data["passes"]),
+            findings=tuple(
+                Finding(
+                    f["code"], f["severity"], f["message"],
+                    f.get("tensor"), f.get("node"), f.get("hint"),
+                )
+                for f in data["findings"]
+            ),
+            functions=tuple(
+                FunctionCall(c["function"], c.get("node"), c.get("line"), tuple(c["inputs"]))
+                for c in data.get("functions", ())
+            ),
+            stdout=data.get("stdout", ""),
+            second_order=_second_order_from(data.get("second_order")),
+            saved_read=data.get("saved_read", True),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceFileError(
+            f"trace JSON is incomplete or malformed: {type(exc).__name__}: {exc}",
+            "regenerate it with `gradtrace show SCENARIO --json`",
+        ) from exc
+
+
+def _node_dict(n: Node) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "type": n.type,
+        "kind": n.kind,
+        "tensor": n.tensor,
+        "saved": [
+            {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes,
+             "status": s.status}
+            for s in n.saved
+        ],
+        "module": n.module,
+    }
+
+
+def _saved_from(d: dict[str, Any]) -> SavedTensor:
+    return SavedTensor(d["name"], _tuple(d["shape"]), d["dtype"], d["bytes"], d.get("status", "ok"))
+
+
+def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
+    """A GradSummary as JSON data; non-finite floats become the strings "nan", "inf", "-inf"."""
+    if g is None:
+        return None
+    d: dict[str, Any] = {
+        "shape": list(g.shape),
+        "norm": json_float(g.norm),
+        "min": json_float(g.min),
+        "max": json_float(g.max),
+        "finite": g.finite,
+    }
+    if g.values is not None:
+        d["values"] = json_values(g.values)
+    return d
+
+
+def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
+    """Inverse of summary_dict."""
+    if d is None:
+        return None
+    return GradSummary(
+        tuple(d["shape"]), _norm(d["norm"]), py_float(d["min"]), py_float(d["max"]),
+        d["finite"], py_values(d["values"]) if "values" in d else None,
+    )
+
+
+def _tensor_dict(t: TensorInfo) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "shape": list(t.shape),
+        "dtype": t.dtype,
+        "requires_grad": t.requires_grad,
+        "is_leaf": t.is_leaf,
+        "retains_grad": t.retains_grad,
+        "grad_fn": t.grad_fn,
+        "node": t.node,
+        "grad": summary_dict(t.grad),
+        "grad_before": summary_dict(t.grad_before),
+        "value": summary_dict(t.value),
+        "grad_note": t.grad_note,
+    }
+
+
+def _tensor_from(d: dict[str, Any]) -> TensorInfo:
+    return TensorInfo(
+        d["name"], tuple(d["shape"]), d["dtype"], d["requires_grad"], d["is_leaf"],
+        d["retains_grad"], d["grad_fn"], d["node"], summary_from(d["grad"]),
+        summary_from(d.get("grad_before")), summary_from(d.get("value")), d.get("grad_note"),
+    )
+
+
+def _pass_dict(p: Pass) -> dict[str, Any]:
+    return {
+        "kind": p.kind,
+        "roots": list(p.roots),
+        "retain_graph": p.retain_graph,
+        "create_graph": p.create_graph,
+        "error": p.error,
+        "flow": {
+            node: {
+                "grad_outputs": [summary_dict(g) for g in f.grad_outputs],
+                "grad_inputs": [summary_dict(g) for g in f.grad_inputs],
+                "order": f.order,
+            }
+            for node, f in p.flow.items()
+        },
+        "by": p.by,
+        "root_names": list(p.root_names),
+        "line": p.line,
+        "code": p.code,
+        "grad_changes": [
+            {"tensor": c.tensor, "before": summary_dict(c.before), "after": summary_dict(c.after)}
+            for c in p.grad_changes
+        ],
+    }
+
+
+def _pass_from(d: dict[str, Any]) -> Pass:
+    return Pass(
+        kind=d["kind"],
+        roots=tuple(d["roots"]),
+        retain_graph=d["retain_graph"],
+        create_graph=d["create_graph"],
+        error=d["error"],
+        flow={
+            node: NodeFlow(
+                tuple(summary_from(g) for g in f["grad_outputs"]),
+                tuple(summary_from(g) for g in f["grad_inputs"]),
+                f.get("order", 0),
+            )
+            for node, f in d["flow"].items()
+        },
+        by=d.get("by", "scenario"),
+        root_names=tuple(d.get("root_names", ())),
+        line=d.get("line"),
+        code=d.get("code"),
+        grad_changes=tuple(
+            GradChange(c["tensor"], summary_from(c["before"]), summary_from(c["after"]))
+            for c in d.get("grad_changes", ())
+        ),
+    )
+
+
+def _second_order_dict(s: SecondOrder | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "root": s.root,
+        "wrt": list(s.wrt),
+        "blocks": [{"a": a, "b": b, "values": json_values(v)} for (a, b), v in s.blocks.items()],
+        "error": s.error,
+    }
+
+
+def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
+    if d is None:
+        return None
+    return SecondOrder(
+        d["root"], tuple(d["wrt"]),
+        {(b["a"], b["b"]): py_values(b["values"]) for b in d["blocks"]}, d.get("error"),
+    )
+
+
+def _finding_dict(f: Finding) -> dict[str, Any]:
+    d: dict[str, Any] = {"code": f.code, "severity": f.severity, "message": f.message}
+    for key in ("tensor", "node", "hint"):
+        if getattr(f, key) is not None:
+            d[key] = getattr(f, key)
+    return d
+
+
+def _norm(x: float | str | None) -> float:
+    norm = py_float(x)
+    if norm is None:
+        raise ValueError("a gradient summary's norm is null")
+    return norm
+
+
+def _list(shape: tuple[int, ...] | None) -> list[int] | None:
+    return None if shape is None else list(shape)
+
+
+def _tuple(shape: list[int] | None) -> tuple[int, ...] | None:
+    return None if shape is None else tuple(shape)

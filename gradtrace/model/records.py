@@ -1,0 +1,185 @@
+"""The Trace: a plain, torch-free record of one scenario's autograd graph, tensors and passes.
+
+Built once by the extractor; every renderer, the JSON form and `diff` read only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NamedTuple
+
+NodeKind = Literal["op", "leaf", "custom"]  # as in the JSON contract
+SavedStatus = Literal["ok", "freed", "modified in place"]
+Severity = Literal["error", "warning", "info"]
+PassKind = Literal["backward", "grad"]
+PassBy = Literal["scenario", "gradtrace"]
+
+OP: Final = "op"
+LEAF: Final = "leaf"
+CUSTOM: Final = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class SavedTensor:
+    """A tensor a node saved for backward; status says whether it can still be read."""
+
+    name: str
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    bytes: int
+    status: SavedStatus = "ok"
+
+
+class Node(NamedTuple):
+    """One autograd node (a grad_fn, or the AccumulateGrad of a leaf).
+
+    Node and Edge are named tuples, not dataclasses: a big graph has 100,000s of them, and a
+    tuple is built several times faster. Both are immutable all the same.
+    """
+
+    id: str
+    type: str
+    kind: NodeKind
+    tensor: str | None
+    saved: tuple[SavedTensor, ...] = ()
+    module: str | None = None  # dotted path of the nn.Module whose forward made it
+
+
+class Edge(NamedTuple):
+    """Gradient flows dst -> src: src is dst.next_functions[dst_input]."""
+
+    src: str
+    dst: str
+    dst_input: int
+    src_output: int
+
+
+class GradSummary(NamedTuple):
+    """A gradient in brief; values holds the nested list when it has at most 64 elements.
+
+    A named tuple, like Node: a pass over a big model makes one per gradient.
+    """
+
+    shape: tuple[int, ...]
+    norm: float
+    min: float | None
+    max: float | None
+    finite: bool
+    values: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """A named tensor of the scenario, as it stands at the end of the run."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    is_leaf: bool
+    retains_grad: bool
+    grad_fn: str | None
+    node: str | None
+    grad: GradSummary | None
+    grad_before: GradSummary | None = None  # .grad before the first backward pass
+    value: GradSummary | None = None  # the tensor's own data, summarised like a gradient
+    grad_note: str | None = None  # why .grad is None, or that it has a graph of its own
+
+
+@dataclass(frozen=True, slots=True)
+class GradChange:
+    """A named tensor whose .grad a pass changed."""
+
+    tensor: str
+    before: GradSummary | None
+    after: GradSummary | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFlow:
+    """What one node received (per output) and sent (per input) during a pass."""
+
+    grad_outputs: tuple[GradSummary | None, ...]
+    grad_inputs: tuple[GradSummary | None, ...]
+    order: int  # position in the pass's execution order, 0 first
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One backward() / autograd.grad() call, by the scenario or by gradtrace."""
+
+    kind: PassKind
+    roots: tuple[str, ...]
+    retain_graph: bool
+    create_graph: bool
+    error: str | None
+    flow: dict[str, NodeFlow] = field(default_factory=dict)
+    by: PassBy = "scenario"
+    root_names: tuple[str | None, ...] = ()
+    line: int | None = None
+    code: str | None = None
+    grad_changes: tuple[GradChange, ...] = ()
+
+    def sent(self, edge: Edge) -> GradSummary | None:
+        """What edge.dst sent to edge.src in this pass (None if nothing was sent)."""
+        f = self.flow.get(edge.dst)
+        return f.grad_inputs[edge.dst_input] if f and edge.dst_input < len(f.grad_inputs) else None
+
+    def received(self, edge: Edge) -> GradSummary | None:
+        """What edge.src received for the output this edge leaves from, after any hooks."""
+        f = self.flow.get(edge.src)
+        return f.grad_outputs[edge.src_output] if f and edge.src_output < len(f.grad_outputs) \
+            else None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something worth telling the user; codes and severities come from findings.registry."""
+
+    code: str
+    severity: Severity
+    message: str
+    tensor: str | None = None
+    node: str | None = None
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """A custom autograd.Function.apply call the scenario made."""
+
+    function: str
+    node: str | None
+    line: int | None
+    inputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SecondOrder:
+    """Second derivatives of a scalar root: blocks[(a, b)] is d2 root / da db, nested lists."""
+
+    root: str
+    wrt: tuple[str, ...]
+    blocks: dict[tuple[str, str], Any]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Graph + tensors + passes + findings of one scenario run."""
+
+    scenario: str | None
+    gradtrace_version: str
+    torch_version: str
+    outputs: tuple[str, ...]
+    output_names: tuple[str, ...]
+    root_reason: str
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    tensors: tuple[TensorInfo, ...]
+    passes: tuple[Pass, ...]
+    findings: tuple[Finding, ...]
+    functions: tuple[FunctionCall, ...] = ()
+    stdout: str = ""
+    second_order: SecondOrder | None = None
+    saved_read: bool = True  # False: saved tensors were not read, so every saved is empty

@@ -1,0 +1,1 @@
+"""Running a scenario and recording what it does to autograd (torch)."""

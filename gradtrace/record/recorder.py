@@ -1,0 +1,244 @@
+"""The Recorder: patches torch while a scenario runs, recording passes and Function calls."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import torch
+
+from ..extract.build import RawCall, RawPass
+from ..extract.summary import summarize
+from ..extract.tensors import Named
+from ..extract.walk import readable_grad, release, saved_tensors, walk
+from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
+from ..model.records import Finding, GradChange, GradSummary, PassBy, PassKind, SecondOrder
+from .flow import FlowCapture
+from .higher import second_derivatives
+from .roots import named_tensors
+
+
+class GradBefore(NamedTuple):
+    """A named tensor's .grad as a pass starts, to tell afterwards whether the pass changed it."""
+
+    name: str
+    tensor: torch.Tensor
+    grad: torch.Tensor | None
+    version: int | None
+    summary: GradSummary | None
+
+
+class Recorder:
+    """Patches torch while a scenario runs, recording passes and custom Function calls."""
+
+    def __init__(self, path: str, lines: list[str], namespace: dict[str, Any]) -> None:
+        self.path = path
+        self.lines = lines
+        self.namespace = namespace
+        self.passes: list[RawPass] = []
+        self.calls: list[RawCall] = []
+        self.saved_before: dict[int, tuple[Any, Any]] = {}
+        self.grad_before: dict[str, GradSummary | None] | None = None
+        self.order = 1  # 2: compute second derivatives of the first pass's root
+        self.read_saved = True
+        self.capture_flow = True
+        self.second_order: SecondOrder | None = None
+        self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
+        self.failed: BaseException | None = None  # the error of the pass that stopped the run
+        self._in_pass = 0
+        self._muted = 0  # inside gradcheck: its hundreds of calls are not the scenario's
+        self._first_in_check = False
+
+    @contextlib.contextmanager
+    def patched(self) -> Iterator[None]:
+        """Install the recording wrappers; restore torch exactly afterwards."""
+        gradcheck_module = sys.modules["torch.autograd.gradcheck"]
+        function_cls = torch.autograd.Function
+        patches = [
+            (torch.Tensor, "backward", self._pass_wrapper("backward", torch.Tensor.backward)),
+            (torch.autograd, "backward", self._pass_wrapper("backward", torch.autograd.backward)),
+            (torch.autograd, "grad", self._pass_wrapper("grad", torch.autograd.grad)),
+            (function_cls, "apply", self._apply_wrapper(function_cls.__dict__["apply"])),
+        ]
+        owner: Any
+        for owner in (torch.autograd, gradcheck_module):
+            for name in ("gradcheck", "gradgradcheck"):
+                patches.append((owner, name, self._checking(name, getattr(owner, name))))
+        saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+        for owner, name, wrapper in patches:
+            setattr(owner, name, wrapper)
+        try:
+            yield
+        finally:
+            for owner, name, original in reversed(saved):
+                setattr(owner, name, original)
+
+    def _pass_wrapper(self, kind: PassKind, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+        root_param = next(iter(signature.parameters))  # self / tensors / outputs
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self._in_pass or self._muted:
+                return original(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            roots = given[root_param]
+            roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+            create = bool(given.get("create_graph", False))
+            retain = given.get("retain_graph")
+            retain = create if retain is None else bool(retain)
+            every_leaf = kind == "backward" and given.get("inputs") is None
+            return self.run_pass(kind, "scenario", roots, retain, create,
+                                 lambda: original(*args, **kwargs), every_leaf)
+
+        return wrapper
+
+    def _apply_wrapper(self, original: classmethod) -> classmethod:  # type: ignore[type-arg]
+        func = original.__func__
+
+        @functools.wraps(func)
+        def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+            out = func(cls, *args, **kwargs)
+            if not self._muted or self._first_in_check:
+                self._first_in_check = False  # the Function a gradcheck call is about
+                first = out[0] if isinstance(out, (tuple, list)) and out else out
+                node = first.grad_fn if isinstance(first, torch.Tensor) else None
+                copies = tuple(
+                    a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args
+                )
+                self.calls.append(RawCall(cls, node, self.caller_line()[0], copies, kwargs))
+            return out
+
+        return classmethod(apply)
+
+    def _checking(self, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Record the scenario's own gradcheck calls; mute what they do inside."""
+
+        @functools.wraps(original)
+        def checking(*args: Any, **kwargs: Any) -> Any:
+            outer = not self._muted
+            line = self.caller_line()[0] if outer else None
+            self._first_in_check = outer
+            self._muted += 1
+            try:
+                result = original(*args, **kwargs)
+            except Exception as exc:
+                if outer:
+                    self.checks.append(GRADCHECK_FAILED.finding(
+                        f"{kind}({_callable_name(args)}) at line {line} failed: "
+                        + " ".join(str(exc).split("\n")[:3]),
+                        hint="the Function's backward disagrees with finite differences: "
+                        "compare the numerical and analytical values above, then fix backward",
+                    ))
+                    self.failed = exc
+                raise
+            finally:
+                self._muted -= 1
+                self._first_in_check = False
+            if outer:
+                verdict = "passed" if result else "returned False"
+                self.checks.append(GRADCHECK.finding(
+                    f"{kind}({_callable_name(args)}) at line {line} {verdict}",
+                    severity="info" if result else "error"))
+            return result
+
+        return checking
+
+    def caller_line(self) -> tuple[int | None, str | None]:
+        """The scenario's line that is running now, and its text."""
+        frame: Any = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != self.path:
+            frame = frame.f_back
+        if frame is None:
+            return None, None
+        lineno = frame.f_lineno
+        text = self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else None
+        return lineno, text
+
+    def names_of(self, tensors: Sequence[Any], named: Named) -> list[str | None]:
+        """The scenario name of each tensor, "x.grad" for a gradient, else None."""
+        names: dict[int, str] = {}
+        for name, t in named:
+            names.setdefault(id(t), name)
+            grad = readable_grad(t)
+            if grad is not None:
+                names.setdefault(id(grad), f"{name}.grad")
+        return [names.get(id(t)) for t in tensors]
+
+    def run_pass(
+        self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
+        call: Callable[[], Any], every_leaf: bool = True,
+    ) -> Any:
+        """Run one backward/grad call, recording its roots, flags, error and .grad changes.
+
+        every_leaf: the call runs every leaf it reaches (a backward without inputs=).
+        """
+        line, code = self.caller_line()
+        root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
+        named = named_tensors(self.namespace)
+        root_names = self.names_of(roots, named)
+        grads = [(name, t, readable_grad(t)) for name, t in named]
+        before = [GradBefore(name, t, g, None if g is None else g._version,
+                             None if g is None else summarize(g)) for name, t, g in grads]
+        if self.grad_before is None:
+            self.grad_before = {b.name: b.summary for b in before}
+        if self.order == 2 and self.second_order is None and roots:
+            self._muted += 1  # gradtrace's own autograd.grad calls are not passes
+            try:
+                self.second_order = second_derivatives(roots[0], root_names[0], named)
+            finally:
+                self._muted -= 1
+        nodes, edges = walk(root_nodes)
+        self._snapshot_saved(nodes)
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
+        self.passes.append(record)
+        watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
+        capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
+            if self.capture_flow else None
+        self._in_pass += 1
+        try:
+            return call()
+        except Exception as exc:
+            record.error = f"{type(exc).__name__}: {exc}"
+            self.failed = exc
+            raise
+        finally:
+            self._in_pass -= 1
+            if capture is not None:
+                capture.remove()
+                record.flow = capture.records
+                record.flow_failures = capture.failures
+            record.grad_changes = _grad_changes(before)
+            release(nodes)
+
+    def _snapshot_saved(self, nodes: list[Any]) -> None:
+        # Saved tensors are readable only until a backward frees them: read them now.
+        if not self.read_saved:
+            return
+        for node in nodes:
+            if id(node) not in self.saved_before:
+                self.saved_before[id(node)] = (node, saved_tensors(node))
+
+
+def _callable_name(args: tuple[Any, ...]) -> str:
+    fn = args[0] if args else None
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, type):  # a Function's apply, bound to its class
+        return f"{owner.__name__}.{getattr(fn, '__name__', 'apply')}"
+    return getattr(fn, "__qualname__", type(fn).__name__)
+
+
+def _grad_changes(before: list[GradBefore]) -> list[GradChange]:
+    changes = []
+    for b in before:
+        new = readable_grad(b.tensor)
+        if new is b.grad and (new is None or new._version == b.version):
+            continue
+        changes.append(GradChange(b.name, b.summary, None if new is None else summarize(new)))
+    return changes

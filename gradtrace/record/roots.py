@@ -1,0 +1,81 @@
+"""Which tensors a scenario names, and which of them are the roots of its graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import ScenarioError
+from ..extract.tensors import Named
+from ..extract.walk import readable_grad
+from .explain import why_no_grad_fn
+
+
+def named_tensors(namespace: dict[str, Any]) -> Named:
+    """Module-level tensors in binding order, then nn.Module parameters under dotted names."""
+    out: Named = []
+    for name, value in list(namespace.items()):
+        if name.startswith("__"):
+            continue
+        if isinstance(value, torch.Tensor):
+            out.append((name, value))
+        elif isinstance(value, torch.nn.Module):
+            out.extend((f"{name}.{p}", t) for p, t in value.named_parameters())
+    return out
+
+
+def choose_outputs(
+    path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str]
+) -> tuple[Named, str]:
+    """The roots: the requested names, else OUTPUT, else the last named tensor with a grad_fn."""
+    by_name = dict(named)
+    name_of: dict[int, str] = {}
+    for name, t in named:
+        name_of.setdefault(id(t), name)
+
+    def lookup(name: str, source: str) -> tuple[str, torch.Tensor]:
+        base = name.removesuffix(".grad")
+        if name != base and base in by_name:  # the gradient of a named tensor, e.g. x.grad
+            gradient = readable_grad(by_name[base])
+            if gradient is None:
+                raise ScenarioError(f"{source} {name!r}: {base} has no .grad",
+                                    "a .grad exists after a backward pass reaches the tensor")
+            return name, gradient
+        if name not in by_name:
+            raise ScenarioError(
+                f"{source} {name!r}: {path} has no tensor of that name",
+                "named tensors: " + ", ".join(by_name) + " (and NAME.grad for their gradients)",
+            )
+        return name, by_name[name]
+
+    if requested:
+        picked = [lookup(n, "root") for n in requested]
+        reason = "picked by name"
+    elif "OUTPUT" in namespace:
+        value = namespace["OUTPUT"]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        picked = []
+        for item in items:
+            if isinstance(item, str):
+                picked.append(lookup(item, "OUTPUT names"))
+            elif isinstance(item, torch.Tensor):
+                picked.append((name_of.get(id(item), "OUTPUT"), item))
+            else:
+                raise ScenarioError(
+                    f"{path}: OUTPUT must be a tensor, a tensor's name, or a list of them, "
+                    f"not {type(item).__name__}",
+                )
+        reason = "the scenario's OUTPUT"
+    else:
+        candidates = [(n, t) for n, t in named if t.grad_fn is not None]
+        return candidates[-1:], "the last named tensor with a grad_fn"
+    for name, t in picked:
+        if t.grad_fn is None:
+            raise ScenarioError(
+                f"output {name!r} has no grad_fn, so there is no graph to walk from it: "
+                + why_no_grad_fn(t),
+                "choose a tensor computed from inputs that require grad",
+            )
+    return picked, reason

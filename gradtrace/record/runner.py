@@ -1,0 +1,256 @@
+"""Run a scenario file as `python` would, recording it, and build its Trace."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+import torch
+
+from ..errors import ScenarioError
+from ..extract.build import RawCall, build_trace
+from ..findings.passes import pass_findings
+from ..findings.registry import NO_GRAPH
+from ..model.records import Finding, Trace
+from .explain import scenario_error, scenario_line, why_no_root
+from .higher import second_derivatives
+from .modules import ModuleTracker, module_paths
+from .recorder import Recorder
+from .roots import choose_outputs, named_tensors
+
+# Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
+# through teardown. Only touched pages are committed, so this costs no memory up front.
+STACK_SIZE = 1 << 30
+_RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at a time
+
+
+def run_scenario(
+    path: str | Path, roots: Sequence[str] = (), backward: bool = True, order: int = 1,
+    saved: bool = True, flow: bool = True,
+    with_calls: Callable[[list[RawCall]], None] | None = None,
+) -> Trace:
+    """Run the scenario at path and return its Trace.
+
+    roots names the roots (else OUTPUT, else the last named tensor with a grad_fn);
+    backward=False skips gradtrace's own backward when the scenario runs none;
+    order=2 also computes second derivatives of the first backward's (scalar) root;
+    saved=False does not read saved tensors, flow=False records no gradient flow (faster,
+    for pictures that do not show them). with_calls, if given, is called with the recorded
+    Function calls while the scenario's module is still alive (its Functions can run again).
+    """
+    path = str(path)
+    code, lines = _compile(path)
+    with _RUN_LOCK:
+        return _in_big_stack(
+            lambda: _run(path, code, lines, list(roots), backward, order, saved, flow,
+                         with_calls))
+
+
+def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
+                  saved: bool = True) -> Trace:
+    """The Trace of the graph behind live output tensors, labelled from names."""
+    for t in outputs:
+        if not isinstance(t, torch.Tensor) or t.grad_fn is None:
+            raise ScenarioError("gradtrace.trace() takes tensors that have a grad_fn "
+                                f"(got {type(t).__name__}"
+                                f"{'' if not isinstance(t, torch.Tensor) else ' without one'})",
+                                "pass the output of a computation on tensors that require grad")
+    # No big-stack thread here: the caller holds the graph, so nothing gradtrace drops can
+    # free a deep chain (and release() drops node references root first).
+    return _trace_live(outputs, names, backward, saved)
+
+
+def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,
+                saved: bool) -> Trace:
+    named = named_tensors(names)
+    name_of = {id(t): n for n, t in reversed(named)}
+    picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]
+    recorder = Recorder("<python>", [], dict(names))
+    recorder.read_saved = saved
+    if backward:
+        own_backward(recorder, [t for _, t in picked])
+    return build_trace(
+        scenario=None, named=named, outputs=picked, root_reason="passed to gradtrace.trace()",
+        passes=recorder.passes, calls=[], findings=pass_findings(recorder.passes),
+        saved_before=recorder.saved_before if saved else None,
+        grad_before=recorder.grad_before or {},
+        modules=module_paths(names, None),
+    )
+
+
+def _compile(path: str) -> tuple[CodeType, list[str]]:
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(f"no such file: {path}", "check the path; scenarios are .py files")
+    if p.is_dir():
+        raise ScenarioError(f"{path} is a directory, not a scenario file",
+                            "pass a .py file, e.g. scenarios/chain_rule.py")
+    if p.suffix != ".py":
+        raise ScenarioError(
+            f"{path} is not a Python file (expected a .py scenario)",
+            "a scenario is ordinary Python code that builds tensors; name it *.py",
+        )
+    try:
+        source = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path} is not UTF-8 text: {exc.reason}",
+                            "save the scenario as UTF-8") from exc
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as exc:
+        where = f"{path}:{exc.lineno}" + (f":{exc.offset}" if exc.offset else "")
+        text = (exc.text or "").rstrip("\n")
+        shown = f"\n    {text.strip()}" if text.strip() else ""
+        raise ScenarioError(
+            f"{where}: syntax error: {exc.msg}{shown}",
+            f"fix the line; `python {path}` shows the same error",
+        ) from exc
+    except ValueError as exc:  # e.g. source code with NUL bytes
+        raise ScenarioError(f"{path} cannot be compiled: {exc}") from exc
+    return code, source.splitlines()
+
+
+def _in_big_stack(work: Callable[[], Trace]) -> Trace:
+    result: list[Trace] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # handed to the caller's thread, re-raised there
+            error.append(exc)
+
+    old = threading.stack_size(STACK_SIZE)
+    try:
+        # daemon: Ctrl-C in the main thread ends gradtrace even while a scenario still runs
+        thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(old)
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def _run(path: str, code: CodeType, lines: list[str], requested: list[str], backward: bool,
+         order: int, saved: bool, flow: bool,
+         with_calls: Callable[[list[RawCall]], None] | None = None) -> Trace:
+    namespace: dict[str, Any] = {
+        "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
+    }
+    recorder = Recorder(path, lines, namespace)
+    recorder.order = order
+    recorder.read_saved = saved
+    recorder.capture_flow = flow
+    tracker = ModuleTracker()
+    output = io.StringIO()
+    findings: list[Finding] = []
+    try:
+        with _scenario_process_state(path, output), recorder.patched(), tracker.tracking():
+            try:
+                exec(code, namespace)
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise ScenarioError(
+                        f"{path}: the scenario called sys.exit({exc.code!r})") from exc
+            except Exception as exc:
+                if exc is not recorder.failed:
+                    raise scenario_error(path, lines, exc) from exc
+        named = named_tensors(namespace)
+        if not named:
+            raise ScenarioError(
+                f"{path} binds no tensors at module level",
+                "assign the tensors you want to see to module-level names, "
+                "e.g. `x = torch.tensor(5.0, requires_grad=True)`",
+            )
+        outputs, reason = choose_outputs(path, namespace, named, requested)
+        if not outputs:
+            why = why_no_root(named, lines)
+            if recorder.passes:
+                findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
+            elif recorder.calls or recorder.checks:
+                findings.append(NO_GRAPH.finding(
+                    "no named tensor has a grad_fn, so there is no graph to show; "
+                    "the scenario's gradcheck and Function calls are reported instead",
+                    severity="info"))
+            else:
+                raise ScenarioError(
+                    f"{path}: no output to trace: {why}",
+                    "an output is a tensor with a grad_fn; see `gradtrace show --help`")
+        if outputs and backward and not recorder.passes:
+            own_backward(recorder, [t for _, t in outputs])
+        if order == 2 and recorder.second_order is None and outputs:
+            recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
+        findings.extend(recorder.checks)
+        findings.extend(pass_findings(recorder.passes))
+        if with_calls is not None:
+            with_calls(recorder.calls)
+        return build_trace(
+            scenario=path,
+            named=named,
+            outputs=outputs,
+            root_reason=reason,
+            passes=recorder.passes,
+            calls=recorder.calls,
+            findings=findings,
+            saved_before=recorder.saved_before if saved else None,
+            grad_before=recorder.grad_before or {},
+            stdout=output.getvalue(),
+            second_order=recorder.second_order,
+            modules=module_paths(namespace, tracker),
+        )
+    finally:
+        # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
+        recorder.saved_before.clear()
+        tracker.owner.clear()
+        namespace.clear()
+
+
+@contextlib.contextmanager
+def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
+    """Run as `python path` would: its folder on sys.path, argv, and its output captured."""
+    saved = (sys.argv, list(sys.path), sys.stdin)
+    sys.argv = [path]
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    sys.stdin = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
+                warnings.catch_warnings():
+            # Warnings are part of what the scenario prints, whoever else listens for them.
+            warnings.simplefilter("default")
+            warnings.showwarning = _warning_to(output)
+            yield
+    finally:
+        sys.argv, sys.path[:], sys.stdin = saved[0], saved[1], saved[2]
+
+
+def _warning_to(output: io.StringIO) -> Callable[..., None]:
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        output.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    return show
+
+
+def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
+    """gradtrace's own backward from the roots (ones for non-scalars), recorded as a pass."""
+    roots = list({id(t): t for t in roots}.values())
+    grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
+    try:
+        recorder.run_pass("backward", "gradtrace", roots, False, False,
+                          lambda: torch.autograd.backward(roots, grads))
+    except Exception as exc:  # recorded as the pass's error; where in the scenario, if it was
+        where = scenario_line(recorder.path, exc)
+        failed = recorder.passes[-1]
+        if where is not None and failed.error is not None:
+            failed.error += f" (at {recorder.path}:{where})"

@@ -1,0 +1,32 @@
+"""How each kind of box looks, in every picture format: one table, read by DOT and Mermaid."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+BoxKind = Literal["output", "op", "leaf", "custom", "gradient", "folded", "more"]
+
+
+class Look(NamedTuple):
+    """A box's fill and border colours, shape, and how its border stands out."""
+
+    caption: str  # what the legend says it is
+    fill: str
+    stroke: str
+    shape: str = "box"  # a Graphviz shape
+    rounded: bool = True
+    border: Literal["bold", "dashed"] | None = None  # DOT also draws the stroke colour then
+
+
+# In the legend's order.
+PALETTE: dict[BoxKind, Look] = {
+    "output": Look("output tensor", "#c8e6c9", "#2e7d32"),
+    "op": Look("backward node", "#eeeeee", "#616161"),
+    "leaf": Look("leaf tensor (AccumulateGrad)", "#bbdefb", "#1565c0", rounded=False),
+    "custom": Look("custom autograd.Function", "#f8bbd0", "#ad1457", border="bold"),
+    "gradient": Look("node of a gradient's graph (create_graph=True)", "#fff3e0", "#e65100",
+                     border="dashed"),
+    "folded": Look("folded repeated chain", "#e1f5fe", "#0277bd", shape="box3d",
+                   rounded=False),
+    "more": Look("nodes left out", "#fffde7", "#f9a825", shape="note", rounded=False),
+}
