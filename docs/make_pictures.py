@@ -26,7 +26,7 @@ def main() -> None:
     scenario = "scenarios/two_paths_add_up.py"
     trace = load_trace(scenario, [], backward=True)
     console = Console(record=True, width=118, force_terminal=True, file=open("/dev/null", "w"))
-    console.print(report(trace, pick_pass(trace, None)), soft_wrap=True)
+    console.print(report(trace, pick_pass(trace, None)), crop=False)
     console.save_svg(str(DOCS / "show.svg"), title=f"gradtrace show {scenario}")
     app(["dot", "scenarios/mlp_modules.py", "--grads", "-o", "docs/graph.svg"],
         standalone_mode=False)

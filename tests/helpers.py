@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
 
-def invoke(*args: str) -> Any:
+def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
     """Run `gradtrace ARGS` in-process; stdout and stderr are kept apart."""
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
 
 
 def show_json(scenario: str | Path, *args: str) -> dict[str, Any]:

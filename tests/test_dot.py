@@ -166,8 +166,9 @@ def test_folding_a_long_chain(tmp_path: Path) -> None:
     (["--focus", "nowhere"], "--focus 'nowhere'"),
     (["-o", "/nonexistent/dir/g.svg"], "does not exist"),
 ])
-def test_bad_export_arguments(args: list[str], message: str, tmp_path: Path) -> None:
-    os.chdir(tmp_path)
+def test_bad_export_arguments(args: list[str], message: str, tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     result = invoke("dot", SCENARIOS / "chain_rule.py", *args)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr

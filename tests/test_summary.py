@@ -74,7 +74,7 @@ def test_dense_flat_covers_exactly_the_elements() -> None:
 
 
 def test_transpose_shares_a_content_key_and_a_copy_does_not() -> None:
-    t = LAYOUTS["contiguous"]
+    t = LAYOUTS["contiguous"].clone()  # changed in place below: not the shared tensor
     assert content_key(t) == content_key(t.transpose(0, 2)) == content_key(t.view(-1))
     assert content_key(t) != content_key(t.clone())
     before = content_key(t)

@@ -133,6 +133,7 @@ def run_show_json(tmp_path: Path, body: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_100000_op_chain_goes_through_show_json(tmp_path: Path) -> None:
     trace = run_show_json(tmp_path, """
         x = torch.tensor(1.0, requires_grad=True)

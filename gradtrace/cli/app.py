@@ -63,7 +63,7 @@ app = typer.Typer(
     epilog="Examples:\n\n"
     "  gradtrace show scenarios/chain_rule.py       the graph, tensors and gradient flow\n\n"
     "  gradtrace dot scenarios/chain_rule.py -o graph.svg\n\n"
-    "  gradtrace check scenarios/                   gradcheck every custom Function\n\n"
+    "  gradtrace check scenarios/*.py               gradcheck every custom Function\n\n"
     "`gradtrace COMMAND --help` tells more.",
     no_args_is_help=True,
     add_completion=False,

@@ -16,7 +16,7 @@ from .files import write_atomic
     epilog="Examples:\n\n"
     "  gradtrace check scenarios/*.py                 every custom Function in the gallery\n\n"
     "  gradtrace check scenarios/broken/ --no-gradgrad\n\n"
-    "  gradtrace check scenarios/ --junit report.xml  for CI\n\n"
+    "  gradtrace check scenarios/*.py --junit report.xml   for CI\n\n"
     "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
     "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
     "Exit codes: 0 every check passed, 1 a check failed, 2 a scenario cannot run.",

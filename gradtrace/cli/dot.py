@@ -22,7 +22,7 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "  gradtrace dot scenarios/chain_rule.py                  DOT on stdout\n\n"
     "  gradtrace dot scenarios/chain_rule.py -o graph.svg     picture (needs Graphviz)\n\n"
     "  gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png\n\n"
-    "  gradtrace dot scenarios/mlp_modules.py --focus model.0.weight --radius 3 -o near.svg\n\n"
+    "  gradtrace dot scenarios/mlp_modules.py --focus model.0.weight -o near.svg\n\n"
     "  gradtrace dot trace.json -o graph.mmd                  Mermaid, from a saved trace\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"

@@ -59,6 +59,6 @@ def show(
         from ..render.report import report
 
         stdout_console().print(report(trace, shown_pass, max_depth, max_nodes, saved),
-                               soft_wrap=True)
+                               crop=False)  # the tree is never cropped; the terminal wraps it
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FAILED)

@@ -1,0 +1,140 @@
+"""The one-way flow of the package, read off every module's imports (ast, no import needed).
+
+record (run + record) -> extract (walk) -> model (plain Trace) -> findings -> render -> cli.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+PACKAGE = ROOT / "gradtrace"
+
+# Each module's layer: the longest matching prefix wins.
+LAYER_OF = {
+    "gradtrace._version": "base", "gradtrace.errors": "base", "gradtrace.gcpause": "base",
+    "gradtrace.model": "model",
+    "gradtrace.findings": "findings",
+    "gradtrace.render": "render",
+    "gradtrace.extract": "extract",
+    "gradtrace.record": "record",
+    "gradtrace.check": "check",
+    "gradtrace.api": "api",
+    "gradtrace": "package",  # __init__ and __main__
+    "gradtrace.cli": "cli",
+}
+BELOW = {  # the gradtrace layers each layer may import (its own included)
+    "base": {"base"},
+    "model": {"base", "model"},
+    "findings": {"base", "model", "findings"},
+    "render": {"base", "model", "findings", "render"},
+    "extract": {"base", "model", "findings", "extract"},
+    "record": {"base", "model", "findings", "extract", "record"},
+    "check": {"base", "model", "findings", "extract", "record", "check"},
+    "api": {"base", "model", "findings", "render", "extract", "record", "api"},
+    "cli": {"base", "model", "findings", "render", "extract", "record", "check", "cli"},
+    "package": {"base", "api", "cli"},
+}
+THIRD_PARTY = {  # outside the standard library
+    "base": set(), "model": set(), "findings": set(),
+    "render": {"rich", "graphviz"},
+    "extract": {"torch"}, "record": {"torch"}, "check": {"torch"},
+    "api": {"rich"},
+    "cli": {"typer", "rich"},
+    "package": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> str:
+    best = max((p for p in LAYER_OF if module == p or module.startswith(p + ".")), key=len)
+    return LAYER_OF[best]
+
+
+def imports(path: Path) -> set[str]:
+    """Every module path imports, at any depth of the file (function-level imports too)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> set[str]:
+    """The modules a source text in package imports, relative imports resolved."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            # `from . import show` imports a module, not a name
+            found.update(f"{base}.{a.name}" for a in node.names
+                         if (PACKAGE.parent / f"{base}.{a.name}".replace(".", "/")).with_suffix(
+                             ".py").exists())
+    return found
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_down_the_layers(module: str) -> None:
+    mine = layer(module)
+    for imported in sorted(imports(MODULES[module])):
+        top = imported.split(".")[0]
+        if top == "gradtrace":
+            assert layer(imported) in BELOW[mine], f"{module} ({mine}) imports {imported}"
+        elif top not in sys.stdlib_module_names and top != "__future__":
+            assert top in THIRD_PARTY[mine], f"{module} ({mine}) imports {top}"
+
+
+def test_no_import_circle() -> None:
+    graph = {m: sorted(i for i in imports(p) if i in MODULES and i != m)
+             for m, p in MODULES.items()}
+    # iterative depth-first search with colours: grey on the stack, black done
+    colour: dict[str, str] = {}
+    for start in graph:
+        if start in colour:
+            continue
+        stack = [(start, iter(graph[start]))]
+        colour[start] = "grey"
+        while stack:
+            node, todo = stack[-1]
+            nxt = next(todo, None)
+            if nxt is None:
+                colour[node] = "black"
+                stack.pop()
+            elif colour.get(nxt) == "grey":
+                circle = [n for n, _ in stack][[n for n, _ in stack].index(nxt):] + [nxt]
+                raise AssertionError("import circle: " + " -> ".join(circle))
+            elif nxt not in colour:
+                colour[nxt] = "grey"
+                stack.append((nxt, iter(graph[nxt])))
+
+
+def test_the_layer_check_sees_upward_imports() -> None:
+    """The check above can fail: a model module importing a renderer, even inside a
+    function, is seen and is not allowed."""
+    found = imports_in("def f():\n    from ..render.dot import to_dot\n", "gradtrace.model")
+    assert "gradtrace.render.dot" in found
+    assert layer("gradtrace.render.dot") not in BELOW[layer("gradtrace.model.records")]
+    assert "gradtrace.cli.show" in imports_in("from . import show\n", "gradtrace.cli")
+
+
+def test_every_module_has_a_layer() -> None:
+    assert all(layer(m) in BELOW for m in MODULES)
+    assert {"gradtrace.model.records", "gradtrace.render.formats", "gradtrace.cli.show",
+            "gradtrace.findings.registry", "gradtrace.record.recorder"} <= set(MODULES)
