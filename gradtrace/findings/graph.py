@@ -35,7 +35,7 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
         return []
     unreached = [t.name for t in trace.tensors
                  if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
-    hint = "use it in the expression, or pick an output that does (--output NAME)"
+    hint = "use it in the expression, or pick a root that does (--root NAME)"
     if len(unreached) > 3:  # e.g. a module's parameters: one finding, not a wall of them
         shown = ", ".join(unreached[:5]) + (", …" if len(unreached) > 5 else "")
         return [UNREACHED_LEAF.finding(
