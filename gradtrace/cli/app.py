@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 
 from .._version import __version__
 from ..errors import GradtraceError
+from ..render.escape import visible_console
 
 
 class ExitCode(IntEnum):
@@ -34,7 +35,7 @@ def debugging(ctx: typer.Context | None = None) -> bool:
 
 def print_error(message: str, hint: str | None) -> None:
     """`error: …` and `hint: …` on stderr."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
     err.print(Text("error: ", style="bold red") + Text(message))
     if hint:
         err.print(Text("hint: ", style="bold") + Text(hint))
@@ -105,8 +106,9 @@ def _root(
 
 
 def stdout_console() -> Console:
-    """Rich console for reports: colour only on a terminal; 120 columns when piped."""
+    """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
+    from a scenario or a trace can drive the terminal."""
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(highlight=False, width=120)
-    return console
+    return visible_console(console)

@@ -23,6 +23,9 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
             raise TraceFileError(f"no such file: {source}") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TraceFileError(f"{source} is not readable JSON: {exc}") from exc
+        except RecursionError:
+            raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
+                                 "regenerate it with `gradtrace show SCENARIO --json`") from None
         return trace_from_dict(data)
     from ..record.runner import run_scenario  # imports torch
 

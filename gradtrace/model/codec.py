@@ -19,6 +19,7 @@ from .records import (
     TensorInfo,
     Trace,
 )
+from .validate import validate_trace
 from .values import json_float, json_values, py_float, py_values
 
 SCHEMA = "gradtrace.trace/1"
@@ -53,13 +54,14 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 
 
 def trace_from_dict(data: Any) -> Trace:
-    """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not one."""
+    """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not a valid one."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TraceFileError(
-            f"not a gradtrace trace (schema {found!r}, expected {SCHEMA!r})",
+            f"not a gradtrace trace (schema {found!r:.60}, expected {SCHEMA!r})",
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
+    validate_trace(data)
     try:
         return Trace(
             scenario=data["scenario"],

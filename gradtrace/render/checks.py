@@ -13,6 +13,7 @@ from rich.text import Text
 from ..model.checks import CheckResult, CheckRun, Mismatch
 from ..model.labels import number
 from ..model.values import json_float, json_values
+from .escape import visible
 
 VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim"}
 SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
@@ -133,6 +134,10 @@ def to_junit(run: CheckRun) -> str:
     for broken in run.cannot_run:
         case = ET.SubElement(suite, "testcase", classname=broken.scenario, name="(scenario)")
         ET.SubElement(case, "error", message=broken.message)
+    for element in suite.iter():  # XML 1.0 forbids control characters, even escaped
+        element.attrib = {k: visible(v) for k, v in element.attrib.items()}
+        if element.text:
+            element.text = visible(element.text)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") \
         + "\n"

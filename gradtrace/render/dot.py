@@ -7,6 +7,7 @@ from collections import defaultdict
 from ..errors import ExportError
 from ..gcpause import gc_paused
 from .drawing import Box, Drawing, nested
+from .escape import visible
 from .palette import PALETTE, Look
 
 FONT = "Helvetica"
@@ -27,6 +28,7 @@ BIG_LAYOUT = "splines=line, nslimit=1, nslimit1=1, mclimit=0.05, remincross=fals
 
 
 def _escape(text: str) -> str:
+    text = visible(text)  # no control character reaches Graphviz, the SVG or a terminal
     if "\\" in text or '"' in text or "\n" in text or "\r" in text:
         text = text.replace("\\", "\\\\").replace('"', '\\"')
         text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")

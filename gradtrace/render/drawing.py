@@ -7,6 +7,7 @@ flow against them.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,12 +15,14 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
-from ..errors import GradtraceError
+from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
 from ..model.labels import grad_text, shape_text
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
 from .palette import PALETTE, BoxKind
 
+# Node ids are written into DOT and Mermaid as they are: only the contract's n0, n1, … may be.
+_SAFE_IDS = re.compile(r"(?:n[0-9]+(?: |$))*")
 FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
 
@@ -59,6 +62,9 @@ class DrawOptions:
 @gc_paused
 def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # noqa: B008
     """Decide what to draw: focus, then folding, then the --max-nodes cut."""
+    if not _SAFE_IDS.fullmatch(" ".join(map(itemgetter(0), trace.nodes))):
+        raise ExportError("node ids must be n0, n1, … to be drawn",
+                          "regenerate the trace with `gradtrace show SCENARIO --json`")
     keep: list[str] | None = None  # None: every node (the common case, kept cheap)
     if options.focus is not None:
         keep = _neighbourhood(trace, focus_node(trace, options.focus), options.radius)

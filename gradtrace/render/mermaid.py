@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..gcpause import gc_paused
 from .drawing import Drawing, nested
+from .escape import visible
 from .palette import PALETTE, Look
 
 _BORDER = {"bold": ",stroke-width:2px", "dashed": ",stroke-dasharray:4 2", None: ""}
@@ -19,6 +20,7 @@ DIRECTION = {"TB": "TB", "BT": "BT", "LR": "LR", "RL": "RL"}
 
 def text(label: str) -> str:
     """A Mermaid quoted label: quotes, angle brackets, braces and pipes as entities."""
+    label = visible(label)
     for raw, entity in (("&", "#amp;"), ('"', "#quot;"), ("<", "#lt;"), (">", "#gt;"),
                         ("{", "#123;"), ("}", "#125;"), ("|", "#124;"), ("`", "#96;")):
         label = label.replace(raw, entity)

@@ -63,19 +63,23 @@ def graph_title(trace: Trace, shown: Pass | None) -> Text:
 
 
 OUTPUT_LINES = 40  # the terminal shows the end of what a scenario printed; --json has it all
+LINE_LIMIT = 1_000  # characters of one printed line (a 500 MB line would take minutes to wrap)
 
 
 def scenario_output(trace: Trace) -> RenderableType | None:
-    """What the scenario printed (its last lines), in its own panel; None if nothing."""
+    """What the scenario printed (its last lines, each cut), in its own panel; None if nothing."""
     if not trace.stdout.strip():
         return None
-    lines = trace.stdout.rstrip("\n").split("\n")
+    printed = trace.stdout.rstrip("\n")
+    lines = printed.rsplit("\n", OUTPUT_LINES)  # only the end is split: stdout may be huge
     text = Text()
     if len(lines) > OUTPUT_LINES:
-        text.append(f"… {len(lines) - OUTPUT_LINES} earlier lines (all of them are in "
-                    "--json's stdout)\n", style="dim")
-        lines = lines[-OUTPUT_LINES:]
-    text.append("\n".join(lines))
+        text.append(f"… {printed.count(chr(10)) + 1 - OUTPUT_LINES} earlier lines (all of them "
+                    "are in --json's stdout)\n", style="dim")
+        lines = lines[1:]
+    text.append("\n".join(line if len(line) <= LINE_LIMIT else
+                          f"{line[:LINE_LIMIT]} … ({len(line) - LINE_LIMIT:,} more characters)"
+                          for line in lines))
     return Panel(text, title="scenario output", title_align="left", border_style="dim")
 
 
