@@ -62,8 +62,10 @@ def rejected(path: Path) -> str:
     (lambda d: d["findings"].append({"code": "x", "severity": "fatal", "message": "m"}),
      ".severity: expected one of error"),
     (lambda d: d["nodes"][0].update(type="x" * 5000), "nodes[0].type: longer than 1,000"),
-    (lambda d: d["tensors"][0]["grad"].update(values=[[[["deep"]]]]),
+    (lambda d: d["tensors"][0]["grad"].update(values=[[[["deep"]]]], shape=[1, 1, 1, 1]),
      "tensors[0].grad.values[0][0][0][0]: expected a number"),
+    (lambda d: d["tensors"][0]["grad"].update(values=[]), "tensors[0].grad.values: does not "
+                                                          "have the shape []"),
     (lambda d: d.pop("nodes"), "nodes: missing"),
 ])
 def test_a_broken_trace_is_named_by_its_json_path(good: dict[str, Any], tmp_path: Path,
@@ -82,8 +84,10 @@ def test_deep_nesting_is_refused_without_recursion(good: dict[str, Any], tmp_pat
     values: Any = 1.0
     for _ in range(100):
         values = [values]
-    data["tensors"][0]["grad"]["values"] = values
-    assert "nested more than 64 deep" in rejected(saved(tmp_path, data, "v.json"))
+    data["second_order"] = {"root": "z", "wrt": ["x"], "blocks": [{"a": "x", "b": "x",
+                                                                   "values": values}]}
+    assert "second_order.blocks[0].values" + "[0]" * 64 + ": nested more than 64 deep" \
+        in rejected(saved(tmp_path, data, "v.json"))
 
 
 def hostile_trace(good: dict[str, Any]) -> dict[str, Any]:
@@ -166,3 +170,15 @@ def test_junit_of_a_hostile_function_name_parses(tmp_path: Path) -> None:
     suite = ET.parse(junit).getroot()
     assert suite.get("failures") == "1"
     assert "F\\x1b[2J\\x01" in suite.find("testcase").get("name")
+
+
+def test_a_bug_of_ours_is_exit_2_with_a_plain_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a renderer bug")
+
+    monkeypatch.setattr("gradtrace.render.report.report", broken)
+    result = invoke("show", CHAIN)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: gradtrace failed: RuntimeError: a renderer bug")
+    assert "please report it" in result.stderr
+    assert isinstance(invoke("show", CHAIN, "--debug").exception, RuntimeError)

@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
 
 
 DEBUG_KEY = "gradtrace.debug"
+BUG_HINT = "this is a bug in gradtrace, not in your input: please report it"
 
 
 def debugging(ctx: typer.Context | None = None) -> bool:
@@ -42,17 +43,24 @@ def print_error(message: str, hint: str | None) -> None:
 
 
 class BoundedGroup(TyperGroup):
-    """The one error boundary: a GradtraceError from any command is printed as `error:` and
-    `hint:` and exits 2; --debug (or GRADTRACE_DEBUG=1) lets it raise with its traceback."""
+    """The one error boundary: an error from any command is printed as `error:` and `hint:`
+    and exits 2, never as a traceback; --debug (or GRADTRACE_DEBUG=1) lets it raise."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # the CLI's own control flow: exit codes, usage errors
         except GradtraceError as exc:
             if debugging(ctx):
                 raise
             print_error(exc.message, exc.hint)
-            raise typer.Exit(ExitCode.USAGE) from None
+        except Exception as exc:  # a bug of ours: said plainly, still exit 2, never silent
+            if debugging(ctx):
+                raise
+            print_error(f"gradtrace failed: {type(exc).__name__}: {exc}",
+                        f"{BUG_HINT}; --debug shows the traceback")
+        raise typer.Exit(ExitCode.USAGE)
 
 
 app = typer.Typer(

@@ -95,17 +95,23 @@ def _shape(value: Any, path: str, null: bool = False) -> None:
         raise _Invalid(path, f"more than {MAX_DEPTH} dimensions")
 
 
-def _values(value: Any, path: str) -> None:
-    """A number, or nested lists of numbers (or bools), at most MAX_DEPTH deep."""
+def _values(value: Any, path: str, shape: list[int] | None = None) -> None:
+    """A number, or nested lists of numbers (or bools), at most MAX_DEPTH deep; with a shape,
+    nested exactly as the shape says."""
     todo = [(value, path, 0)]
     while todo:
         item, where, depth = todo.pop()
         if isinstance(item, list):
             if depth >= MAX_DEPTH:
                 raise _Invalid(where, f"nested more than {MAX_DEPTH} deep")
+            if shape is not None and (depth >= len(shape) or len(item) != shape[depth]):
+                raise _Invalid(where, f"does not have the shape {shape}")
             todo.extend((x, f"{where}[{i}]", depth + 1) for i, x in enumerate(item))
-        elif not isinstance(item, bool):
-            _number(item, where)
+        else:
+            if shape is not None and depth != len(shape):
+                raise _Invalid(where, f"does not have the shape {shape}")
+            if not isinstance(item, bool):
+                _number(item, where)
 
 
 def _summary(value: Any, path: str) -> None:
@@ -118,7 +124,7 @@ def _summary(value: Any, path: str) -> None:
     _number(s["max"], f"{path}.max", null=True)
     _bool(s["finite"], f"{path}.finite")
     if "values" in s:
-        _values(s["values"], f"{path}.values")
+        _values(s["values"], f"{path}.values", s["shape"])
 
 
 def _ref(value: Any, path: str, ids: set[str], null: bool = False) -> None:
