@@ -10,7 +10,6 @@ from ..gcpause import gc_paused
 from ..model.codec import trace_to_dict
 from ..model.records import Trace
 
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
