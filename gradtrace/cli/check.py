@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from .app import DEBUG, ExitCode, app, debugging, print_error, stdout_console
-from .files import write_atomic
+from .files import absolute, write_atomic
 
 
 @app.command(
@@ -43,6 +43,9 @@ def check(
 
     options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad)
     files = scenario_files(paths)
+    # resolved before any scenario runs (and perhaps changes the working folder)
+    junit = None if junit is None else absolute(junit)
+    inputs = [absolute(f) for f in files]
     with Progress(console=Console(stderr=True), transient=True,
                   disable=len(files) < 2 or as_json) as progress:
         task = progress.add_task("checking", total=len(files))
@@ -51,7 +54,7 @@ def check(
     for broken in run.cannot_run:
         print_error(broken.message, broken.hint)
     if junit is not None:
-        write_atomic(junit, to_junit(run).encode("utf-8"))
+        write_atomic(junit, to_junit(run).encode("utf-8"), protected=inputs)
     if as_json:
         sys.stdout.write(check_json(run))
     else:

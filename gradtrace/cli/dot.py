@@ -11,7 +11,7 @@ from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, find_format, suffix_list
 from .app import DEBUG, NO_BACKWARD, PASS, ROOT, app
-from .files import write_atomic
+from .files import absolute, write_atomic
 from .inputs import load_trace, pick_pass
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
@@ -59,6 +59,7 @@ def dot(
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
+    source, target = absolute(scenario), None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
         raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
     chosen = find_format(out, fmt)
@@ -72,8 +73,8 @@ def dot(
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth)
     data = chosen.export(trace, options, rankdir.upper())
-    if out is None:
+    if target is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        write_atomic(out, data, protected=[Path(scenario)])
+        write_atomic(target, data, protected=[source])

@@ -1,9 +1,10 @@
-"""Writing output files: atomically, and never over an input."""
+"""Writing output files: atomically, never over an input, and never replacing a device."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,31 +12,64 @@ from pathlib import Path
 from ..errors import ExportError
 
 
+def absolute(path: str | Path) -> Path:
+    """path relative to the folder gradtrace was started in (a scenario may chdir later)."""
+    return Path(os.path.abspath(path))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)  # also through links and hard links
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def write_atomic(path: Path, data: bytes, protected: Sequence[Path] = ()) -> None:
-    """Write data to path through a temporary file, so a failure leaves no half-written file."""
-    target = path.resolve()
-    if any(target == p.resolve() for p in protected):
-        raise ExportError(f"refusing to overwrite {path}: it is the input",
+    """Write data to path so that no failure or interruption leaves a half-written file.
+
+    A regular file is written through a temporary file that replaces it at the end (removed
+    on any exit, Ctrl-C and SIGTERM included); a device, FIFO or socket (/dev/null,
+    /dev/stdout) is written through, never replaced. Paths in protected (the inputs) are
+    refused.
+    """
+    shown = path
+    path = absolute(path)
+    if any(_same_file(path, p) for p in protected):
+        raise ExportError(f"refusing to overwrite {shown}: it is an input",
                           "choose another output file")
-    if target.is_dir():
-        raise ExportError(f"{path} is a directory", "give a file name, e.g. graph.svg")
-    if not target.parent.is_dir():
-        raise ExportError(f"cannot write {path}: folder {target.parent} does not exist")
     try:
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                    suffix=".tmp")
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
     except OSError as exc:
-        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+        raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise ExportError(f"{shown} is a directory", "give a file name, e.g. graph.svg")
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            with open(path, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
+        return
+    if not path.parent.is_dir():
+        raise ExportError(f"cannot write {shown}: folder {path.parent} does not exist")
+    try:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
+    done = False
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         # mkstemp makes the file private (0600); give it the mode a plain open() would
         mask = os.umask(0)
         os.umask(mask)
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~mask
-        os.chmod(temp, mode)
-        os.replace(temp, target)
+        os.chmod(temp, stat.S_IMODE(mode) if mode is not None else 0o666 & ~mask)
+        os.replace(temp, path)
+        done = True
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+        raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
+    finally:
+        if not done:  # any exit: an error, Ctrl-C, SIGTERM (raised as SystemExit)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import os
 import sys
 import threading
 import warnings
@@ -98,15 +100,18 @@ def _compile(path: str) -> tuple[CodeType, list[str]]:
             "a scenario is ordinary Python code that builds tensors; name it *.py",
         )
     try:
-        source = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path} is not UTF-8 text: {exc.reason}",
-                            "save the scenario as UTF-8") from exc
+        data = p.read_bytes()
     except OSError as exc:
         raise ScenarioError(f"cannot read {path}: {exc.strerror}") from exc
-    try:
-        code = compile(source, path, "exec")
+    try:  # bytes, as `python` reads a file: a BOM or a coding cookie picks the encoding
+        code = compile(data, path, "exec")
+        source = importlib.util.decode_source(data)
     except SyntaxError as exc:
+        if "unicode error" in exc.msg or "Non-UTF-8" in exc.msg:
+            raise ScenarioError(
+                f"{path} is not UTF-8 text and declares no other encoding: {exc.msg}",
+                "save the scenario as UTF-8, or declare its encoding on line 1 or 2 "
+                "(# -*- coding: latin-1 -*-)") from exc
         where = f"{path}:{exc.lineno}" + (f":{exc.offset}" if exc.offset else "")
         text = (exc.text or "").rstrip("\n")
         shown = f"\n    {text.strip()}" if text.strip() else ""
@@ -114,7 +119,7 @@ def _compile(path: str) -> tuple[CodeType, list[str]]:
             f"{where}: syntax error: {exc.msg}{shown}",
             f"fix the line; `python {path}` shows the same error",
         ) from exc
-    except ValueError as exc:  # e.g. source code with NUL bytes
+    except (ValueError, LookupError) as exc:  # NUL bytes, an unknown encoding
         raise ScenarioError(f"{path} cannot be compiled: {exc}") from exc
     return code, source.splitlines()
 
@@ -218,20 +223,50 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
 
 @contextlib.contextmanager
 def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
-    """Run as `python path` would: its folder on sys.path, argv, and its output captured."""
+    """Run as `python path` would: its folder on sys.path, argv, and its output captured;
+    then restore what a scenario may change for the whole process (`check` runs many)."""
     saved = (sys.argv, list(sys.path), sys.stdin)
     sys.argv = [path]
     sys.path.insert(0, str(Path(path).resolve().parent))
     sys.stdin = io.StringIO()
     try:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
-                warnings.catch_warnings():
+        with _torch_state(), _working_folder(), contextlib.redirect_stdout(output), \
+                contextlib.redirect_stderr(output), warnings.catch_warnings():
             # Warnings are part of what the scenario prints, whoever else listens for them.
             warnings.simplefilter("default")
             warnings.showwarning = _warning_to(output)
             yield
     finally:
         sys.argv, sys.path[:], sys.stdin = saved[0], saved[1], saved[2]
+
+
+@contextlib.contextmanager
+def _working_folder() -> Iterator[None]:
+    folder = os.getcwd()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # the scenario may have removed it
+            os.chdir(folder)
+
+
+@contextlib.contextmanager
+def _torch_state() -> Iterator[None]:
+    """torch's process-wide settings as they were: default dtype and device, anomaly mode,
+    deterministic algorithms, and this thread's grad mode."""
+    dtype, device = torch.get_default_dtype(), torch.get_default_device()
+    grad, anomaly = torch.is_grad_enabled(), torch.is_anomaly_enabled()
+    deterministic = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        if torch.get_default_device() != device:
+            torch.set_default_device(None if device.type == "cpu" else device)
+        torch.set_grad_enabled(grad)
+        torch.autograd.set_detect_anomaly(anomaly)
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 
 
 def _warning_to(output: io.StringIO) -> Callable[..., None]:

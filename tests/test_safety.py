@@ -1,0 +1,144 @@
+"""Unlucky environments: outputs never replace devices or inputs, nothing half-written is
+left behind, a scenario cannot change the process for the next one, files are read as
+`python` reads them. Each case broke a promise before."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import SCENARIOS, invoke
+
+from gradtrace.cli.files import write_atomic
+
+CHAIN = SCENARIOS / "chain_rule.py"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
+def test_a_device_is_written_through_not_replaced(tmp_path: Path) -> None:
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a copy of /dev/null
+    result = invoke("dot", CHAIN, "-o", node, "--format", "dot")
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_a_fifo_is_written_through(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.dot"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = invoke("dot", CHAIN, "-o", fifo)
+    reader.join(timeout=30)
+    if reader.is_alive():  # nothing was written into the FIFO: release the reader
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert result.exit_code == 0, result.stderr
+    assert got and got[0].startswith(b"digraph gradtrace {")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe.dot"]
+
+
+def test_junit_never_overwrites_a_checked_file(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_bytes((SCENARIOS / "custom_add.py").read_bytes())
+    before = scenario.read_bytes()
+    result = invoke("check", scenario, "--junit", scenario)
+    assert result.exit_code == 2 and "refusing to overwrite" in result.stderr
+    assert scenario.read_bytes() == before
+
+
+def chdir_scenario(tmp_path: Path) -> Path:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    scenario = tmp_path / "s.py"
+    scenario.write_text(f"import os, torch\nos.chdir({str(elsewhere)!r})\n"
+                        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
+    return scenario
+
+
+def test_relative_outputs_are_relative_to_where_gradtrace_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = chdir_scenario(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert invoke("dot", "s.py", "-o", "g.dot").exit_code == 0
+    assert (tmp_path / "g.dot").exists() and not (tmp_path / "elsewhere" / "g.dot").exists()
+    before = scenario.read_bytes()
+    result = invoke("dot", "s.py", "-o", "s.py", "--format", "dot")
+    assert result.exit_code == 2 and "refusing to overwrite" in result.stderr
+    assert scenario.read_bytes() == before
+    assert Path.cwd() == tmp_path  # and the scenario's chdir was undone
+
+
+def test_an_interrupted_write_leaves_nothing_behind(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(tmp_path / "big.svg", b"x" * 1_000_000)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_ends_gradtrace_like_ctrl_c(tmp_path: Path) -> None:
+    scenario = tmp_path / "sleepy.py"
+    scenario.write_text("import time\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(5)  # torch imported, the scenario sleeping
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert time.perf_counter() - start < 10 and b"Traceback" not in err
+
+
+def test_a_scenario_cannot_change_the_process_for_the_next(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_text(
+        "import os, torch\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        "torch.set_default_dtype(torch.float64)\n"
+        "torch.autograd.set_detect_anomaly(True)\n"
+        "torch.use_deterministic_algorithms(True)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
+    folder = os.getcwd()
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert '"dtype": "float64"' in result.stdout  # the scenario ran with its own settings
+    assert os.getcwd() == folder
+    assert torch.get_default_dtype() == torch.float32
+    assert not torch.is_anomaly_enabled()
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("data", [
+    b"\xef\xbb\xbfimport torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n",
+    b"# -*- coding: latin-1 -*-\nimport torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+    b"y = x * 3\nprint('caf\xe9')\n",
+], ids=["bom", "latin-1 cookie"])
+def test_files_are_read_as_python_reads_them(data: bytes, tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_bytes(data)
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    trace = json.loads(result.stdout)
+    assert trace["output_names"] == ["y"]
+    assert trace["stdout"] == ("café\n" if b"latin-1" in data else "")
+
+
+def test_undeclared_non_utf8_says_how_to_declare_it(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_bytes(b"x = '\xff'\n")
+    result = invoke("show", scenario)
+    assert result.exit_code == 2 and "coding: latin-1" in result.stderr
