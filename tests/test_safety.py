@@ -142,3 +142,29 @@ def test_undeclared_non_utf8_says_how_to_declare_it(tmp_path: Path) -> None:
     scenario.write_bytes(b"x = '\xff'\n")
     result = invoke("show", scenario)
     assert result.exit_code == 2 and "coding: latin-1" in result.stderr
+
+
+def run_gradtrace(*args: str, **popen: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=False,
+                          stderr=subprocess.PIPE, timeout=120, **popen)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("args", [["show", str(CHAIN), "--json"], ["show", str(CHAIN)],
+                                  ["dot", str(CHAIN)]], ids=["json", "report", "dot"])
+def test_a_broken_pipe_stops_quietly_with_141(args: list[str]) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte, as with `| head -0`
+    proc = run_gradtrace(*args, stdout=write)
+    os.close(write)
+    assert proc.returncode == 141 and proc.stderr == b""
+
+
+@pytest.mark.parametrize("args", [["show", str(CHAIN), "--json"], ["show", str(CHAIN)]],
+                         ids=["json", "report"])
+def test_a_closed_or_full_stdout_is_exit_2(args: list[str]) -> None:
+    closed = run_gradtrace(*args, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and b"error: standard output is closed" in closed.stderr
+    with open("/dev/full", "wb") as full:
+        proc = run_gradtrace(*args, stdout=full)
+    assert proc.returncode == 2 and b"No space left on device" in proc.stderr
+    assert b"Traceback" not in proc.stderr + closed.stderr

@@ -15,7 +15,7 @@ from helpers import SCENARIOS, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradtrace.cli.app import BUG_HINT
+from gradtrace.cli.core import BUG_HINT
 
 SNIPPETS = ["\x1b", "\x1b[2J", "\x07", "\u202e", "\x9b", "\ud800", '"', "]", "[URL=", "\n",
             "click", "-->", "n0", "n1", "javascript:alert(1)", "\\", "<", "&", "|", "}"]

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from . import check, dot, show  # noqa: F401  (each module registers its command)
-from .app import ExitCode, app
+from .core import ExitCode, app
 
 __all__ = ["ExitCode", "app", "main"]
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from .app import DEBUG, ExitCode, app, debugging, print_error, stdout_console
+from .core import DEBUG, ExitCode, app, debugging, print_error, stdout_console, write_stdout
 from .files import absolute, write_atomic
 
 
@@ -56,7 +55,7 @@ def check(
     if junit is not None:
         write_atomic(junit, to_junit(run).encode("utf-8"), protected=inputs)
     if as_json:
-        sys.stdout.write(check_json(run))
+        write_stdout(check_json(run))
     else:
         stdout_console().print(check_report(run))
     if run.cannot_run:

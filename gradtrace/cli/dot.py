@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -10,7 +9,7 @@ import typer
 from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, find_format, suffix_list
-from .app import DEBUG, NO_BACKWARD, PASS, ROOT, app
+from .core import DEBUG, NO_BACKWARD, PASS, ROOT, app, write_stdout
 from .files import absolute, write_atomic
 from .inputs import load_trace, pick_pass
 
@@ -74,7 +73,6 @@ def dot(
                           module_depth=module_depth)
     data = chosen.export(trace, options, rankdir.upper())
     if target is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich.console import Console
 
-from .app import DEBUG, NO_BACKWARD, PASS, ROOT, ExitCode, app, stdout_console
+from .core import DEBUG, NO_BACKWARD, PASS, ROOT, ExitCode, app, stdout_console, write_stdout
 from .inputs import load_trace, pick_pass
 
 
@@ -54,7 +52,7 @@ def show(
     if as_json:
         from ..render.json import to_json
 
-        sys.stdout.write(to_json(trace))
+        write_stdout(to_json(trace))
     else:
         from ..render.report import report
 

@@ -135,7 +135,10 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         shape, place, values = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
-            made[id(raw)] = _small_summary(shape, values.tolist())
+            try:
+                made[id(raw)] = _small_summary(shape, values.tolist())
+            except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash
+                made[id(raw)] = unavailable(values, exc)
             continue
         square, lo, hi = place.table.row(place.row)
         norm = math.sqrt(square) if square >= 0 else square  # NaN stays NaN
@@ -146,7 +149,10 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
 
 
 def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
-    flat = [abs(v) if isinstance(v, complex) else float(v) for v in flat_values(listed)]
+    items = flat_values(listed)
+    if any(isinstance(v, complex) for v in items):
+        listed = None  # JSON has no complex numbers: statistics of |z| only
+    flat = [abs(v) if isinstance(v, complex) else float(v) for v in items]
     if not flat:
         return GradSummary(shape, 0.0, None, None, True, listed)
     lo, hi = min(flat), max(flat)
@@ -157,7 +163,25 @@ def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
 
 
 def summarize(t: torch.Tensor) -> GradSummary:
-    """Shape, norm, min, max and finiteness of a tensor; its values when it is small."""
-    summary = to_summaries([grad_stats(t, StatsTable())])[0]
+    """Shape, norm, min, max and finiteness of a tensor; its values when it is small. A tensor
+    whose data cannot be read gets a summary that says why instead."""
+    try:
+        summary = to_summaries([grad_stats(t, StatsTable())])[0]
+    # Any tensor may come here (meta, quantized, nested, subclasses whose methods raise): none
+    # may crash a report, so whatever reading it raises is turned into the reason.
+    except Exception as exc:  # noqa: BLE001
+        return unavailable(t, exc)
     assert summary is not None
     return summary
+
+
+def unavailable(t: torch.Tensor, exc: Exception) -> GradSummary:
+    """The summary of a tensor whose values cannot be read, saying why."""
+    try:
+        shape = tuple(t.shape)
+    except Exception:  # noqa: BLE001 - a nested tensor's ragged shape, a broken subclass
+        shape = ()
+    why = ("a meta tensor has no data" if t.is_meta else "quantized" if t.is_quantized
+           else f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return GradSummary(shape, float("nan"), None, None, True, None,
+                       f"values unavailable ({why[:200]})")

@@ -28,17 +28,30 @@ def detached_sources(named: Named) -> dict[str, str]:
     from its graph (made by .detach() or .data)."""
     in_graph: dict[int, tuple[str, torch.Tensor]] = {}
     for name, t in named:
-        if t.grad_fn is not None and t.numel():
-            in_graph.setdefault(t.untyped_storage().data_ptr(), (name, t))
+        if t.grad_fn is not None:
+            key = _memory(t)
+            if key is not None:
+                in_graph.setdefault(key, (name, t))
     sources = {}
     for name, t in named:
-        if t.grad_fn is not None or not t.numel():
+        if t.grad_fn is not None:
             continue
-        found = in_graph.get(t.untyped_storage().data_ptr())
+        key = _memory(t)
+        found = None if key is None else in_graph.get(key)
         # A view of t (chunk, slicing) shares t's memory without cutting anything.
         if found is not None and found[1]._base is not t:
             sources[name] = found[0]
     return sources
+
+
+def _memory(t: torch.Tensor) -> int | None:
+    """Where t's elements live, or None when that says nothing (empty, meta, sparse …)."""
+    if not t.numel() or t.is_meta or t.layout != torch.strided:
+        return None
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:  # a tensor without storage (a subclass, a functional wrapper)
+        return None
 
 
 def grad_note(t: torch.Tensor, node: str | None, reached: set[str],

@@ -137,6 +137,8 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
     }
     if g.values is not None:
         d["values"] = json_values(g.values)
+    if g.note is not None:
+        d["note"] = g.note
     return d
 
 
@@ -146,7 +148,7 @@ def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
         return None
     return GradSummary(
         tuple(d["shape"]), _norm(d["norm"]), py_float(d["min"]), py_float(d["max"]),
-        d["finite"], py_values(d["values"]) if "values" in d else None,
+        d["finite"], py_values(d["values"]) if "values" in d else None, d.get("note"),
     )
 
 

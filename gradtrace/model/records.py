@@ -66,6 +66,7 @@ class GradSummary(NamedTuple):
     max: float | None
     finite: bool
     values: Any = None
+    note: str | None = None  # why the statistics are unavailable (meta, quantized …)
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,6 +125,7 @@ def _summary(value: Any, path: str) -> None:
     _bool(s["finite"], f"{path}.finite")
     if "values" in s:
         _values(s["values"], f"{path}.values", s["shape"])
+    _str(s.get("note"), f"{path}.note", null=True)
 
 
 def _ref(value: Any, path: str, ids: set[str], null: bool = False) -> None:

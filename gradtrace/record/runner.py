@@ -168,7 +168,9 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
                 if exc.code not in (None, 0):
                     raise ScenarioError(
                         f"{path}: the scenario called sys.exit({exc.code!r})") from exc
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # what the scenario raised, of any kind
                 if exc is not recorder.failed:
                     raise scenario_error(path, lines, exc) from exc
         named = named_tensors(namespace)

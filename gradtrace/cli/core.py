@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from enum import IntEnum
 from typing import Any
 
@@ -22,6 +24,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # a check, diff or --strict finding failed
     USAGE = 2  # bad usage, invalid input, or a scenario that cannot run
+    BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 
 DEBUG_KEY = "gradtrace.debug"
@@ -48,19 +51,50 @@ class BoundedGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:  # output errors surface here, not in Python's flush at exit
+                if sys.stdout is not None:
+                    sys.stdout.flush()
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # the CLI's own control flow: exit codes, usage errors
         except GradtraceError as exc:
             if debugging(ctx):
                 raise
             print_error(exc.message, exc.hint)
+        except BrokenPipeError:
+            _stdout_to_devnull()  # nothing more can be said to a reader that left
+            raise typer.Exit(ExitCode.BROKEN_PIPE) from None
+        except OSError as exc:  # inputs are read with their own messages: this is output
+            if debugging(ctx):
+                raise
+            _stdout_to_devnull()
+            print_error(f"cannot write the output: {exc.strerror or exc}",
+                        "check the disk or the output file")
         except Exception as exc:  # a bug of ours: said plainly, still exit 2, never silent
             if debugging(ctx):
                 raise
             print_error(f"gradtrace failed: {type(exc).__name__}: {exc}",
                         f"{BUG_HINT}; --debug shows the traceback")
         raise typer.Exit(ExitCode.USAGE)
+
+
+def _stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null, so Python's last flush at exit cannot fail."""
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        sys.stdout.flush = lambda: None  # type: ignore[method-assign]
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def write_stdout(data: str | bytes) -> None:
+    """Write a command's output (JSON, DOT) to stdout."""
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed",
+                             "redirect it to a file (> out.json), or give -o FILE")
+    if isinstance(data, bytes):
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(data)
 
 
 app = typer.Typer(
@@ -116,7 +150,17 @@ def _root(
 def stdout_console() -> Console:
     """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
     from a scenario or a trace can drive the terminal."""
-    console = Console(highlight=False)
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
+    console = ReportConsole(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(highlight=False, width=120)
+        console = ReportConsole(highlight=False, width=120)
     return visible_console(console)
+
+
+class ReportConsole(Console):
+    """A console whose broken pipe reaches the error boundary (rich would exit 1 itself)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError

@@ -1,0 +1,67 @@
+"""Odd tensors degrade to "values unavailable (why)" instead of failing the report, and the
+trace they make is valid JSON that reads back. Each of these failed before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import invoke
+
+SCENARIOS = {
+    "meta": ("x = torch.ones(3, device='meta', requires_grad=True)\ny = (x * 2).sum()\n",
+             "a meta tensor has no data"),
+    "sparse": ("i = torch.tensor([[0, 1], [1, 0]])\n"
+               "w = torch.sparse_coo_tensor(i, torch.tensor([1.0, 2.0]), (2, 2),"
+               " requires_grad=True)\ny = torch.sparse.sum(w * 2)\n", None),
+    "subclass": ("class Weird(torch.Tensor):\n    def tolist(self):\n"
+                 "        raise RuntimeError('no tolist for you')\n"
+                 "x = torch.ones(3, requires_grad=True).as_subclass(Weird)\ny = (x * 2).sum()\n",
+                 "RuntimeError: no tolist for you"),
+    "quantized": ("x = torch.randn(4, requires_grad=True)\n"
+                  "q = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)\n"
+                  "y = (x * 2).sum()\n", "quantized"),
+    "complex, half, empty": (
+        "x = torch.tensor([1 + 2j, 3 - 1j], requires_grad=True)\n"
+        "h = torch.ones(3, dtype=torch.float16, requires_grad=True)\n"
+        "b = torch.ones(3, dtype=torch.bfloat16, requires_grad=True)\n"
+        "e = torch.ones(0, requires_grad=True)\n"
+        "y = (x * x.conj()).real.sum() + h.float().sum() + b.float().sum() + e.sum()\n", None),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_odd_tensors_are_shown_not_crashed_on(name: str, tmp_path: Path) -> None:
+    code, note = SCENARIOS[name]
+    scenario = tmp_path / "s.py"
+    scenario.write_text("import torch\n" + code)
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    saved = tmp_path / "t.json"
+    saved.write_text(result.stdout)
+    notes = {s.get("note") for t in json.loads(result.stdout)["tensors"]
+             for s in (t["grad"], t["value"]) if s}
+    if note is not None:
+        assert f"values unavailable ({note})" in notes
+    shown = invoke("show", saved)
+    assert shown.exit_code == 0, shown.stderr
+    assert "hook changed" not in shown.stdout
+
+
+def test_complex_gradients_keep_statistics_but_no_values(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_text("import torch\n" + SCENARIOS["complex, half, empty"][0])
+    trace = json.loads(invoke("show", scenario, "--json").stdout)
+    x = next(t for t in trace["tensors"] if t["name"] == "x")
+    assert "values" not in x["grad"] and x["grad"]["shape"] == [2]
+    h = next(t for t in trace["tensors"] if t["name"] == "h")
+    assert h["grad"]["values"] == [1.0, 1.0, 1.0]
+
+
+def test_a_scenario_raising_a_base_exception_is_exit_2(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_text("class Stop(BaseException):\n    pass\nraise Stop('halt')\n")
+    result = invoke("show", scenario)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert f"{scenario}:3: the scenario raised Stop: halt" in result.stderr
