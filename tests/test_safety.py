@@ -168,3 +168,17 @@ def test_a_closed_or_full_stdout_is_exit_2(args: list[str]) -> None:
         proc = run_gradtrace(*args, stdout=full)
     assert proc.returncode == 2 and b"No space left on device" in proc.stderr
     assert b"Traceback" not in proc.stderr + closed.stderr
+
+
+def test_output_below_python_is_captured_not_mixed_into_json(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.py"
+    scenario.write_text("import os, subprocess, torch\n"
+                        "subprocess.run(['echo', 'from a subprocess'])\n"
+                        "os.write(1, b'raw on fd 1\\n')\nos.write(2, b'raw on fd 2\\n')\n"
+                        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = json.loads(proc.stdout)  # nothing before or after the JSON
+    assert trace["stdout"] == "from a subprocess\nraw on fd 1\nraw on fd 2\n"
+    assert proc.stderr == ""

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import os
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -232,14 +233,39 @@ def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
     sys.path.insert(0, str(Path(path).resolve().parent))
     sys.stdin = io.StringIO()
     try:
-        with _torch_state(), _working_folder(), contextlib.redirect_stdout(output), \
-                contextlib.redirect_stderr(output), warnings.catch_warnings():
+        with _torch_state(), _working_folder(), _descriptors_captured(output), \
+                contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
+                warnings.catch_warnings():
             # Warnings are part of what the scenario prints, whoever else listens for them.
             warnings.simplefilter("default")
             warnings.showwarning = _warning_to(output)
             yield
     finally:
         sys.argv, sys.path[:], sys.stdin = saved[0], saved[1], saved[2]
+
+
+@contextlib.contextmanager
+def _descriptors_captured(output: io.StringIO) -> Iterator[None]:
+    """File descriptors 1 and 2 into a file while the scenario runs: what its subprocesses,
+    C extensions and os.write print joins its captured output, not gradtrace's stdout.
+    (It comes after what Python printed: the two cannot be interleaved.)"""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()  # type: ignore[union-attr]
+    saved: list[tuple[int, int]] = []
+    with tempfile.TemporaryFile() as capture:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):  # a closed descriptor stays closed
+                saved.append((fd, os.dup(fd)))
+                os.dup2(capture.fileno(), fd)
+        try:
+            yield
+        finally:
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+            capture.seek(0)
+            output.write(capture.read().decode("utf-8", "replace"))
 
 
 @contextlib.contextmanager
