@@ -22,3 +22,7 @@ class TraceFileError(GradtraceError):
 
 class ExportError(GradtraceError):
     """An export cannot be made or written: unknown format, unwritable path, no Graphviz."""
+
+
+class Interrupted(GradtraceError):
+    """The user pressed Ctrl-C while a scenario ran."""

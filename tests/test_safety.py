@@ -182,3 +182,32 @@ def test_output_below_python_is_captured_not_mixed_into_json(tmp_path: Path) -> 
     trace = json.loads(proc.stdout)  # nothing before or after the JSON
     assert trace["stdout"] == "from a subprocess\nraw on fd 1\nraw on fd 2\n"
     assert proc.stderr == ""
+
+
+ENDLESS = "import time\nx = 1\nwhile True:\n    time.sleep(0.01)\n"
+
+
+@pytest.mark.parametrize("command", ["show", "dot"])
+def test_timeout_names_the_line_the_scenario_was_on(command: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "endless.py"
+    scenario.write_text(ENDLESS)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", command, str(scenario),
+                           "--timeout", "2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"did not finish within 2 s: it was at {scenario}:4 `time.sleep(0.01)`" \
+        in proc.stderr
+    assert time.perf_counter() - start < 30
+
+
+def test_ctrl_c_names_the_line_and_exits_130(tmp_path: Path) -> None:
+    scenario = tmp_path / "endless.py"
+    scenario.write_text(ENDLESS)
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.decode().strip() == f"error: interrupted at {scenario}:4 `time.sleep(0.01)`"

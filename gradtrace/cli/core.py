@@ -14,7 +14,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .._version import __version__
-from ..errors import GradtraceError
+from ..errors import GradtraceError, Interrupted
 from ..render.escape import visible_console
 
 
@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # a check, diff or --strict finding failed
     USAGE = 2  # bad usage, invalid input, or a scenario that cannot run
+    INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
     BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 
@@ -62,6 +63,8 @@ class BoundedGroup(TyperGroup):
             if debugging(ctx):
                 raise
             print_error(exc.message, exc.hint)
+            if isinstance(exc, Interrupted):
+                raise typer.Exit(ExitCode.INTERRUPTED) from None
         except BrokenPipeError:
             _stdout_to_devnull()  # nothing more can be said to a reader that left
             raise typer.Exit(ExitCode.BROKEN_PIPE) from None
@@ -128,6 +131,9 @@ ROOT = typer.Option(None, "--root", metavar="NAME",
                     "grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
+TIMEOUT = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
+                       help="Stop the scenario (and its backward passes) after this long: "
+                       "exit 2, naming the line it was on. Default: no limit.")
 PASS = typer.Option(None, "--pass", metavar="N", min=1,
                     help="Annotate with the gradients of pass N (default: the last that "
                     "moved a gradient).")

@@ -9,7 +9,7 @@ import typer
 from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, find_format, suffix_list
-from .core import DEBUG, NO_BACKWARD, PASS, ROOT, app, write_stdout
+from .core import DEBUG, NO_BACKWARD, PASS, ROOT, TIMEOUT, app, write_stdout
 from .files import absolute, write_atomic
 from .inputs import load_trace, pick_pass
 
@@ -55,6 +55,7 @@ def dot(
     module_depth: int | None = typer.Option(None, "--module-depth", metavar="N", min=0,
                                             help="Group nodes by module path up to N levels."),
     no_backward: bool = NO_BACKWARD,
+    timeout: float | None = TIMEOUT,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
@@ -67,7 +68,8 @@ def dot(
                           f"add -o graph{chosen.suffixes[0]}")
     # saved tensors and gradient flow cost time on big graphs: only when they are shown
     trace = load_trace(scenario, root or [], backward=not no_backward,
-                       saved=saved or chosen.whole_trace, flow=grads or chosen.whole_trace)
+                       saved=saved or chosen.whole_trace, flow=grads or chosen.whole_trace,
+                       timeout=timeout)
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth)

@@ -11,7 +11,7 @@ from ..model.records import Pass, Trace
 
 
 def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
-               saved: bool = True, flow: bool = True) -> Trace:
+               saved: bool = True, flow: bool = True, timeout: float | None = None) -> Trace:
     """A Trace from a scenario .py file (run now) or a saved .json trace."""
     if source.endswith(".json"):
         if roots:
@@ -29,7 +29,7 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
         return trace_from_dict(data)
     from ..record.runner import run_scenario  # imports torch
 
-    return run_scenario(source, roots, backward, order, saved, flow)
+    return run_scenario(source, roots, backward, order, saved, flow, timeout=timeout)
 
 
 def pick_pass(trace: Trace, number: int | None) -> Pass | None:

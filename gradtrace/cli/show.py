@@ -5,7 +5,17 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from .core import DEBUG, NO_BACKWARD, PASS, ROOT, ExitCode, app, stdout_console, write_stdout
+from .core import (
+    DEBUG,
+    NO_BACKWARD,
+    PASS,
+    ROOT,
+    TIMEOUT,
+    ExitCode,
+    app,
+    stdout_console,
+    write_stdout,
+)
 from .inputs import load_trace, pick_pass
 
 
@@ -25,6 +35,7 @@ def show(
     old_output: list[str] | None = typer.Option(None, "--output", hidden=True,
                                                 help="Old name of --root."),
     no_backward: bool = NO_BACKWARD,
+    timeout: float | None = TIMEOUT,
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
                                  "(schema gradtrace.trace/1) instead of the report."),
     saved: bool = typer.Option(False, "--saved",
@@ -47,7 +58,8 @@ def show(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
     trace = load_trace(scenario, [*(root or ()), *(old_output or ())],
-                       backward=not no_backward, order=order, saved=saved or as_json)
+                       backward=not no_backward, order=order, saved=saved or as_json,
+                       timeout=timeout)
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from ..render.json import to_json

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import sys
+import threading
 import traceback
 
 import torch
@@ -65,3 +67,18 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
         f"fix the scenario; `python {path}` shows the full traceback",
     )
+
+
+def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:
+    """ "at s.py:12 `loss.backward()`": the scenario line a running thread is on."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    line = None
+    while frame is not None:  # innermost first: the first frame in the scenario's file
+        if frame.f_code.co_filename == path:
+            line = frame.f_lineno
+            break
+        frame = frame.f_back
+    if line is None:
+        return f"in {path} (outside its own lines)"
+    code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return f"at {path}:{line}" + (f" `{code}`" if code else "")

@@ -11,18 +11,19 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
 import torch
 
-from ..errors import ScenarioError
+from ..errors import Interrupted, ScenarioError
 from ..extract.build import RawCall, build_trace
 from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH
 from ..model.records import Finding, Trace
-from .explain import scenario_error, scenario_line, why_no_root
+from .explain import running_at, scenario_error, scenario_line, why_no_root
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .recorder import Recorder
@@ -37,7 +38,7 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 def run_scenario(
     path: str | Path, roots: Sequence[str] = (), backward: bool = True, order: int = 1,
     saved: bool = True, flow: bool = True,
-    with_calls: Callable[[list[RawCall]], None] | None = None,
+    with_calls: Callable[[list[RawCall]], None] | None = None, timeout: float | None = None,
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
@@ -47,13 +48,14 @@ def run_scenario(
     saved=False does not read saved tensors, flow=False records no gradient flow (faster,
     for pictures that do not show them). with_calls, if given, is called with the recorded
     Function calls while the scenario's module is still alive (its Functions can run again).
+    timeout bounds the whole run in seconds (ScenarioError naming the line it was on).
     """
     path = str(path)
     code, lines = _compile(path)
     with _RUN_LOCK:
         return _in_big_stack(
             lambda: _run(path, code, lines, list(roots), backward, order, saved, flow,
-                         with_calls))
+                         with_calls), path, lines, timeout)
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -125,7 +127,10 @@ def _compile(path: str) -> tuple[CodeType, list[str]]:
     return code, source.splitlines()
 
 
-def _in_big_stack(work: Callable[[], Trace]) -> Trace:
+def _in_big_stack(work: Callable[[], Trace], path: str, lines: list[str],
+                  timeout: float | None) -> Trace:
+    """work() in a thread with a big stack; a time limit and Ctrl-C name the scenario line
+    the thread was on."""
     result: list[Trace] = []
     error: list[BaseException] = []
 
@@ -135,17 +140,33 @@ def _in_big_stack(work: Callable[[], Trace]) -> Trace:
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
 
-    old = threading.stack_size(STACK_SIZE)
+    # daemon: Ctrl-C in the main thread ends gradtrace even while a scenario still runs
+    thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
+    below_python = io.StringIO()
+    streams = sys.stdout, sys.stderr  # the scenario redirects them while it runs
     try:
-        # daemon: Ctrl-C in the main thread ends gradtrace even while a scenario still runs
-        thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
-        thread.start()
-    finally:
-        threading.stack_size(old)
-    thread.join()
+        # here, not in the thread: a time limit or Ctrl-C must give the descriptors back
+        # before gradtrace says anything
+        with _descriptors_captured(below_python):
+            old = threading.stack_size(STACK_SIZE)  # read when the thread starts
+            try:
+                thread.start()
+            finally:
+                threading.stack_size(old)
+            thread.join(timeout)
+    except KeyboardInterrupt:
+        sys.stdout, sys.stderr = streams  # the thread cannot undo its redirection now
+        raise Interrupted(f"interrupted {running_at(thread, path, lines)}") from None
+    if thread.is_alive():
+        sys.stdout, sys.stderr = streams
+        raise ScenarioError(
+            f"the scenario did not finish within {timeout:g} s: it was "
+            f"{running_at(thread, path, lines)}",
+            "give it more time (--timeout SECONDS), or make it do less")
     if error:
         raise error[0]
-    return result[0]
+    printed = below_python.getvalue()
+    return replace(result[0], stdout=result[0].stdout + printed) if printed else result[0]
 
 
 def _run(path: str, code: CodeType, lines: list[str], requested: list[str], backward: bool,
@@ -233,9 +254,8 @@ def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
     sys.path.insert(0, str(Path(path).resolve().parent))
     sys.stdin = io.StringIO()
     try:
-        with _torch_state(), _working_folder(), _descriptors_captured(output), \
-                contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
-                warnings.catch_warnings():
+        with _torch_state(), _working_folder(), contextlib.redirect_stdout(output), \
+                contextlib.redirect_stderr(output), warnings.catch_warnings():
             # Warnings are part of what the scenario prints, whoever else listens for them.
             warnings.simplefilter("default")
             warnings.showwarning = _warning_to(output)
