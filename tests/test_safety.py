@@ -211,3 +211,26 @@ def test_ctrl_c_names_the_line_and_exits_130(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert err.decode().strip() == f"error: interrupted at {scenario}:4 `time.sleep(0.01)`"
+
+
+def test_check_timeout_gives_a_timed_out_verdict_and_goes_on(tmp_path: Path) -> None:
+    scenario = tmp_path / "slow.py"
+    scenario.write_text(
+        "import time, torch\n"
+        "class Slow(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        time.sleep(60)\n"
+        "        return g * 2\n"
+        "class Quick(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n"
+        "x = torch.ones(2, dtype=torch.float64, requires_grad=True)\n"
+        "z = Slow.apply(x)\ny = Quick.apply(x)\n")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "check", str(scenario),
+                           "--timeout", "2", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert time.perf_counter() - start < 40
+    assert proc.returncode == 2, proc.stderr
+    verdicts = {r["function"]: r["gradcheck"] for r in json.loads(proc.stdout)["results"]}
+    assert verdicts == {"Slow": "timed out", "Quick": "pass"}

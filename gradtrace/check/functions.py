@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ class CheckOptions:
     rtol: float = 1e-3
     fast: bool = False
     gradgrad: bool = True
+    timeout: float | None = None  # seconds for each Function call's checks
 
 
 def scenario_files(paths: Iterable[str]) -> list[Path]:
@@ -81,10 +83,12 @@ def check_scenario(path: Path, options: CheckOptions) -> list[CheckResult]:
                 key = (call.function, tuple(_signature(a) for a in call.args))
                 if key not in seen:
                     seen.add(key)
-                    results.append(check_call(call, str(path), options))
+                    results.append(bounded_check(call, str(path), options))
 
     try:
-        run_scenario(str(path), backward=True, saved=False, flow=False, with_calls=check_calls)
+        # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
+        run_scenario(str(path), backward=False, saved=False, flow=False,
+                     with_calls=check_calls)
     except ScenarioError:
         if not results:
             raise
@@ -95,6 +99,32 @@ def _signature(value: Any) -> tuple[Any, ...]:
     if isinstance(value, torch.Tensor):
         return ("tensor", str(value.dtype), tuple(value.shape))
     return ("value", repr(value)[:40])
+
+
+def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
+    """check_call within options.timeout: past it, the verdict is "timed out" (the check goes
+    on in a background thread that ends with the process)."""
+    if options.timeout is None:
+        return check_call(call, scenario, options)
+    outcome: list[CheckResult] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(check_call(call, scenario, options))
+        except BaseException as exc:  # handed back to this thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="gradtrace-check", daemon=True)
+    worker.start()
+    worker.join(options.timeout)
+    if failure:
+        raise failure[0]
+    if outcome:
+        return outcome[0]
+    return CheckResult(scenario, call.function.__name__, call.line,
+                       tuple(describe_value(a) for a in call.args), "timed out", "skipped",
+                       f"gradcheck did not finish within {options.timeout:g} s")
 
 
 def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:

@@ -18,7 +18,8 @@ from .files import absolute, write_atomic
     "  gradtrace check scenarios/*.py --junit report.xml   for CI\n\n"
     "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
     "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
-    "Exit codes: 0 every check passed, 1 a check failed, 2 a scenario cannot run.",
+    "Exit codes: 0 every check passed, 1 a check failed, 2 a scenario cannot run or a "
+    "check timed out.",
 )
 def check(
     ctx: typer.Context,
@@ -32,6 +33,9 @@ def check(
     rtol: float = typer.Option(1e-3, "--rtol", help="Relative tolerance."),
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
+    timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
+                                         help="Give up on a Function call's checks after "
+                                         "this long: its verdict is \"timed out\", exit 2."),
     debug_flag: bool = DEBUG,  # read by the error boundary, and here
 ) -> None:
     """gradcheck and gradgradcheck every custom autograd.Function the scenarios call."""
@@ -40,7 +44,8 @@ def check(
     from ..check.functions import CheckOptions, check_files, scenario_files
     from ..render.checks import check_json, check_report, to_junit
 
-    options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad)
+    options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad,
+                           timeout=timeout)
     files = scenario_files(paths)
     # resolved before any scenario runs (and perhaps changes the working folder)
     junit = None if junit is None else absolute(junit)
@@ -58,7 +63,7 @@ def check(
         write_stdout(check_json(run))
     else:
         stdout_console().print(check_report(run))
-    if run.cannot_run:
+    if run.cannot_run or run.timed_out:
         raise typer.Exit(ExitCode.USAGE)
     if run.failed:
         raise typer.Exit(ExitCode.FAILED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["pass", "fail", "error", "skipped"]
+Verdict = Literal["pass", "fail", "error", "skipped", "timed out"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +66,7 @@ class CheckRun:
     @property
     def failed(self) -> bool:
         return any(not r.ok for r in self.results)
+
+    @property
+    def timed_out(self) -> bool:
+        return any(r.gradcheck == "timed out" for r in self.results)

@@ -15,7 +15,8 @@ from ..model.labels import number
 from ..model.values import json_float, json_values
 from .escape import visible
 
-VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim"}
+VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim",
+                 "timed out": "bold yellow"}
 SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
 
 
