@@ -234,3 +234,26 @@ def test_check_timeout_gives_a_timed_out_verdict_and_goes_on(tmp_path: Path) -> 
     assert proc.returncode == 2, proc.stderr
     verdicts = {r["function"]: r["gradcheck"] for r in json.loads(proc.stdout)["results"]}
     assert verdicts == {"Slow": "timed out", "Quick": "pass"}
+
+
+@pytest.mark.slow
+def test_a_failing_tutorial_script_exits_cleanly_with_others_running(tmp_path: Path) -> None:
+    """Reported: a script that sets the default device, runs two passes and then raises
+    printed the error, then `terminate called without an active exception` (exit 134) when
+    several copies ran at once. Eight copies at once: each must exit 2 with the error only."""
+    scenario = tmp_path / "tutorial.py"
+    scenario.write_text(
+        "import torch\n"
+        "device = torch.accelerator.current_accelerator().type "
+        "if torch.accelerator.is_available() else 'cpu'\n"
+        "torch.set_default_device(device)\n"
+        "x = torch.randn(3, requires_grad=True)\ny = (x * 2).sum()\n"
+        "y.backward(retain_graph=True)\ny.backward()\nx.grad = 1.5\n")
+    procs = [subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(8)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, err.decode()
+        assert b"terminate called" not in err and b"Traceback" not in err
+        assert b"the scenario raised TypeError" in err
