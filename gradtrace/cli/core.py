@@ -84,8 +84,7 @@ class BoundedGroup(TyperGroup):
 
 def _stdout_to_devnull() -> None:
     """Point file descriptor 1 at /dev/null, so Python's last flush at exit cannot fail."""
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        sys.stdout.flush = lambda: None  # type: ignore[method-assign]
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # no descriptor: nothing to do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
