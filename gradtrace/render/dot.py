@@ -77,7 +77,12 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         else:
             depth -= 1
             lines.append("  " * depth + "}")
-    lines.extend([f"  {src} -> {dst} [label={quote(label)}];" if label
+    quoted: dict[str, str] = {}  # arrows repeat few labels ("[0]", "[1]"): quote each once
+
+    def label_of(label: str) -> str:
+        return quoted.get(label) or quoted.setdefault(label, quote(label))
+
+    lines.extend([f"  {src} -> {dst} [label={label_of(label)}];" if label
                   else f"  {src} -> {dst};" for src, dst, label in drawing.arrows])
     if legend and drawing.boxes:
         lines.append('  subgraph cluster_legend {')

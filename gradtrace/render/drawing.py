@@ -7,7 +7,6 @@ flow against them.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +20,6 @@ from ..model.labels import grad_text, shape_text
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
 from .palette import PALETTE, BoxKind
 
-# Node ids are written into DOT and Mermaid as they are: only the contract's n0, n1, … may be.
-_SAFE_IDS = re.compile(r"(?:n[0-9]+(?: |$))*")
 FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
 
@@ -62,8 +59,11 @@ class DrawOptions:
 @gc_paused
 def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # noqa: B008
     """Decide what to draw: focus, then folding, then the --max-nodes cut."""
-    if not _SAFE_IDS.fullmatch(" ".join(map(itemgetter(0), trace.nodes))):
-        raise ExportError("node ids must be n0, n1, … to be drawn",
+    # Ids are written into DOT and Mermaid as they are: letters and digits cannot inject
+    # anything (loaded traces are held to n0, n1, … already). One test over all, at C speed.
+    ids = "".join(map(itemgetter(0), trace.nodes))
+    if not (ids.isascii() and (ids.isalnum() or not ids)):
+        raise ExportError("node ids must be letters and digits (n0, n1, …) to be drawn",
                           "regenerate the trace with `gradtrace show SCENARIO --json`")
     keep: list[str] | None = None  # None: every node (the common case, kept cheap)
     if options.focus is not None:
