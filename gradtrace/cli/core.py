@@ -85,7 +85,11 @@ class BoundedGroup(TyperGroup):
 def _stdout_to_devnull() -> None:
     """Point file descriptor 1 at /dev/null, so Python's last flush at exit cannot fail."""
     with contextlib.suppress(AttributeError, ValueError, OSError):  # no descriptor: nothing to do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)  # descriptor 1 keeps its own copy
 
 
 def write_stdout(data: str | bytes) -> None:
