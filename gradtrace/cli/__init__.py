@@ -3,6 +3,9 @@
 torch is imported only when a command runs a scenario, so `--help` stays fast.
 """
 
+import atexit
+import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -20,4 +23,29 @@ def _terminated(signum: int, frame: Any) -> None:
 def main() -> None:
     """Console entry point."""
     signal.signal(signal.SIGTERM, _terminated)
-    app()
+    try:
+        app()
+        status = 0
+    except SystemExit as exc:
+        status = _status(exc.code)
+    _leave(status)
+
+
+def _status(code: object) -> int:
+    """The exit status `sys.exit(code)` gives under `python`: None is 0, text is printed, 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _leave(status: int) -> None:
+    """Exit without the interpreter's teardown: a scenario thread still running after a time
+    limit or Ctrl-C is not waited for, and torch's C++ statics are not destroyed under threads
+    that still use them (which aborted with `terminate called…`, exit 134). atexit handlers
+    still run, as under `python`."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
+    os._exit(status)
