@@ -67,7 +67,7 @@ def dot(
         raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
                           f"add -o graph{chosen.suffixes[0]}")
     # saved tensors and gradient flow cost time on big graphs: only when they are shown
-    trace = load_trace(scenario, root or [], backward=not no_backward,
+    trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
                        saved=saved or chosen.whole_trace, flow=grads or chosen.whole_trace,
                        timeout=timeout)
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
@@ -78,3 +78,5 @@ def dot(
         write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])
+    if stopped is not None:
+        raise stopped

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import GradtraceError, TraceFileError
 from ..model.codec import trace_from_dict
 from ..model.records import Pass, Trace
 
 
+class Loaded(NamedTuple):
+    """A command's Trace, and the error that stopped its scenario part-way, if one did: the
+    command shows the trace, then raises the error (exit 2)."""
+
+    trace: Trace
+    stopped: GradtraceError | None = None
+
+
 def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
-               saved: bool = True, flow: bool = True, timeout: float | None = None) -> Trace:
+               saved: bool = True, flow: bool = True, timeout: float | None = None) -> Loaded:
     """A Trace from a scenario .py file (run now) or a saved .json trace."""
     if source.endswith(".json"):
         if roots:
@@ -26,10 +35,14 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
         except RecursionError:
             raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
                                  "regenerate it with `gradtrace show SCENARIO --json`") from None
-        return trace_from_dict(data)
-    from ..record.runner import run_scenario  # imports torch
+        return Loaded(trace_from_dict(data))
+    from ..record.runner import ScenarioStopped, run_scenario  # imports torch
 
-    return run_scenario(source, roots, backward, order, saved, flow, timeout=timeout)
+    try:
+        return Loaded(run_scenario(source, roots, backward, order, saved, flow,
+                                   timeout=timeout))
+    except ScenarioStopped as stop:
+        return Loaded(stop.trace, stop)
 
 
 def pick_pass(trace: Trace, number: int | None) -> Pass | None:

@@ -57,7 +57,7 @@ def show(
         Console(stderr=True, highlight=False).print(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
-    trace = load_trace(scenario, [*(root or ()), *(old_output or ())],
+    trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
                        backward=not no_backward, order=order, saved=saved or as_json,
                        timeout=timeout)
     shown_pass = pick_pass(trace, pass_number)
@@ -70,5 +70,7 @@ def show(
 
         stdout_console().print(report(trace, shown_pass, max_depth, max_nodes, saved),
                                crop=False)  # the tree is never cropped; the terminal wraps it
+    if stopped is not None:
+        raise stopped
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FAILED)

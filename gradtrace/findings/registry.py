@@ -73,3 +73,6 @@ GRADCHECK = declare(
 GRADCHECK_FAILED = declare(
     "gradcheck-failed", "error", "the scenario's own gradcheck or gradgradcheck call raised",
     "The Function's backward disagrees with finite differences.")
+SCENARIO_STOPPED = declare(
+    "scenario-stopped", "error", "the scenario raised or ran out of time",
+    "Everything recorded up to that line is shown; gradtrace exits 2 after showing it.")

@@ -78,6 +78,11 @@ def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:
             line = frame.f_lineno
             break
         frame = frame.f_back
+    return at_line(path, lines, line)
+
+
+def at_line(path: str, lines: list[str], line: int | None) -> str:
+    """ "at s.py:12 `loss.backward()`", or where outside the file's own lines."""
     if line is None:
         return f"in {path} (outside its own lines)"
     code = lines[line - 1].strip() if 0 < line <= len(lines) else ""

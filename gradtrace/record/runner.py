@@ -21,9 +21,9 @@ import torch
 from ..errors import Interrupted, ScenarioError
 from ..extract.build import RawCall, build_trace
 from ..findings.passes import pass_findings
-from ..findings.registry import NO_GRAPH
+from ..findings.registry import NO_GRAPH, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
-from .explain import running_at, scenario_error, scenario_line, why_no_root
+from .explain import at_line, running_at, scenario_error, scenario_line, why_no_root
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .recorder import Recorder
@@ -52,10 +52,11 @@ def run_scenario(
     """
     path = str(path)
     code, lines = _compile(path)
+    window = _StopWindow()
     with _RUN_LOCK:
         return _in_big_stack(
             lambda: _run(path, code, lines, list(roots), backward, order, saved, flow,
-                         with_calls), path, lines, timeout)
+                         with_calls, timeout, window), path, lines, timeout, window)
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -127,23 +128,47 @@ def _compile(path: str) -> tuple[CodeType, list[str]]:
     return code, source.splitlines()
 
 
+class ScenarioStopped(ScenarioError):
+    """The scenario raised or ran out of time after recording something: trace holds what
+    was recorded up to there (with an error finding saying where it stopped)."""
+
+    def __init__(self, message: str, hint: str | None, trace: Trace) -> None:
+        super().__init__(message, hint)
+        self.trace = trace
+
+
+class _TimeLimit(BaseException):
+    """Raised inside the scenario's thread when its time is up (not an Exception: a
+    scenario's `except Exception` does not swallow it)."""
+
+
+# After the time limit, how long the scenario gets to stop at its next Python line (then
+# what it recorded is built and shown); a thread stuck in one C call (a long sleep) is left
+# behind, and only the line is reported.
+STOP_GRACE = 3.0
+
+
 def _in_big_stack(work: Callable[[], Trace], path: str, lines: list[str],
-                  timeout: float | None) -> Trace:
+                  timeout: float | None, window: _StopWindow) -> Trace:
     """work() in a thread with a big stack; a time limit and Ctrl-C name the scenario line
     the thread was on."""
     result: list[Trace] = []
     error: list[BaseException] = []
 
     def target() -> None:
+        # The threads the scenario starts are not daemons unless it says so, as under
+        # `python` (they inherit the flag from this thread; _run waits for them).
+        threading.current_thread()._daemonic = False  # type: ignore[attr-defined]
         try:
             result.append(work())
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
 
-    # daemon: Ctrl-C in the main thread ends gradtrace even while a scenario still runs
+    # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
     thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
     below_python = io.StringIO()
     streams = sys.stdout, sys.stderr  # the scenario redirects them while it runs
+    where = ""
     try:
         # here, not in the thread: a time limit or Ctrl-C must give the descriptors back
         # before gradtrace says anything
@@ -154,24 +179,71 @@ def _in_big_stack(work: Callable[[], Trace], path: str, lines: list[str],
             finally:
                 threading.stack_size(old)
             thread.join(timeout)
+            if thread.is_alive():
+                where = running_at(thread, path, lines)
+                window.stop()
+                if window.closed.wait(STOP_GRACE):
+                    thread.join()  # building what was recorded: bounded by its size
     except KeyboardInterrupt:
         sys.stdout, sys.stderr = streams  # the thread cannot undo its redirection now
         raise Interrupted(f"interrupted {running_at(thread, path, lines)}") from None
     if thread.is_alive():
         sys.stdout, sys.stderr = streams
-        raise ScenarioError(
-            f"the scenario did not finish within {timeout:g} s: it was "
-            f"{running_at(thread, path, lines)}",
-            "give it more time (--timeout SECONDS), or make it do less")
-    if error:
-        raise error[0]
+        raise ScenarioError(f"{_late(timeout)}: it was {where}", _LATE_HINT)
     printed = below_python.getvalue()
-    return replace(result[0], stdout=result[0].stdout + printed) if printed else result[0]
+    if error:
+        if printed and isinstance(error[0], ScenarioStopped):
+            error[0].trace = _with_printed(error[0].trace, printed)
+        raise error[0]
+    return _with_printed(result[0], printed)
+
+
+def _with_printed(trace: Trace, printed: str) -> Trace:
+    return replace(trace, stdout=trace.stdout + printed) if printed else trace
+
+
+def _late(timeout: float | None) -> str:
+    return f"the scenario did not finish within {timeout or 0:g} s"
+
+
+_LATE_HINT = "give it more time (--timeout SECONDS), or make it do less"
+
+
+class _StopWindow:
+    """When the time limit may stop the scenario: only while its own code runs (and the
+    threads it started), never while gradtrace builds the trace."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.closed = threading.Event()  # the scenario's code is done: the trace is built next
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[None]:
+        with self._lock:
+            self._thread = threading.current_thread()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._thread = None
+            self.closed.set()
+
+    def stop(self) -> None:
+        """Raise _TimeLimit in the scenario's thread at its next Python line, if it still runs
+        its own code (CPython's asynchronous exception)."""
+        import ctypes
+
+        with self._lock:
+            if self._thread is not None and self._thread.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._thread.ident), ctypes.py_object(_TimeLimit))
 
 
 def _run(path: str, code: CodeType, lines: list[str], requested: list[str], backward: bool,
          order: int, saved: bool, flow: bool,
-         with_calls: Callable[[list[RawCall]], None] | None = None) -> Trace:
+         with_calls: Callable[[list[RawCall]], None] | None, timeout: float | None,
+         window: _StopWindow) -> Trace:
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
@@ -182,21 +254,27 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
     tracker = ModuleTracker()
     output = io.StringIO()
     findings: list[Finding] = []
+    stopped: ScenarioError | None = None
     try:
         with _scenario_process_state(path, output), recorder.patched(), tracker.tracking():
             try:
-                exec(code, namespace)
+                with window.open():
+                    _run_main(code, namespace)
             except SystemExit as exc:
                 if exc.code not in (None, 0):
-                    raise ScenarioError(
-                        f"{path}: the scenario called sys.exit({exc.code!r})") from exc
+                    stopped = ScenarioError(f"{path}: the scenario called sys.exit({exc.code!r})")
             except KeyboardInterrupt:
                 raise
+            except _TimeLimit as exc:
+                where = at_line(path, lines, scenario_line(path, exc))
+                stopped = ScenarioError(f"{_late(timeout)}: it was {where}", _LATE_HINT)
             except BaseException as exc:  # what the scenario raised, of any kind
                 if exc is not recorder.failed:
-                    raise scenario_error(path, lines, exc) from exc
+                    stopped = scenario_error(path, lines, exc)
         named = named_tensors(namespace)
-        if not named:
+        if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
+            raise stopped  # nothing recorded: the error alone says it all
+        if not named and not recorder.passes:
             raise ScenarioError(
                 f"{path} binds no tensors at module level",
                 "assign the tensors you want to see to module-level names, "
@@ -216,15 +294,18 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
                 raise ScenarioError(
                     f"{path}: no output to trace: {why}",
                     "an output is a tensor with a grad_fn; see `gradtrace show --help`")
-        if outputs and backward and not recorder.passes:
-            own_backward(recorder, [t for _, t in outputs])
-        if order == 2 and recorder.second_order is None and outputs:
-            recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
+        if stopped is None:  # after an error, only what the scenario itself did is shown
+            if outputs and backward and not recorder.passes:
+                own_backward(recorder, [t for _, t in outputs])
+            if order == 2 and recorder.second_order is None and outputs:
+                recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
+        else:
+            findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint))
         findings.extend(recorder.checks)
         findings.extend(pass_findings(recorder.passes))
-        if with_calls is not None:
+        if with_calls is not None and stopped is None:
             with_calls(recorder.calls)
-        return build_trace(
+        trace = build_trace(
             scenario=path,
             named=named,
             outputs=outputs,
@@ -238,11 +319,27 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
             second_order=recorder.second_order,
             modules=module_paths(namespace, tracker),
         )
+        if stopped is not None:
+            raise ScenarioStopped(stopped.message, stopped.hint, trace)
+        return trace
     finally:
         # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
         recorder.saved_before.clear()
         tracker.owner.clear()
         namespace.clear()
+
+
+def _run_main(code: CodeType, namespace: dict[str, Any]) -> None:
+    """Run the module's code, then wait for the non-daemon threads it started, as `python`
+    does before it exits (the time limit bounds the wait)."""
+    before = set(threading.enumerate())
+    try:
+        exec(code, namespace)
+    finally:
+        while waiting := [t for t in threading.enumerate()
+                          if t not in before and not t.daemon and t.is_alive()]:
+            for thread in waiting:
+                thread.join(0.05)  # in slices: the time limit can stop this thread here
 
 
 @contextlib.contextmanager
@@ -314,7 +411,10 @@ def _torch_state() -> Iterator[None]:
             torch.set_default_device(None if device.type == "cpu" else device)
         torch.set_grad_enabled(grad)
         torch.autograd.set_detect_anomaly(anomaly)
-        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        # only when changed: setting it imports torch._inductor (seconds)
+        if (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 
 
 def _warning_to(output: io.StringIO) -> Callable[..., None]:
