@@ -40,10 +40,9 @@ def _status(code: object) -> int:
 
 
 def _leave(status: int) -> None:
-    """Exit without the interpreter's teardown: a scenario thread still running after a time
-    limit or Ctrl-C is not waited for, and torch's C++ statics are not destroyed under threads
-    that still use them (which aborted with `terminate called…`, exit 134). atexit handlers
-    still run, as under `python`."""
+    """Exit without the interpreter's teardown, after atexit handlers and a flush: a scenario
+    thread left running by a time limit is not waited for, and no thread still ending (its
+    C++ thread-locals freed after Python let go of it) races the shutdown."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError, OSError):

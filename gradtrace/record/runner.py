@@ -399,7 +399,8 @@ def _working_folder() -> Iterator[None]:
 def _torch_state() -> Iterator[None]:
     """torch's process-wide settings as they were: default dtype and device, anomaly mode,
     deterministic algorithms, and this thread's grad mode."""
-    dtype, device = torch.get_default_dtype(), torch.get_default_device()
+    dtype, device = torch.get_default_dtype(), _device_context()
+    modes = torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
     grad, anomaly = torch.is_grad_enabled(), torch.is_anomaly_enabled()
     deterministic = (torch.are_deterministic_algorithms_enabled(),
                      torch.is_deterministic_algorithms_warn_only_enabled())
@@ -407,14 +408,27 @@ def _torch_state() -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(dtype)
-        if torch.get_default_device() != device:
-            torch.set_default_device(None if device.type == "cpu" else device)
+        if _device_context() is not device:  # even one that says cpu: it is a mode
+            torch.set_default_device(None if device is None else device.device)
+        # Modes left entered (set_default_device enters one) live in this thread's C++
+        # state, which the thread frees as it ends, after Python has let go of it: a
+        # Python object freed then, while the interpreter shuts down, aborted gradtrace
+        # (`terminate called without an active exception`, exit 134).
+        while torch._C._len_torch_function_stack() > modes[0]:
+            torch._C._pop_torch_function_stack()
+        while torch._C._len_torch_dispatch_stack() > modes[1]:
+            torch._C._pop_torch_dispatch_stack()
         torch.set_grad_enabled(grad)
         torch.autograd.set_detect_anomaly(anomaly)
         # only when changed: setting it imports torch._inductor (seconds)
         if (torch.are_deterministic_algorithms_enabled(),
                 torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
             torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+
+
+def _device_context() -> Any:
+    """The DeviceContext mode torch.set_default_device entered in this thread, if any."""
+    return getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
 
 
 def _warning_to(output: io.StringIO) -> Callable[..., None]:
