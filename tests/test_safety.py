@@ -202,11 +202,16 @@ def test_timeout_names_the_line_the_scenario_was_on(command: str, tmp_path: Path
 
 def test_ctrl_c_names_the_line_and_exits_130(tmp_path: Path) -> None:
     scenario = tmp_path / "endless.py"
-    scenario.write_text(ENDLESS)
+    started = tmp_path / "started"
+    # the scenario says it runs by making a file, on line 2 (line 4 is still the loop's)
+    scenario.write_text(ENDLESS.replace("x = 1", f"open({str(started)!r}, 'w').close()"))
     proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(5)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # not a fixed wait: importing torch takes long on a busy machine
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
