@@ -130,8 +130,8 @@ DEBUG = typer.Option(False, "--debug", callback=_remember_debug, expose_value=Fa
                      help="Show gradtrace's own traceback on errors (also GRADTRACE_DEBUG=1).")
 ROOT = typer.Option(None, "--root", metavar="NAME",
                     help="Root the graph at this named tensor, or NAME.grad (repeatable). "
-                    "Default: the scenario's OUTPUT, else the last named tensor with a "
-                    "grad_fn.")
+                    "Default: the scenario's OUTPUT, else the roots of its last backward "
+                    "pass, else the last named tensor with a grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
 TIMEOUT = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,

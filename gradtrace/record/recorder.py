@@ -19,6 +19,7 @@ from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import Finding, GradChange, GradSummary, PassBy, PassKind, SecondOrder
 from .flow import FlowCapture
 from .higher import second_derivatives
+from .names import ScenarioNames
 from .roots import named_tensors
 
 
@@ -35,11 +36,13 @@ class GradBefore(NamedTuple):
 class Recorder:
     """Patches torch while a scenario runs, recording passes and custom Function calls."""
 
-    def __init__(self, path: str, lines: list[str], namespace: dict[str, Any]) -> None:
+    def __init__(self, path: str, lines: list[str], names: ScenarioNames) -> None:
         self.path = path
         self.lines = lines
-        self.namespace = namespace
+        self.names = names
         self.passes: list[RawPass] = []
+        # the (name, tensor) roots of the scenario's latest pass: the default graph
+        self.last_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
         self.saved_before: dict[int, tuple[Any, Any]] = {}
         self.grad_before: dict[str, GradSummary | None] | None = None
@@ -181,8 +184,12 @@ class Recorder:
         """
         line, code = self.caller_line()
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
-        named = named_tensors(self.namespace)
+        self.names.look(sys._getframe(1))
+        named = named_tensors(self.names.merged())
         root_names = self.names_of(roots, named)
+        if by == "scenario":
+            self.last_roots = [(n, t) for n, t in zip(root_names, roots, strict=True)
+                               if isinstance(t, torch.Tensor)]
         grads = [(name, t, readable_grad(t)) for name, t in named]
         before = [GradBefore(name, t, g, None if g is None else g._version,
                              None if g is None else summarize(g)) for name, t, g in grads]

@@ -14,22 +14,29 @@ from .explain import why_no_grad_fn
 
 
 def named_tensors(namespace: dict[str, Any]) -> Named:
-    """Module-level tensors in binding order, then nn.Module parameters under dotted names."""
+    """Named tensors in binding order, and nn.Module parameters under dotted names (a
+    parameter under the first module path that reaches it)."""
     out: Named = []
+    params: set[int] = set()
     for name, value in list(namespace.items()):
         if name.startswith("__"):
             continue
         if isinstance(value, torch.Tensor):
             out.append((name, value))
         elif isinstance(value, torch.nn.Module):
-            out.extend((f"{name}.{p}", t) for p, t in value.named_parameters())
+            for p, t in value.named_parameters():
+                if id(t) not in params:
+                    params.add(id(t))
+                    out.append((f"{name}.{p}", t))
     return out
 
 
 def choose_outputs(
-    path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str]
+    path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str],
+    last_pass: tuple[list[tuple[str | None, torch.Tensor]], int | None] = ([], None),
 ) -> tuple[Named, str]:
-    """The roots: the requested names, else OUTPUT, else the last named tensor with a grad_fn."""
+    """The roots: the requested names, else OUTPUT, else the roots of the scenario's last
+    pass (its tensors and line), else the last named tensor with a grad_fn."""
     by_name = dict(named)
     name_of: dict[int, str] = {}
     for name, t in named:
@@ -68,6 +75,12 @@ def choose_outputs(
                     f"not {type(item).__name__}",
                 )
         reason = "the scenario's OUTPUT"
+    elif any(t.grad_fn is not None for _, t in last_pass[0]):
+        roots, line = last_pass
+        picked = [(name or name_of.get(id(t), "root" if len(roots) == 1 else f"root{i}"), t)
+                  for i, (name, t) in enumerate(roots) if t.grad_fn is not None]
+        where = f", at line {line}" if line else ""
+        return picked, f"the roots of the scenario's last backward pass{where}"
     else:
         candidates = [(n, t) for n, t in named if t.grad_fn is not None]
         return candidates[-1:], "the last named tensor with a grad_fn"

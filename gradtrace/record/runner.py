@@ -26,6 +26,7 @@ from ..model.records import Finding, Trace
 from .explain import at_line, running_at, scenario_error, scenario_line, why_no_root
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
+from .names import ScenarioNames
 from .recorder import Recorder
 from .roots import choose_outputs, named_tensors
 
@@ -42,7 +43,8 @@ def run_scenario(
 ) -> Trace:
     """Run the scenario at path and return its Trace.
 
-    roots names the roots (else OUTPUT, else the last named tensor with a grad_fn);
+    roots names the roots (else OUTPUT, else the last pass's roots, else the last named
+    tensor with a grad_fn);
     backward=False skips gradtrace's own backward when the scenario runs none;
     order=2 also computes second derivatives of the first backward's (scalar) root;
     saved=False does not read saved tensors, flow=False records no gradient flow (faster,
@@ -78,7 +80,7 @@ def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,
     named = named_tensors(names)
     name_of = {id(t): n for n, t in reversed(named)}
     picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]
-    recorder = Recorder("<python>", [], dict(names))
+    recorder = Recorder("<python>", [], ScenarioNames(None, dict(names)))
     recorder.read_saved = saved
     if backward:
         own_backward(recorder, [t for _, t in picked])
@@ -247,7 +249,8 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
     namespace: dict[str, Any] = {
         "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
     }
-    recorder = Recorder(path, lines, namespace)
+    names = ScenarioNames(path, namespace)
+    recorder = Recorder(path, lines, names)
     recorder.order = order
     recorder.read_saved = saved
     recorder.capture_flow = flow
@@ -271,7 +274,8 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
             except BaseException as exc:  # what the scenario raised, of any kind
                 if exc is not recorder.failed:
                     stopped = scenario_error(path, lines, exc)
-        named = named_tensors(namespace)
+        every = names.merged()
+        named = named_tensors(every)
         if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
         if not named and not recorder.passes:
@@ -280,7 +284,9 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
                 "assign the tensors you want to see to module-level names, "
                 "e.g. `x = torch.tensor(5.0, requires_grad=True)`",
             )
-        outputs, reason = choose_outputs(path, namespace, named, requested)
+        last_line = next((p.line for p in reversed(recorder.passes) if p.by == "scenario"), None)
+        outputs, reason = choose_outputs(path, namespace, named, requested,
+                                         (recorder.last_roots, last_line))
         if not outputs:
             why = why_no_root(named, lines)
             if recorder.passes:
@@ -317,7 +323,7 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
             grad_before=recorder.grad_before or {},
             stdout=output.getvalue(),
             second_order=recorder.second_order,
-            modules=module_paths(namespace, tracker),
+            modules=module_paths(every, tracker),
         )
         if stopped is not None:
             raise ScenarioStopped(stopped.message, stopped.hint, trace)
@@ -326,7 +332,8 @@ def _run(path: str, code: CodeType, lines: list[str], requested: list[str], back
         # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
         recorder.saved_before.clear()
         tracker.owner.clear()
-        namespace.clear()
+        recorder.last_roots.clear()
+        names.clear()
 
 
 def _run_main(code: CodeType, namespace: dict[str, Any]) -> None:

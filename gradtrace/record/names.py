@@ -1,0 +1,68 @@
+"""The names a scenario gives its tensors and modules: its globals, and the locals of its own
+functions seen on the stack whenever a pass runs (real code keeps tensors in functions)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+import torch
+
+_INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _nameable(value: Any) -> bool:
+    return isinstance(value, (torch.Tensor, torch.nn.Module))
+
+
+class ScenarioNames:
+    """Module globals first (bare names), then function locals seen while passes ran: the
+    innermost frame first, `func.var` only when the bare name is taken by another object."""
+
+    def __init__(self, path: str | None, namespace: dict[str, Any]) -> None:
+        self.namespace = namespace
+        self._folder = None if path is None else os.path.dirname(os.path.abspath(path))
+        self._seen: dict[str, Any] = {}  # the latest object under each name
+
+    def owns(self, filename: str) -> bool:
+        """A file of the scenario's own: in its folder and not an installed package."""
+        if self._folder is None or filename.startswith("<"):
+            return False
+        full = os.path.normcase(os.path.abspath(filename))
+        return full.startswith(self._folder + os.sep) and not full.startswith(_INSTALLED) \
+            and "site-packages" not in full
+
+    def look(self, frame: FrameType | None) -> None:
+        """Name the tensors and modules in the locals of the scenario's frames from frame out."""
+        taken = {name: id(v) for name, v in self.namespace.items()
+                 if not name.startswith("__") and _nameable(v)}
+        snapshot: dict[str, Any] = {}
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name != "<module>" and self.owns(code.co_filename):
+                for var, value in list(frame.f_locals.items()):
+                    if not _nameable(value) or var.startswith("__"):
+                        continue
+                    name = var
+                    if taken.get(name, id(value)) != id(value):
+                        name = f"{code.co_name}.{var}"
+                        if taken.get(name, id(value)) != id(value):
+                            continue  # the same function twice on the stack: outermost unnamed
+                    taken[name] = id(value)
+                    snapshot[name] = value
+            frame = frame.f_back
+        self._seen.update(snapshot)
+
+    def merged(self) -> dict[str, Any]:
+        """Globals, then the locals seen so far under names the globals do not use."""
+        merged = dict(self.namespace)
+        for name, value in self._seen.items():
+            merged.setdefault(name, value)
+        return merged
+
+    def clear(self) -> None:
+        """Drop every reference (the scenario's objects die with their run)."""
+        self._seen.clear()
+        self.namespace.clear()
