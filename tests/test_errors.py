@@ -66,7 +66,7 @@ def test_non_utf8_file(tmp_path: Path) -> None:
 
 def test_no_tensors(tmp_path: Path) -> None:
     err = fails("show", scenario(tmp_path, "a = 1 + 2\n"))
-    assert "binds no tensors" in err
+    assert "names no tensors" in err and "FILE::FUNC" in err
 
 
 def test_nothing_requires_grad(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_broken_json(tmp_path: Path) -> None:
 def test_output_option_with_json_trace(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text("{}")
-    assert "--root applies to scenarios" in fails("show", path, "--root", "z")
+    assert "--root and script arguments apply to scenarios" in fails("show", path, "--root", "z")
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from .core import DEBUG, ExitCode, app, debugging, print_error, stdout_console, write_stdout
-from .files import absolute, write_atomic
+from .files import absolute, input_file, write_atomic
 
 
 @app.command(
@@ -24,7 +24,8 @@ from .files import absolute, write_atomic
 def check(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="FILE_OR_DIR...",
-                                      help="Scenario files, or folders to search for *.py."),
+                                      help="Scenario files (or FILE::FUNC), or folders to "
+                                      "search for *.py."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Also write JUnit XML, for CI systems."),
@@ -49,7 +50,7 @@ def check(
     files = scenario_files(paths)
     # resolved before any scenario runs (and perhaps changes the working folder)
     junit = None if junit is None else absolute(junit)
-    inputs = [absolute(f) for f in files]
+    inputs = [input_file(f) for f in files]
     with Progress(console=Console(stderr=True), transient=True,
                   disable=len(files) < 2 or as_json) as progress:
         task = progress.add_task("checking", total=len(files))

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from .._version import __version__
 from ..errors import GradtraceError, Interrupted
+from ..record.target import DEFAULT_PASSES
 from ..render.escape import visible_console
 
 
@@ -130,13 +131,19 @@ DEBUG = typer.Option(False, "--debug", callback=_remember_debug, expose_value=Fa
                      help="Show gradtrace's own traceback on errors (also GRADTRACE_DEBUG=1).")
 ROOT = typer.Option(None, "--root", metavar="NAME",
                     help="Root the graph at this named tensor, or NAME.grad (repeatable). "
-                    "Default: the scenario's OUTPUT, else the roots of its last backward "
-                    "pass, else the last named tensor with a grad_fn.")
+                    "Default: the scenario's OUTPUT, else what FILE::FUNC returned, else the "
+                    "roots of its last backward pass, else the last named tensor with a "
+                    "grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
 TIMEOUT = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
                        help="Stop the scenario (and its backward passes) after this long: "
                        "exit 2, naming the line it was on. Default: no limit.")
+PASSES = typer.Option(str(DEFAULT_PASSES), "--passes", metavar="N|all",
+                      help="Record the first N backward passes the scenario makes, then stop "
+                      "it there (a training loop); all: run it to the end.")
+SCRIPT_ARGS = typer.Argument(None, metavar="-- ARGS", show_default=False,
+                             help="Arguments for the script's sys.argv, after --.")
 PASS = typer.Option(None, "--pass", metavar="N", min=1,
                     help="Annotate with the gradients of pass N (default: the last that "
                     "moved a gradient).")

@@ -9,9 +9,19 @@ import typer
 from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, find_format, suffix_list
-from .core import DEBUG, NO_BACKWARD, PASS, ROOT, TIMEOUT, app, write_stdout
-from .files import absolute, write_atomic
-from .inputs import load_trace, pick_pass
+from .core import (
+    DEBUG,
+    NO_BACKWARD,
+    PASS,
+    PASSES,
+    ROOT,
+    SCRIPT_ARGS,
+    TIMEOUT,
+    app,
+    write_stdout,
+)
+from .files import absolute, input_file, write_atomic
+from .inputs import RunChoices, load_trace, pick_pass
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
 
@@ -28,8 +38,10 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "Exit codes: 0 success, 2 bad input or an output that cannot be written.",
 )
 def dot(
-    scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
-                                   "by `gradtrace show --json`.", metavar="SCENARIO"),
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
+                                   ".json saved by `gradtrace show --json`.",
+                                   metavar="SCENARIO"),
+    script_args: list[str] | None = SCRIPT_ARGS,
     out: Path | None = typer.Option(None, "-o", "--output", "--file", metavar="FILE",
                                     help="Write this file; its suffix picks the format "
                                     f"({suffix_list()}). Default: DOT on stdout."),
@@ -56,10 +68,12 @@ def dot(
                                             help="Group nodes by module path up to N levels."),
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
+    passes: str = PASSES,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
-    source, target = absolute(scenario), None if out is None else absolute(out)
+    source = input_file(scenario)
+    target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
         raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
     chosen = find_format(out, fmt)
@@ -68,8 +82,9 @@ def dot(
                           f"add -o graph{chosen.suffixes[0]}")
     # saved tensors and gradient flow cost time on big graphs: only when they are shown
     trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
-                       saved=saved or chosen.whole_trace, flow=grads or chosen.whole_trace,
-                       timeout=timeout)
+                                saved=saved or chosen.whole_trace,
+                                flow=grads or chosen.whole_trace,
+                                run=RunChoices(script_args, passes, timeout))
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth)

@@ -17,6 +17,11 @@ def absolute(path: str | Path) -> Path:
     return Path(os.path.abspath(path))
 
 
+def input_file(target: str | Path) -> Path:
+    """The file of an input to protect from outputs: FILE of FILE::FUNC, absolute."""
+    return absolute(str(target).partition("::")[0])
+
+
 def _same_file(a: Path, b: Path) -> bool:
     with contextlib.suppress(OSError):
         return os.path.samefile(a, b)  # also through links and hard links

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ..errors import GradtraceError, TraceFileError
 from ..model.codec import trace_from_dict
 from ..model.records import Pass, Trace
+from ..record.target import DEFAULT_PASSES, parse_target
 
 
 class Loaded(NamedTuple):
@@ -19,13 +20,34 @@ class Loaded(NamedTuple):
     stopped: GradtraceError | None = None
 
 
+class RunChoices(NamedTuple):
+    """How a scenario is run: its argv, its pass limit, its time limit."""
+
+    args: list[str] | None = None
+    passes: str = str(DEFAULT_PASSES)
+    timeout: float | None = None
+
+
+def pass_limit(text: str) -> int | None:
+    """--passes N|all: N, or None for all."""
+    if text.strip().lower() == "all":
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise GradtraceError(f"--passes {text!r}: give a number of passes (1 or more) or all",
+                             "e.g. --passes 10, or --passes all to run the script to the end")
+    return int(text)
+
+
 def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
-               saved: bool = True, flow: bool = True, timeout: float | None = None) -> Loaded:
-    """A Trace from a scenario .py file (run now) or a saved .json trace."""
+               saved: bool = True, flow: bool = True,
+               run: RunChoices = RunChoices()) -> Loaded:
+    """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace."""
+    passes = pass_limit(run.passes)
     if source.endswith(".json"):
-        if roots:
-            raise GradtraceError("--root applies to scenarios, not to saved traces",
-                                 f"drop --root, or pass the scenario instead of {source}")
+        if roots or run.args:
+            raise GradtraceError("--root and script arguments apply to scenarios, not to "
+                                 "saved traces",
+                                 f"drop them, or pass the scenario instead of {source}")
         try:
             data = json.loads(Path(source).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -39,8 +61,8 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
     from ..record.runner import ScenarioStopped, run_scenario  # imports torch
 
     try:
-        return Loaded(run_scenario(source, roots, backward, order, saved, flow,
-                                   timeout=timeout))
+        return Loaded(run_scenario(parse_target(source, run.args or ()), roots, backward,
+                                   order, saved, flow, timeout=run.timeout, passes=passes))
     except ScenarioStopped as stop:
         return Loaded(stop.trace, stop)
 

@@ -9,19 +9,23 @@ from .core import (
     DEBUG,
     NO_BACKWARD,
     PASS,
+    PASSES,
     ROOT,
+    SCRIPT_ARGS,
     TIMEOUT,
     ExitCode,
     app,
     stdout_console,
     write_stdout,
 )
-from .inputs import load_trace, pick_pass
+from .inputs import RunChoices, load_trace, pick_pass
 
 
 @app.command(
     epilog="Examples:\n\n"
     "  gradtrace show scenarios/chain_rule.py\n\n"
+    "  gradtrace show scenarios/real/train_args.py --passes 2 -- --epochs 1\n\n"
+    "  gradtrace show scenarios/real/test_value_grads.py::test_sanity_check\n\n"
     "  gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved\n\n"
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
@@ -29,13 +33,16 @@ from .inputs import load_trace, pick_pass
     "cannot run.",
 )
 def show(
-    scenario: str = typer.Argument(..., help="A scenario .py file, or a trace .json saved "
-                                   "by --json.", metavar="SCENARIO"),
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC (call one "
+                                   "function of it), or a trace .json saved by --json.",
+                                   metavar="SCENARIO"),
+    script_args: list[str] | None = SCRIPT_ARGS,
     root: list[str] | None = ROOT,
     old_output: list[str] | None = typer.Option(None, "--output", hidden=True,
                                                 help="Old name of --root."),
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
+    passes: str = PASSES,
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
                                  "(schema gradtrace.trace/1) instead of the report."),
     saved: bool = typer.Option(False, "--saved",
@@ -58,8 +65,8 @@ def show(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
     trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
-                       backward=not no_backward, order=order, saved=saved or as_json,
-                       timeout=timeout)
+                                backward=not no_backward, order=order, saved=saved or as_json,
+                                run=RunChoices(script_args, passes, timeout))
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from ..render.json import to_json

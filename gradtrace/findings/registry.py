@@ -76,3 +76,7 @@ GRADCHECK_FAILED = declare(
 SCENARIO_STOPPED = declare(
     "scenario-stopped", "error", "the scenario raised or ran out of time",
     "Everything recorded up to that line is shown; gradtrace exits 2 after showing it.")
+PASSES_CAPPED = declare(
+    "passes-capped", "info", "the scenario was stopped at its pass after the last recorded",
+    "`--passes N` records the first N backward passes (100 by default), then stops the script; "
+    "`--passes all` runs it to the end.")

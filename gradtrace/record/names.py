@@ -36,23 +36,30 @@ class ScenarioNames:
 
     def look(self, frame: FrameType | None) -> None:
         """Name the tensors and modules in the locals of the scenario's frames from frame out."""
-        taken = {name: id(v) for name, v in self.namespace.items()
-                 if not name.startswith("__") and _nameable(v)}
-        snapshot: dict[str, Any] = {}
+        scopes = []
         while frame is not None:
             code = frame.f_code
             if code.co_name != "<module>" and self.owns(code.co_filename):
-                for var, value in list(frame.f_locals.items()):
-                    if not _nameable(value) or var.startswith("__"):
-                        continue
-                    name = var
-                    if taken.get(name, id(value)) != id(value):
-                        name = f"{code.co_name}.{var}"
-                        if taken.get(name, id(value)) != id(value):
-                            continue  # the same function twice on the stack: outermost unnamed
-                    taken[name] = id(value)
-                    snapshot[name] = value
+                scopes.append((code.co_name, frame.f_locals))
             frame = frame.f_back
+        self.add(scopes)
+
+    def add(self, scopes: list[tuple[str, dict[str, Any]]]) -> None:
+        """Name the tensors and modules of (function name, locals) scopes, innermost first."""
+        taken = {name: id(v) for name, v in self.namespace.items()
+                 if not name.startswith("__") and _nameable(v)}
+        snapshot: dict[str, Any] = {}
+        for function, scope in scopes:
+            for var, value in list(scope.items()):
+                if not _nameable(value) or var.startswith("__"):
+                    continue
+                name = var
+                if taken.get(name, id(value)) != id(value):
+                    name = f"{function}.{var}"
+                    if taken.get(name, id(value)) != id(value):
+                        continue  # the same function twice on the stack: outermost unnamed
+                taken[name] = id(value)
+                snapshot[name] = value
         self._seen.update(snapshot)
 
     def merged(self) -> dict[str, Any]:

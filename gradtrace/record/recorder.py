@@ -33,6 +33,11 @@ class GradBefore(NamedTuple):
     summary: GradSummary | None
 
 
+class PassLimit(BaseException):
+    """Raised at the scenario's pass after the last one to record (--passes N): it stops the
+    scenario there (not an Exception: its `except Exception` does not swallow it)."""
+
+
 class Recorder:
     """Patches torch while a scenario runs, recording passes and custom Function calls."""
 
@@ -52,6 +57,9 @@ class Recorder:
         self.second_order: SecondOrder | None = None
         self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
+        self.pass_limit: int | None = None  # stop the scenario at its pass after this many
+        self.capped_at: str | None = None  # where it was stopped for that: "line 12 `…`"
+        self._scenario_passes = 0
         self._in_pass = 0
         self._muted = 0  # inside gradcheck: its hundreds of calls are not the scenario's
         self._first_in_check = False
@@ -183,6 +191,11 @@ class Recorder:
         every_leaf: the call runs every leaf it reaches (a backward without inputs=).
         """
         line, code = self.caller_line()
+        if by == "scenario":
+            if self._scenario_passes == self.pass_limit:
+                self.capped_at = f"line {line} `{code}`" if line else "outside its own lines"
+                raise PassLimit
+            self._scenario_passes += 1
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
         self.names.look(sys._getframe(1))
         named = named_tensors(self.names.merged())

@@ -33,10 +33,10 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
 
 def choose_outputs(
     path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str],
-    last_pass: tuple[list[tuple[str | None, torch.Tensor]], int | None] = ([], None),
+    fallback: tuple[list[tuple[str | None, torch.Tensor]], str] = ([], ""),
 ) -> tuple[Named, str]:
-    """The roots: the requested names, else OUTPUT, else the roots of the scenario's last
-    pass (its tensors and line), else the last named tensor with a grad_fn."""
+    """The roots: the requested names, else OUTPUT, else the fallback (tensors, why: what a
+    function returned, the last pass's roots), else the last named tensor with a grad_fn."""
     by_name = dict(named)
     name_of: dict[int, str] = {}
     for name, t in named:
@@ -75,12 +75,11 @@ def choose_outputs(
                     f"not {type(item).__name__}",
                 )
         reason = "the scenario's OUTPUT"
-    elif any(t.grad_fn is not None for _, t in last_pass[0]):
-        roots, line = last_pass
+    elif any(t.grad_fn is not None for _, t in fallback[0]):
+        roots, reason = fallback
         picked = [(name or name_of.get(id(t), "root" if len(roots) == 1 else f"root{i}"), t)
                   for i, (name, t) in enumerate(roots) if t.grad_fn is not None]
-        where = f", at line {line}" if line else ""
-        return picked, f"the roots of the scenario's last backward pass{where}"
+        return picked, reason
     else:
         candidates = [(n, t) for n, t in named if t.grad_fn is not None]
         return candidates[-1:], "the last named tensor with a grad_fn"

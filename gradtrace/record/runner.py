@@ -13,22 +13,30 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import CodeType
-from typing import Any
+from types import CodeType, ModuleType
+from typing import Any, NamedTuple
 
 import torch
 
-from ..errors import Interrupted, ScenarioError
+from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..extract.build import RawCall, build_trace
 from ..findings.passes import pass_findings
-from ..findings.registry import NO_GRAPH, SCENARIO_STOPPED
+from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
 from .explain import at_line, running_at, scenario_error, scenario_line, why_no_root
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
-from .recorder import Recorder
+from .recorder import PassLimit, Recorder
 from .roots import choose_outputs, named_tensors
+from .target import (
+    DEFAULT_PASSES,
+    Target,
+    call_function,
+    installed_module,
+    parse_target,
+    run_module,
+)
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.
@@ -37,28 +45,42 @@ _RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at 
 
 
 def run_scenario(
-    path: str | Path, roots: Sequence[str] = (), backward: bool = True, order: int = 1,
-    saved: bool = True, flow: bool = True,
+    target: str | Path | Target, roots: Sequence[str] = (), backward: bool = True,
+    order: int = 1, saved: bool = True, flow: bool = True,
     with_calls: Callable[[list[RawCall]], None] | None = None, timeout: float | None = None,
+    passes: int | None = DEFAULT_PASSES,
 ) -> Trace:
-    """Run the scenario at path and return its Trace.
+    """Run the scenario (a path, "FILE::FUNC", or a Target with argv) and return its Trace.
 
-    roots names the roots (else OUTPUT, else the last pass's roots, else the last named
-    tensor with a grad_fn);
+    roots names the roots (else OUTPUT, else what FUNC returned, else the last pass's roots,
+    else the last named tensor with a grad_fn);
     backward=False skips gradtrace's own backward when the scenario runs none;
     order=2 also computes second derivatives of the first backward's (scalar) root;
     saved=False does not read saved tensors, flow=False records no gradient flow (faster,
     for pictures that do not show them). with_calls, if given, is called with the recorded
     Function calls while the scenario's module is still alive (its Functions can run again).
-    timeout bounds the whole run in seconds (ScenarioError naming the line it was on).
+    timeout bounds the whole run in seconds (ScenarioError naming the line it was on);
+    passes stops the scenario at its pass after that many (None: no limit).
     """
-    path = str(path)
-    code, lines = _compile(path)
+    if not isinstance(target, Target):
+        target = parse_target(str(target))
+    code, lines = _compile(target.path)
     window = _StopWindow()
+    options = _Options(list(roots), backward, order, saved, flow, with_calls, timeout, passes)
     with _RUN_LOCK:
-        return _in_big_stack(
-            lambda: _run(path, code, lines, list(roots), backward, order, saved, flow,
-                         with_calls, timeout, window), path, lines, timeout, window)
+        return _in_big_stack(lambda: _run(target, code, lines, options, window),
+                             target.path, lines, timeout, window)
+
+
+class _Options(NamedTuple):
+    roots: list[str]
+    backward: bool
+    order: int
+    saved: bool
+    flow: bool
+    with_calls: Callable[[list[RawCall]], None] | None
+    timeout: float | None
+    passes: int | None
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -242,120 +264,160 @@ class _StopWindow:
                     ctypes.c_ulong(self._thread.ident), ctypes.py_object(_TimeLimit))
 
 
-def _run(path: str, code: CodeType, lines: list[str], requested: list[str], backward: bool,
-         order: int, saved: bool, flow: bool,
-         with_calls: Callable[[list[RawCall]], None] | None, timeout: float | None,
+def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
          window: _StopWindow) -> Trace:
-    namespace: dict[str, Any] = {
-        "__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
-    }
-    names = ScenarioNames(path, namespace)
-    recorder = Recorder(path, lines, names)
-    recorder.order = order
-    recorder.read_saved = saved
-    recorder.capture_flow = flow
-    tracker = ModuleTracker()
-    output = io.StringIO()
+    with installed_module(target) as module:
+        names = ScenarioNames(target.path, module.__dict__)
+        recorder = Recorder(target.path, lines, names)
+        recorder.order = options.order
+        recorder.read_saved = options.saved
+        recorder.capture_flow = options.flow
+        recorder.pass_limit = options.passes
+        tracker = ModuleTracker()
+        output = io.StringIO()
+        try:
+            with _scenario_process_state(target, output), recorder.patched(), \
+                    tracker.tracking():
+                stopped, returned = _execute(target, code, module, lines, recorder, names,
+                                             options.timeout, window)
+            return _recorded(target, lines, options, recorder, names, tracker, stopped,
+                             returned, output.getvalue())
+        finally:
+            # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
+            recorder.saved_before.clear()
+            tracker.owner.clear()
+            recorder.last_roots.clear()
+            names.clear()
+
+
+def _execute(target: Target, code: CodeType, module: ModuleType, lines: list[str],
+             recorder: Recorder, names: ScenarioNames, timeout: float | None,
+             window: _StopWindow) -> tuple[ScenarioError | None, list[tuple[str, Any]]]:
+    """Run the target: the error that stopped it part-way (None: it finished, or stopped at
+    its pass limit), and the tensors FUNC returned."""
+    path = target.path
+    returned: list[tuple[str, Any]] = []
+    try:
+        with window.open():
+            run_module(code, module)
+            if target.function is not None:
+                result, scope = call_function(target, module)
+                names.add([(target.function.rpartition("::")[2], scope)])
+                returned = returned_tensors(result, scope)
+    except PassLimit:
+        pass  # the passes it was allowed ran: the trace says where it was stopped
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            return ScenarioError(f"{path}: the scenario called sys.exit({exc.code!r})"), []
+    except (KeyboardInterrupt, GradtraceError):
+        raise
+    except _TimeLimit as exc:
+        where = at_line(path, lines, scenario_line(path, exc))
+        return ScenarioError(f"{_late(timeout)}: it was {where}", _LATE_HINT), []
+    except BaseException as exc:  # what the scenario raised, of any kind
+        if exc is not recorder.failed:
+            return scenario_error(path, lines, exc), []
+    return None, returned
+
+
+def _recorded(target: Target, lines: list[str], options: _Options, recorder: Recorder,
+              names: ScenarioNames, tracker: ModuleTracker, stopped: ScenarioError | None,
+              returned: list[tuple[str, Any]], printed: str) -> Trace:
+    """The Trace of what the scenario did (raised in ScenarioStopped when it stopped
+    part-way), with gradtrace's own backward when it ran none."""
+    path = target.path
+    every = names.merged()
+    named = named_tensors(every)
     findings: list[Finding] = []
-    stopped: ScenarioError | None = None
-    try:
-        with _scenario_process_state(path, output), recorder.patched(), tracker.tracking():
-            try:
-                with window.open():
-                    _run_main(code, namespace)
-            except SystemExit as exc:
-                if exc.code not in (None, 0):
-                    stopped = ScenarioError(f"{path}: the scenario called sys.exit({exc.code!r})")
-            except KeyboardInterrupt:
-                raise
-            except _TimeLimit as exc:
-                where = at_line(path, lines, scenario_line(path, exc))
-                stopped = ScenarioError(f"{_late(timeout)}: it was {where}", _LATE_HINT)
-            except BaseException as exc:  # what the scenario raised, of any kind
-                if exc is not recorder.failed:
-                    stopped = scenario_error(path, lines, exc)
-        every = names.merged()
-        named = named_tensors(every)
-        if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
-            raise stopped  # nothing recorded: the error alone says it all
-        if not named and not recorder.passes:
-            raise ScenarioError(
-                f"{path} binds no tensors at module level",
-                "assign the tensors you want to see to module-level names, "
-                "e.g. `x = torch.tensor(5.0, requires_grad=True)`",
-            )
-        last_line = next((p.line for p in reversed(recorder.passes) if p.by == "scenario"), None)
-        outputs, reason = choose_outputs(path, namespace, named, requested,
-                                         (recorder.last_roots, last_line))
-        if not outputs:
-            why = why_no_root(named, lines)
-            if recorder.passes:
-                findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
-            elif recorder.calls or recorder.checks:
-                findings.append(NO_GRAPH.finding(
-                    "no named tensor has a grad_fn, so there is no graph to show; "
-                    "the scenario's gradcheck and Function calls are reported instead",
-                    severity="info"))
-            else:
-                raise ScenarioError(
-                    f"{path}: no output to trace: {why}",
-                    "an output is a tensor with a grad_fn; see `gradtrace show --help`")
-        if stopped is None:  # after an error, only what the scenario itself did is shown
-            if outputs and backward and not recorder.passes:
-                own_backward(recorder, [t for _, t in outputs])
-            if order == 2 and recorder.second_order is None and outputs:
-                recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
+    if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
+        raise stopped  # nothing recorded: the error alone says it all
+    if not named and not recorder.passes:
+        raise ScenarioError(
+            f"{target.label} names no tensors",
+            "assign tensors to module-level names, call backward() in the functions that "
+            "make them, or run one function with FILE::FUNC")
+    outputs, reason = choose_outputs(path, names.namespace, named, options.roots,
+                                     _fallback(target, recorder, returned))
+    if not outputs:
+        why = why_no_root(named, lines)
+        if recorder.passes:
+            findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
+        elif recorder.calls or recorder.checks:
+            findings.append(NO_GRAPH.finding(
+                "no named tensor has a grad_fn, so there is no graph to show; "
+                "the scenario's gradcheck and Function calls are reported instead",
+                severity="info"))
         else:
-            findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint))
-        findings.extend(recorder.checks)
-        findings.extend(pass_findings(recorder.passes))
-        if with_calls is not None and stopped is None:
-            with_calls(recorder.calls)
-        trace = build_trace(
-            scenario=path,
-            named=named,
-            outputs=outputs,
-            root_reason=reason,
-            passes=recorder.passes,
-            calls=recorder.calls,
-            findings=findings,
-            saved_before=recorder.saved_before if saved else None,
-            grad_before=recorder.grad_before or {},
-            stdout=output.getvalue(),
-            second_order=recorder.second_order,
-            modules=module_paths(every, tracker),
-        )
-        if stopped is not None:
-            raise ScenarioStopped(stopped.message, stopped.hint, trace)
-        return trace
-    finally:
-        # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
-        recorder.saved_before.clear()
-        tracker.owner.clear()
-        recorder.last_roots.clear()
-        names.clear()
+            raise ScenarioError(
+                f"{target.label}: no output to trace: {why}",
+                "an output is a tensor with a grad_fn; see `gradtrace show --help`")
+    if stopped is None:  # after an error, only what the scenario itself did is shown
+        if outputs and options.backward and not recorder.passes:
+            own_backward(recorder, [t for _, t in outputs])
+        if options.order == 2 and recorder.second_order is None and outputs:
+            recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
+    else:
+        findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint))
+    if recorder.capped_at is not None:
+        findings.append(PASSES_CAPPED.finding(
+            f"stopped after {options.passes} backward passes, at the next one "
+            f"({recorder.capped_at})", hint="--passes all runs the script to the end"))
+    findings.extend(recorder.checks)
+    findings.extend(pass_findings(recorder.passes))
+    if options.with_calls is not None and stopped is None:
+        options.with_calls(recorder.calls)
+    trace = build_trace(
+        scenario=target.label,
+        named=named,
+        outputs=outputs,
+        root_reason=reason,
+        passes=recorder.passes,
+        calls=recorder.calls,
+        findings=findings,
+        saved_before=recorder.saved_before if options.saved else None,
+        grad_before=recorder.grad_before or {},
+        stdout=printed,
+        second_order=recorder.second_order,
+        modules=module_paths(every, tracker),
+    )
+    if stopped is not None:
+        raise ScenarioStopped(stopped.message, stopped.hint, trace)
+    return trace
 
 
-def _run_main(code: CodeType, namespace: dict[str, Any]) -> None:
-    """Run the module's code, then wait for the non-daemon threads it started, as `python`
-    does before it exits (the time limit bounds the wait)."""
-    before = set(threading.enumerate())
-    try:
-        exec(code, namespace)
-    finally:
-        while waiting := [t for t in threading.enumerate()
-                          if t not in before and not t.daemon and t.is_alive()]:
-            for thread in waiting:
-                thread.join(0.05)  # in slices: the time limit can stop this thread here
+def _fallback(target: Target, recorder: Recorder,
+              returned: list[tuple[str, Any]]) -> tuple[list[tuple[str | None, Any]], str]:
+    """The default roots when neither --root nor OUTPUT picks them, and why."""
+    if returned:
+        return list(returned), f"what {target.function} returned"
+    line = next((p.line for p in reversed(recorder.passes) if p.by == "scenario"), None)
+    where = f", at line {line}" if line else ""
+    return list(recorder.last_roots), f"the roots of the scenario's last backward pass{where}"
+
+
+def returned_tensors(result: Any, scope: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tensors a function returned (a tensor, or a tuple, list or dict of them), named
+    as its locals call them, else return, return[0], return['loss']."""
+    local = {id(v): k for k, v in scope.items() if isinstance(v, torch.Tensor)}
+    if isinstance(result, torch.Tensor):
+        items = [("return", result)]
+    elif isinstance(result, (tuple, list)):
+        items = [(f"return[{i}]", v) for i, v in enumerate(result)]
+    elif isinstance(result, dict):
+        items = [(f"return[{k!r}]", v) for k, v in result.items()]
+    else:
+        items = []
+    return [(local.get(id(v), name), v) for name, v in items if isinstance(v, torch.Tensor)]
 
 
 @contextlib.contextmanager
-def _scenario_process_state(path: str, output: io.StringIO) -> Iterator[None]:
-    """Run as `python path` would: its folder on sys.path, argv, and its output captured;
-    then restore what a scenario may change for the whole process (`check` runs many)."""
+def _scenario_process_state(target: Target, output: io.StringIO) -> Iterator[None]:
+    """Run as `python FILE ARGS` would: its folder on sys.path, argv, and its output
+    captured; then restore what a scenario may change for the whole process (`check` runs
+    many)."""
     saved = (sys.argv, list(sys.path), sys.stdin)
-    sys.argv = [path]
-    sys.path.insert(0, str(Path(path).resolve().parent))
+    sys.argv = [target.path, *target.args]
+    sys.path.insert(0, str(Path(target.path).resolve().parent))
     sys.stdin = io.StringIO()
     try:
         with _torch_state(), _working_folder(), contextlib.redirect_stdout(output), \

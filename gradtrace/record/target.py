@@ -1,0 +1,130 @@
+"""What a run executes: a file as `python FILE ARGS` runs it, or one function of it
+(FILE::FUNC, pytest's node-id style), with the module installed where Python looks for it."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import inspect
+import sys
+import threading
+import types
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import CodeType
+from typing import Any, NamedTuple
+
+from ..errors import ScenarioError
+
+# A training loop of thousands of steps is recorded for its first passes only, then stopped:
+# more than any tutorial makes, few enough that a 10,000-step loop ends in seconds.
+DEFAULT_PASSES = 100
+
+
+class Target(NamedTuple):
+    """A scenario file, the function in it to call (None: run it as a script), its argv."""
+
+    path: str
+    function: str | None = None
+    args: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.path if self.function is None else f"{self.path}::{self.function}"
+
+
+def parse_target(text: str, args: Sequence[str] = ()) -> Target:
+    """"s.py" or "test_s.py::test_grad" or "test_s.py::TestGrad::test_grad"."""
+    path, _, function = text.partition("::")
+    if "::" in text and not function.strip(":"):
+        raise ScenarioError(f"{text}: no function after ::",
+                            "name one, e.g. tests/test_model.py::test_backward")
+    return Target(path, function or None, tuple(args))
+
+
+@contextlib.contextmanager
+def installed_module(target: Target) -> Iterator[types.ModuleType]:
+    """A real module object for the file, in sys.modules while it runs: `__main__` for a
+    script (pickling the classes it defines works as under `python`), its file name when
+    only a function of it runs (so its `if __name__ == "__main__":` block does not)."""
+    name = "__main__" if target.function is None else Path(target.path).stem
+    module = types.ModuleType(name)
+    module.__file__ = target.path
+    module.__builtins__ = builtins  # type: ignore[attr-defined]
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield module
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+
+
+def run_module(code: CodeType, module: types.ModuleType) -> None:
+    """Run the module's code, then wait for the non-daemon threads it started, as `python`
+    does before it exits (the time limit bounds the wait)."""
+    before = set(threading.enumerate())
+    try:
+        exec(code, module.__dict__)
+    finally:
+        while waiting := [t for t in threading.enumerate()
+                          if t not in before and not t.daemon and t.is_alive()]:
+            for thread in waiting:
+                thread.join(0.05)  # in slices: the time limit can stop this thread here
+
+
+def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[str, Any]]:
+    """Call FUNC of the imported module with no arguments: its return value, and its locals
+    as it returned."""
+    function = _resolve(target, module)
+    needed = [p.name for p in inspect.signature(function).parameters.values()
+              if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if needed:
+        raise ScenarioError(
+            f"{target.label} needs arguments ({', '.join(needed)}): gradtrace calls it with "
+            "none, and pytest fixtures are not supplied",
+            "give the parameters defaults, or point gradtrace at a function without "
+            "parameters that calls it")
+    code = inspect.unwrap(function).__code__  # type: ignore[union-attr]
+    seen: dict[str, Any] = {}
+
+    def on_return(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code is code:  # the outermost call returns last
+            seen.clear()
+            seen.update(frame.f_locals)
+
+    previous = sys.getprofile()
+    sys.setprofile(on_return)
+    try:
+        result = function()
+    finally:
+        sys.setprofile(previous)
+    seen.pop("self", None)
+    return result, seen
+
+
+def _resolve(target: Target, module: types.ModuleType) -> Any:
+    """The callable FUNC names: a function, or Class::method on a fresh instance."""
+    first, _, method = (target.function or "").partition("::")
+    found = module.__dict__.get(first)
+    if found is None:
+        defined = sorted(n for n, v in module.__dict__.items()
+                         if inspect.isfunction(v) and v.__module__ == module.__name__)
+        raise ScenarioError(f"{target.path} has no function {first!r}",
+                            "functions in it: " + (", ".join(defined) or "none"))
+    if not method:
+        if not callable(found) or inspect.isclass(found):
+            raise ScenarioError(f"{target.label} is not a function",
+                                "name a function, or Class::method")
+        return found
+    if not inspect.isclass(found) or not callable(getattr(found, method, None)):
+        raise ScenarioError(f"{target.label}: {first} has no method {method!r}")
+    import unittest  # only here: most runs never need it
+
+    if issubclass(found, unittest.TestCase):
+        case = found(method)
+        case.setUp()
+        return getattr(case, method)
+    return getattr(found(), method)

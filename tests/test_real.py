@@ -1,0 +1,114 @@
+"""Scripts adapted from public code (scenarios/real/): gradtrace runs them unchanged, with
+the exit code `python` would have (2 where they raise), and the gradients it records are the
+ones plain PyTorch computes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from helpers import SCENARIOS, invoke, tensor
+
+REAL = SCENARIOS / "real"
+
+
+def plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The script under plain `python`, in its own folder."""
+    return subprocess.run([sys.executable, script, *args], cwd=REAL, capture_output=True,
+                          text=True, timeout=300)
+
+
+def printed_norms(stdout: str) -> dict[str, float]:
+    """The gradient norms a script printed as its last JSON line."""
+    line = [x for x in stdout.splitlines() if x.startswith("{")][-1]
+    return {k: v for k, v in json.loads(line).items() if k.startswith("model.")}
+
+
+def traced(target: str, *args: str, code: int = 0) -> dict[str, Any]:
+    result = invoke("show", REAL / target, "--json", *args)
+    assert result.exit_code == code, result.stderr
+    return json.loads(result.stdout)
+
+
+def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None:
+    assert expected
+    for name, norm in expected.items():
+        assert tensor(trace, name)["grad"]["norm"] == pytest.approx(norm, rel=1e-5), name
+
+
+@pytest.mark.parametrize("script", ["gpt_tiny.py", "checkpointed.py", "func_per_sample.py"])
+def test_module_level_models_match_plain_pytorch(script: str) -> None:
+    expected = printed_norms(plain(script).stdout)
+    assert_same_norms(traced(script), expected)
+
+
+def test_an_argparse_script_gets_its_arguments() -> None:
+    expected = printed_norms(plain("train_args.py", "--epochs", "1").stdout)
+    trace = traced("train_args.py", "--", "--epochs", "1")
+    assert len(trace["passes"]) == 4  # one epoch: 64 samples in batches of 16
+    assert_same_norms(trace, expected)  # parameters named from main()'s local `model`
+    assert len(traced("train_args.py", "--", "--epochs", "2")["passes"]) == 8
+
+
+def test_a_training_loop_is_capped_then_runs_in_full_with_passes_all() -> None:
+    capped = traced("polynomial_loop.py")
+    assert len(capped["passes"]) == 100
+    assert [f["code"] for f in capped["findings"]] == ["passes-capped"]
+    assert len(traced("polynomial_loop.py", "--passes", "3")["passes"]) == 3
+    full = traced("polynomial_loop.py", "--passes", "all")
+    assert len(full["passes"]) == 1000
+    assert_same_norms(full, printed_norms(plain("polynomial_loop.py").stdout))
+
+
+def test_a_script_that_raises_after_two_passes_keeps_them() -> None:
+    run = plain("raises_after_two_passes.py")
+    assert run.returncode == 1 and "TypeError" in run.stderr
+    trace = traced("raises_after_two_passes.py", code=2)
+    assert len(trace["passes"]) == 2
+    line = next(x for x in run.stdout.splitlines() if x.startswith("b.grad"))
+    expected = json.loads(line.removeprefix("b.grad "))
+    assert tensor(trace, "b")["grad"]["values"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_script_pickles_the_class_it_defines() -> None:
+    trace = traced("pickle_model.py")
+    assert "restored RNNModel" in trace["stdout"]
+    expected = float(plain("pickle_model.py").stdout.split()[-1])
+    assert tensor(trace, "model.decoder.weight")["grad"]["norm"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("function", "grads"), [
+    ("test_sanity_check", {"x": [46.0]}),
+    ("test_more_ops", {"a": [138.83381924198252], "b": [645.5772594752186]}),
+])
+def test_test_functions_run_one_by_one(function: str, grads: dict[str, list[float]]) -> None:
+    trace = traced(f"test_value_grads.py::{function}")
+    assert trace["scenario"].endswith(f"test_value_grads.py::{function}")
+    for name, values in grads.items():
+        assert tensor(trace, name)["grad"]["values"] == pytest.approx(values)
+
+
+def test_a_test_file_runs_as_a_script_and_names_nothing() -> None:
+    result = invoke("show", REAL / "test_value_grads.py")
+    assert result.exit_code == 2 and "names no tensors" in result.stderr
+    assert "FILE::FUNC" in result.stderr
+
+
+def test_what_a_function_returns_is_the_root(tmp_path: Any) -> None:
+    path = tmp_path / "f.py"
+    path.write_text("import torch\n"
+                    "def make():\n"
+                    "    a = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+                    "    b = a * a\n"
+                    "    return b.sum(), {'b': b}\n"
+                    "def needs(x):\n    return x\n")
+    trace = json.loads(invoke("show", f"{path}::make", "--json").stdout)
+    assert "what make returned" in trace["root_reason"]
+    assert tensor(trace, "a")["grad"]["values"] == [2.0, 4.0]
+    needs = invoke("show", f"{path}::needs")
+    assert needs.exit_code == 2 and "needs arguments (x)" in needs.stderr
+    missing = invoke("show", f"{path}::nope")
+    assert missing.exit_code == 2 and "functions in it: make, needs" in missing.stderr
