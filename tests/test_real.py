@@ -45,6 +45,13 @@ def test_module_level_models_match_plain_pytorch(script: str) -> None:
     assert_same_norms(traced(script), expected)
 
 
+def test_torch_func_passes_are_said_once_not_warned_per_pass() -> None:
+    trace = traced("func_per_sample.py")
+    assert '"mean_matches": true' in trace["stdout"]
+    (said,) = [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
+    assert said["severity"] == "info" and "torch.func" in said["message"]
+
+
 def test_an_argparse_script_gets_its_arguments() -> None:
     expected = printed_norms(plain("train_args.py", "--epochs", "1").stdout)
     trace = traced("train_args.py", "--", "--epochs", "1")

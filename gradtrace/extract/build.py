@@ -59,6 +59,7 @@ class RawPass:
     grad_changes: list[GradChange] = field(default_factory=list)
     flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
     flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
+    batched: bool = False  # inside a torch.func transform: its gradients are not summarised
 
 
 @dataclass

@@ -24,6 +24,8 @@ class PassRecord(Protocol):
     def code(self) -> str | None: ...
     @property
     def flow_failures(self) -> Sequence[str]: ...
+    @property
+    def batched(self) -> bool: ...
 
 
 _PASS_HINTS = (
@@ -46,6 +48,12 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
     """A finding for every pass that raised, with a hint for the errors learners meet, and
     for every pass whose gradient flow gradtrace could not fully record."""
     findings = []
+    batched = [i for i, p in enumerate(passes, 1) if p.batched]
+    if batched:
+        findings.append(FLOW_NOT_RECORDED.finding(
+            f"{len(batched)} pass(es) ran inside torch.func transforms (vmap, grad, jacrev…), "
+            f"from pass {batched[0]}: their gradients are batched, not summarised",
+            severity="info"))
     for i, p in enumerate(passes, 1):
         if p.flow_failures:
             findings.append(FLOW_NOT_RECORDED.finding(

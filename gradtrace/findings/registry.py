@@ -66,7 +66,9 @@ NAN_GRADIENT = declare(
     "non-finite one.")
 FLOW_NOT_RECORDED = declare(
     "flow-not-recorded", "warning", "gradtrace could not summarise some gradients",
-    "The pass ran as usual, but the flow of some nodes is not shown (a gradtrace limitation).")
+    "The pass ran as usual, but the flow of some nodes is not shown (a gradtrace limitation); "
+    "info, said once, for passes inside torch.func transforms, whose gradients are batched.",
+    also=("info",))
 GRADCHECK = declare(
     "gradcheck", "info", "the scenario's own gradcheck or gradgradcheck call",
     "Its verdict: info when it passed, error when it returned False.", also=("error",))

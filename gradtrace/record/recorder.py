@@ -219,8 +219,10 @@ class Recorder:
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
         self.passes.append(record)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
+        # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
+        record.batched = torch._C._functorch.maybe_current_level() is not None
         capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
-            if self.capture_flow else None
+            if self.capture_flow and not record.batched else None
         self._in_pass += 1
         try:
             return call()
