@@ -119,3 +119,25 @@ def test_what_a_function_returns_is_the_root(tmp_path: Any) -> None:
     assert needs.exit_code == 2 and "needs arguments (x)" in needs.stderr
     missing = invoke("show", f"{path}::nope")
     assert missing.exit_code == 2 and "functions in it: make, needs" in missing.stderr
+
+
+def test_a_gpt_style_model_fits_a_screen_with_module_names() -> None:
+    result = invoke("show", REAL / "gpt_tiny.py")  # piped: 120 columns
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and len(lines) <= 120
+    assert max(len(line) for line in lines) <= 120
+    assert "MmBackward0 · model.lm_head" in result.stdout
+    assert "more nodes not shown (--max-nodes N, or --all)" in result.stdout
+    everything = invoke("show", REAL / "gpt_tiny.py", "--all").stdout
+    assert len(everything.splitlines()) > 200 and "more nodes not shown" not in everything
+    assert "AddmmBackward0 · model.transformer.h.0.attn.c_attn" in everything
+
+
+def test_by_module_is_one_row_per_module_on_one_screen() -> None:
+    result = invoke("show", REAL / "gpt_tiny.py", "--by-module")
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and len(lines) <= 40
+    row = next(x for x in lines if "│ model.transformer.h.0.mlp.c_fc " in x)
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[1:3] == ["6", "4,224"]  # nodes; parameters: 128 x 32 weight + 128 bias
+    assert cells[5].endswith("KB")  # the bytes its nodes saved for backward

@@ -38,9 +38,9 @@ def make_trace(nodes: list[Node], edges: list[Edge], **kw: object) -> Trace:
     return Trace(**fields)  # type: ignore[arg-type]
 
 
-def render(renderable: object) -> str:
-    console = Console(file=io.StringIO(), width=100, color_system=None)
-    console.print(renderable, soft_wrap=True)  # as the CLI prints the tree: never cropped
+def render(renderable: object, width: int = 100) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(renderable, soft_wrap=True)  # as `show --all` prints: never cropped
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -97,7 +97,7 @@ def test_diamond_prints_each_node_once() -> None:
 
 def test_max_nodes_cuts_with_a_count() -> None:
     text = render(graph_tree(diamond_trace(50), max_depth=1000, max_nodes=20))
-    assert "more nodes not shown (--max-nodes 20)" in text
+    assert "more nodes not shown (--max-nodes N, or --all)" in text
     assert len(text.splitlines()) < 30
 
 
@@ -113,8 +113,35 @@ def test_brackets_in_names_are_not_markup() -> None:
 
 
 def test_table_shows_values_and_grads() -> None:
-    text = render(tensor_table(chain_rule_trace()))
+    text = render(tensor_table(chain_rule_trace()), width=140)
     assert "0.6" in text and "4.828" in text and "LogBackward0" in text
+    assert "left out" not in text
+
+
+def test_a_narrow_table_leaves_columns_out_and_never_breaks_a_cell() -> None:
+    trace = chain_rule_trace()
+    text = render(tensor_table(trace), width=60)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == len(trace.tensors)  # one line a row: nothing wrapped
+    assert all(len(line) <= 60 for line in text.splitlines() if "│" in line)
+    assert "columns left out at 60 columns:" in text and "grad after" in text
+
+
+def test_cells_show_numbers_whole_and_compact() -> None:
+    from gradtrace.render.table import cell_text
+
+    tiny = GradSummary((), 1.41859e-10, 1.41859e-10, 1.41859e-10, True, [1.41859e-10])
+    assert cell_text(tiny) == "1.419e-10"
+    big = GradSummary((4, 3), 0.924486, -0.475185, 0.457775, True, None)
+    assert cell_text(big) == "norm 0.9245"
+
+
+def test_tables_and_passes_keep_to_their_budget() -> None:
+    tensors = tuple(TensorInfo(f"t{i}", (2,), "float32", True, True, False, None, None, None)
+                    for i in range(50))
+    trace = make_trace([], [], tensors=tensors)
+    text = render(tensor_table(trace, max_rows=20), width=140)
+    assert "… 30 more tensors (--all)" in text and "t19" in text and "t20 " not in text
 
 
 def test_passes_show_grad_changes() -> None:
@@ -170,4 +197,4 @@ def test_long_scenario_output_shows_its_end() -> None:
 
     trace = make_trace([], [], stdout="".join(f"line {i}\n" for i in range(100)))
     text = render(scenario_output(trace))
-    assert "line 99" in text and "line 10\n" not in text and "60 earlier lines" in text
+    assert "line 99" in text and "line 89" not in text and "90 earlier lines" in text

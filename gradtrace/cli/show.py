@@ -27,6 +27,7 @@ from .inputs import RunChoices, load_trace, pick_pass
     "  gradtrace show scenarios/real/train_args.py --passes 2 -- --epochs 1\n\n"
     "  gradtrace show scenarios/real/test_value_grads.py::test_sanity_check\n\n"
     "  gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved\n\n"
+    "  gradtrace show scenarios/real/gpt_tiny.py --by-module\n\n"
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict, 2 bad input or a scenario that "
@@ -49,8 +50,16 @@ def show(
                                help="Show the tensors each node saved for backward."),
     max_depth: int = typer.Option(30, "--max-depth", min=1, metavar="N",
                                   help="Cut the tree this deep."),
-    max_nodes: int = typer.Option(300, "--max-nodes", min=1, metavar="N",
-                                  help="Print at most this many tree lines."),
+    max_nodes: int | None = typer.Option(None, "--max-nodes", min=1, metavar="N",
+                                         help="Print at most this many tree lines "
+                                         "(default: 40, a screen)."),
+    show_all: bool = typer.Option(False, "--all",
+                                  help="Print every tree line, tensor, pass and .grad change, "
+                                  "and long lines in full (by default each section fits a "
+                                  "screen and says what it left out)."),
+    by_module: bool = typer.Option(False, "--by-module",
+                                   help="One row per nn.Module: nodes, parameters, gradient "
+                                   "norm in and out, saved bytes."),
     pass_number: int | None = PASS,
     order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
@@ -65,18 +74,27 @@ def show(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
     trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
-                                backward=not no_backward, order=order, saved=saved or as_json,
+                                backward=not no_backward, order=order,
+                                saved=saved or as_json or by_module,
                                 run=RunChoices(script_args, passes, timeout))
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from ..render.json import to_json
 
         write_stdout(to_json(trace))
-    else:
-        from ..render.report import report
+    elif by_module:
+        from ..render.report import module_report
 
-        stdout_console().print(report(trace, shown_pass, max_depth, max_nodes, saved),
-                               crop=False)  # the tree is never cropped; the terminal wraps it
+        stdout_console().print(module_report(trace, shown_pass, every=show_all))
+    else:
+        from ..render.report import Budget, report
+
+        budget = Budget.everything() if show_all else Budget()
+        if max_nodes is not None:
+            budget = budget._replace(tree_lines=max_nodes)
+        # --all: long lines in full (the terminal wraps them); else cut at its width, with …
+        stdout_console().print(report(trace, shown_pass, max_depth, budget, saved,
+                                      cut=not show_all), crop=not show_all)
     if stopped is not None:
         raise stopped
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):

@@ -2,32 +2,62 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
 from ..model.labels import grad_text, number
 from ..model.records import Pass, Trace
+from .modules import module_table
 from .table import tensor_table
 from .tree import graph_tree
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
-def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30, max_nodes: int = 300,
-           saved: bool = False) -> Group:
+class Budget(NamedTuple):
+    """How much of each section `show` prints: by default each fits a screen, with a
+    "… N more" line saying what was left out (--all prints everything)."""
+
+    tree_lines: int | None = 40
+    table_rows: int | None = 20
+    passes: int | None = 5  # the first passes and the last two
+    changes: int | None = 6  # .grad changes listed per pass
+    output_lines: int = 10  # the end of what the scenario printed
+
+    @classmethod
+    def everything(cls) -> Budget:
+        return cls(None, None, None, None, 40)
+
+
+def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
+           budget: Budget = Budget(), saved: bool = False, cut: bool = True) -> Group:
     """Every section of `gradtrace show`, in order."""
     parts: list[RenderableType] = [header(trace)]
-    printed = scenario_output(trace)
+    printed = scenario_output(trace, budget.output_lines)
     if printed is not None:
         parts.append(printed)
     parts += [graph_title(trace, shown_pass),
-              graph_tree(trace, max_depth=max_depth, max_nodes=max_nodes, saved=saved,
-                         flow=shown_pass),
-              Text(), tensor_table(trace), Text("\npasses", style="bold"), passes_view(trace)]
+              graph_tree(trace, max_depth=max_depth, max_nodes=budget.tree_lines, saved=saved,
+                         flow=shown_pass, cut=cut),
+              Text(), tensor_table(trace, budget.table_rows), Text("\npasses", style="bold"),
+              passes_view(trace, budget)]
     second = second_order_view(trace)
     if second is not None:
         parts += [Text(), second]
+    findings = findings_view(trace)
+    if findings is not None:
+        parts += [Text("\nfindings", style="bold"), findings]
+    return Group(*parts)
+
+
+def module_report(trace: Trace, shown_pass: Pass | None, every: bool = False) -> Group:
+    """`show --by-module`: the header, one row per module (a screen's worth unless every),
+    and the findings."""
+    parts: list[RenderableType] = [header(trace), graph_title(trace, shown_pass),
+                                   module_table(trace, shown_pass, None if every else 40)]
     findings = findings_view(trace)
     if findings is not None:
         parts += [Text("\nfindings", style="bold"), findings]
@@ -62,19 +92,18 @@ def graph_title(trace: Trace, shown: Pass | None) -> Text:
     return text
 
 
-OUTPUT_LINES = 40  # the terminal shows the end of what a scenario printed; --json has it all
 LINE_LIMIT = 1_000  # characters of one printed line (a 500 MB line would take minutes to wrap)
 
 
-def scenario_output(trace: Trace) -> RenderableType | None:
+def scenario_output(trace: Trace, last: int = 10) -> RenderableType | None:
     """What the scenario printed (its last lines, each cut), in its own panel; None if nothing."""
     if not trace.stdout.strip():
         return None
     printed = trace.stdout.rstrip("\n")
-    lines = printed.rsplit("\n", OUTPUT_LINES)  # only the end is split: stdout may be huge
+    lines = printed.rsplit("\n", last)  # only the end is split: stdout may be huge
     text = Text()
-    if len(lines) > OUTPUT_LINES:
-        text.append(f"… {printed.count(chr(10)) + 1 - OUTPUT_LINES} earlier lines (all of them "
+    if len(lines) > last:
+        text.append(f"… {printed.count(chr(10)) + 1 - last} earlier lines (all of them "
                     "are in --json's stdout)\n", style="dim")
         lines = lines[1:]
     text.append("\n".join(line if len(line) <= LINE_LIMIT else
@@ -83,13 +112,24 @@ def scenario_output(trace: Trace) -> RenderableType | None:
     return Panel(text, title="scenario output", title_align="left", border_style="dim")
 
 
-def passes_view(trace: Trace) -> RenderableType:
-    """Each backward/grad pass in order: where, roots, flags, error, and the .grad it changed."""
+def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
+    """Each backward/grad pass in order: where, roots, flags, error, and the .grad it changed
+    (the first passes and the last two, within the budget)."""
     if not trace.passes:
         return Text("no backward pass (--no-backward)", style="dim")
     parts: list[RenderableType] = []
-    for i, p in enumerate(trace.passes, 1):
-        text = Text()
+    numbers: list[int | None] = list(range(1, len(trace.passes) + 1))
+    if budget.passes is not None and len(numbers) > budget.passes:
+        head = max(budget.passes - 2, 1)
+        hidden = len(numbers) - budget.passes
+        numbers = numbers[:head] + [None] + numbers[head + hidden:]
+    for i in numbers:
+        if i is None:
+            parts.append(Text(f"… {len(trace.passes) - len(numbers) + 1} more passes (--all)",
+                              style="yellow"))
+            continue
+        p = trace.passes[i - 1]
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"pass {i} ", style="bold")
         call = "torch.autograd.grad" if p.kind == "grad" else "backward"
         if p.by == "gradtrace":
@@ -102,8 +142,12 @@ def passes_view(trace: Trace) -> RenderableType:
         text.append(f"\n  roots {', '.join(names) or '-'}", style="dim")
         text.append(f"  retain_graph={p.retain_graph} create_graph={p.create_graph}",
                     style="dim")
-        for c in p.grad_changes:
+        changes = p.grad_changes if budget.changes is None else p.grad_changes[:budget.changes]
+        for c in changes:
             text.append(f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}")
+        if len(changes) < len(p.grad_changes):
+            text.append(f"\n  … {len(p.grad_changes) - len(changes)} more .grad changes "
+                        "(--all)", style="yellow")
         if not p.grad_changes and p.error is None:
             text.append("\n  no named .grad changed", style="dim")
         if p.error:

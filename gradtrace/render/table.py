@@ -1,57 +1,119 @@
-"""The per-tensor table: autograd flags and .grad before and after backward."""
+"""The per-tensor table: autograd flags and .grad before and after backward, one line a row."""
 
 from __future__ import annotations
 
-from rich.console import Group
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..model.labels import grad_text, shape_text
-from ..model.records import Trace
-
-
-def _flag(value: bool) -> Text:
-    return Text(str(value), style="" if value else "dim")
-
-
-def _grad(text: str, finite: bool = True) -> Text:
-    return Text(text, style="dim" if text == "None" else ("" if finite else "bold red"))
-
+from ..model.labels import shape_text
+from ..model.records import GradSummary, TensorInfo, Trace
+from ..model.values import flat_values
 
 COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
            "grad before", "grad after")
-NO_WRAP = {"shape", "grad_fn", "requires_grad", "is_leaf", "retains_grad"}
+# On a narrow terminal columns go in this order, never the tensor's name or its gradient.
+DROP_ORDER = ("value", "retains_grad", "grad before", "is_leaf", "grad_fn", "requires_grad",
+              "shape")
+CELL_VALUES = 3  # a gradient with more elements is shown by its norm in a cell
 
 
-def grad_notes(trace: Trace) -> Text:
+def compact(x: Any) -> str:
+    """A number in at most 4 significant digits, so a cell never needs to break it."""
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def cell_text(g: GradSummary | None) -> str:
+    """ "None", "0.6", "[1, 1, 1]", or "norm 3.21" for a bigger tensor."""
+    if g is None:
+        return "None"
+    if g.note is not None:
+        return "n/a"
+    if g.values is not None:
+        flat = flat_values(g.values)
+        if not g.shape:
+            return compact(flat[0])
+        if len(flat) <= CELL_VALUES:
+            return "[" + ", ".join(compact(v) for v in flat) + "]"
+    return "empty" if g.min is None else f"norm {compact(g.norm)}"
+
+
+def grad_notes(tensors: list[TensorInfo]) -> Text:
     """Why each .grad is None (or has a graph), one line per reason naming its tensors."""
     by_note: dict[str, list[str]] = {}
-    for t in trace.tensors:
+    for t in tensors:
         if t.grad_note:
             by_note.setdefault(t.grad_note, []).append(t.name)
-    text = Text()
+    text = Text(no_wrap=True, overflow="ellipsis")
     for note, names in by_note.items():
-        text.append("  " + ", ".join(f"{n}.grad" for n in names), style="cyan")
+        shown = ", ".join(f"{n}.grad" for n in names[:6])
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        text.append(f"  {shown}{more}", style="cyan")
         text.append(f": {note}\n", style="dim")
     text.rstrip()
     return text
 
 
-def tensor_table(trace: Trace) -> Group:
-    """One row per named tensor, in binding order; then why a .grad is None."""
-    table = Table(title="tensors", title_justify="left", header_style="bold")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold", no_wrap=column in NO_WRAP)
-    for t in trace.tensors:
-        table.add_row(
-            Text(t.name, style="cyan"),
-            Text(shape_text(t.dtype, t.shape)),
-            Text(grad_text(t.value)),
-            _flag(t.requires_grad),
-            _flag(t.is_leaf),
-            _flag(t.retains_grad),
-            Text(t.grad_fn or "None", style="" if t.grad_fn else "dim"),
-            _grad(grad_text(t.grad_before)),
-            _grad(grad_text(t.grad), t.grad is None or t.grad.finite),
-        )
-    return Group(table, grad_notes(trace))
+def _cells(t: TensorInfo) -> dict[str, Text]:
+    def flag(value: bool) -> Text:
+        return Text(str(value), style="" if value else "dim")
+
+    def grad(g: GradSummary | None) -> Text:
+        style = "dim" if g is None else ("" if g.finite else "bold red")
+        return Text(cell_text(g), style=style)
+
+    return {
+        "tensor": Text(t.name, style="cyan"),
+        "shape": Text(shape_text(t.dtype, t.shape)),
+        "value": Text(cell_text(t.value)),
+        "requires_grad": flag(t.requires_grad),
+        "is_leaf": flag(t.is_leaf),
+        "retains_grad": flag(t.retains_grad),
+        "grad_fn": Text(t.grad_fn or "None", style="" if t.grad_fn else "dim"),
+        "grad before": grad(t.grad_before),
+        "grad after": grad(t.grad),
+    }
+
+
+class TensorTable:
+    """The table, fitted to the width it is drawn in: every row one line; columns that do not
+    fit are left out (and named), never wrapped through a number."""
+
+    def __init__(self, trace: Trace, max_rows: int | None = None) -> None:
+        self.tensors = list(trace.tensors)
+        self.max_rows = max_rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        shown = self.tensors if self.max_rows is None else self.tensors[:self.max_rows]
+        rows = [_cells(t) for t in shown]
+        widths = {c: max([len(c), *(r[c].cell_len for r in rows)]) for c in COLUMNS}
+        columns = list(COLUMNS)
+        dropped = []
+        for column in DROP_ORDER:
+            if sum(widths[c] + 3 for c in columns) + 1 <= options.max_width:
+                break
+            columns.remove(column)
+            dropped.append(column)
+        table = Table(title="tensors", title_justify="left", header_style="bold")
+        for column in columns:
+            table.add_column(column, no_wrap=True, overflow="ellipsis",
+                             min_width=min(len(column), 12))
+        for row in rows:
+            table.add_row(*(row[c] for c in columns))
+        yield table
+        notes = []
+        if len(shown) < len(self.tensors):
+            notes.append(f"… {len(self.tensors) - len(shown)} more tensors (--all)")
+        if dropped:
+            notes.append(f"columns left out at {options.max_width} columns: "
+                         f"{', '.join(reversed(dropped))} (a wider terminal, or --json)")
+        if notes:
+            yield Text("\n".join(notes), style="yellow")
+
+
+def tensor_table(trace: Trace, max_rows: int | None = None) -> Group:
+    """One row per named tensor, in binding order (the first max_rows); then why a .grad is
+    None."""
+    return Group(TensorTable(trace, max_rows), grad_notes(list(trace.tensors)))

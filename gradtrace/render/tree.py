@@ -27,14 +27,17 @@ def graph_roots(trace: Trace) -> list[tuple[str, str]]:
     return list(roots.items())
 
 
-def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
-               saved: bool = False, flow: Pass | None = None) -> Text:
-    """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines.
+def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
+               saved: bool = False, flow: Pass | None = None, cut: bool = True) -> Text:
+    """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines
+    (None: all); with cut, each line is cut at the width it is drawn in, with "…".
 
     With a pass, each node shows the gradient it received in that pass, and each edge what
     was sent along it (for scalars also the local derivative: sent / received).
     """
-    out = Text(no_wrap=True, overflow="ignore")
+    out = Text(no_wrap=True, overflow="ellipsis" if cut else "ignore")
+    if max_nodes is None:
+        max_nodes = len(trace.nodes) + len(trace.edges)  # a line is a root or an edge
     if not trace.nodes:
         out.append("(no autograd graph)", style="dim")
         return out
@@ -84,7 +87,7 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int = 300,
                 stack.append((below, LAST if i == 0 else BRANCH, child, child.src, depth + 1))
     hidden = len(trace.nodes) - len(expanded)
     if lines >= max_nodes and hidden > 0:
-        out.append(f"… {hidden} more nodes not shown (--max-nodes {max_nodes})\n",
+        out.append(f"… {hidden} more nodes not shown (--max-nodes N, or --all)\n",
                    style="yellow")
     elif cut_depth:
         out.append(f"… {hidden} more nodes below --max-depth {max_depth}\n", style="yellow")
@@ -125,6 +128,8 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
     if edge is not None:
         text.append(f"[{edge.dst_input}] ", style="dim")
     text.append(node_title(node), style=KIND_STYLE.get(node.kind, ""))
+    if node.module and node.kind != LEAF:  # a leaf's name already says its module
+        text.append(f" · {node.module}", style="blue")
     if edge is not None and edge.src_output:
         text.append(f" output {edge.src_output}", style="dim")
     if node.kind == LEAF and node.tensor in tensors:

@@ -1,0 +1,84 @@
+"""`show --by-module`: one row per nn.Module — its nodes, parameters, the gradient that came
+into it and went out of it in a pass, and the bytes its nodes saved for backward."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..model.records import Pass, Trace
+from .table import compact
+
+NO_MODULE = "(no module)"
+
+
+def _prefixes(path: str | None) -> list[str]:
+    """ "a.b.c" -> ["a", "a.b", "a.b.c"]: a node counts for every module around it."""
+    if path is None:
+        return [NO_MODULE]
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _natural(path: str) -> list[object]:
+    """Sort key: h.2 before h.10, the no-module row last."""
+    return [path == NO_MODULE] + [int(p) if p.isdigit() else p
+                                  for p in re.split(r"(\d+)", path)]
+
+
+def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> Group:
+    """The per-module table; gradient norms are those of pass `flow` (none without one)."""
+    module_of = {n.id: n.module for n in trace.nodes}
+    nodes: dict[str, int] = defaultdict(int)
+    saved: dict[str, int] = defaultdict(int)
+    params: dict[str, int] = defaultdict(int)
+    shapes = {t.name: t.shape for t in trace.tensors}
+    for n in trace.nodes:
+        for path in _prefixes(n.module):
+            nodes[path] += 1
+            saved[path] += sum(s.bytes or 0 for s in n.saved if s.status == "ok")
+            if n.kind == "leaf" and n.tensor in shapes:
+                params[path] += math.prod(shapes[n.tensor] or ())
+    into: dict[str, float] = defaultdict(float)
+    out: dict[str, float] = defaultdict(float)
+    if flow is not None:
+        for e in trace.edges:
+            sent = flow.sent(e)
+            if sent is None or sent.norm is None or not math.isfinite(sent.norm):
+                continue
+            giver, taker = _prefixes(module_of.get(e.dst)), _prefixes(module_of.get(e.src))
+            for path in set(taker) - set(giver) - {NO_MODULE}:
+                into[path] += sent.norm ** 2  # norms of the parts add as squares
+            for path in set(giver) - set(taker) - {NO_MODULE}:
+                out[path] += sent.norm ** 2
+    table = Table(title="modules", title_justify="left", header_style="bold")
+    for column in ("module", "nodes", "parameters", "grad in", "grad out", "saved"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis",
+                         justify="left" if column == "module" else "right")
+    rows = sorted(nodes, key=_natural)
+    shown = rows if max_rows is None else rows[:max_rows]
+    for path in shown:
+        table.add_row(Text(path, style="cyan" if path != NO_MODULE else "dim"),
+                      str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
+                      _norm(into, path), _norm(out, path), _bytes(saved[path]))
+    parts: list[Table | Text] = [table]
+    if len(shown) < len(rows):
+        parts.append(Text(f"… {len(rows) - len(shown)} more modules (--all)", style="yellow"))
+    if not trace.nodes or all(n.module is None for n in trace.nodes):
+        parts.append(Text("no node was made inside an nn.Module's forward", style="dim"))
+    return Group(*parts)
+
+
+def _norm(sums: dict[str, float], path: str) -> str:
+    return compact(math.sqrt(sums[path])) if path in sums else "-"
+
+
+def _bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"
