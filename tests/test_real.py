@@ -141,3 +141,27 @@ def test_by_module_is_one_row_per_module_on_one_screen() -> None:
     cells = [c.strip() for c in row.strip("│").split("│")]
     assert cells[1:3] == ["6", "4,224"]  # nodes; parameters: 128 x 32 weight + 128 bias
     assert cells[5].endswith("KB")  # the bytes its nodes saved for backward
+
+
+def test_checkpointed_nodes_are_marked_recomputed() -> None:
+    trace = traced("checkpointed.py")
+    marked = {n["module"] for n in trace["nodes"] if n.get("recomputed")}
+    assert marked == {"model.1.0", "model.1.1", "model.1.2", "model.1.3"}
+    text = invoke("show", REAL / "checkpointed.py", "--saved").stdout
+    assert "TanhBackward0 (h) · model.1.3  ↻ checkpointed" in text
+    assert "(recomputed in backward)" in text
+    by_module = invoke("show", REAL / "checkpointed.py", "--by-module").stdout
+    row = next(x for x in by_module.splitlines() if "│ model.1 " in x)
+    assert [c.strip() for c in row.strip("│").split("│")][5:] == ["0 B", "3.0 KB"]
+
+
+def test_a_reentrant_checkpoint_is_one_recomputed_node(tmp_path: Any) -> None:
+    path = tmp_path / "reentrant.py"
+    path.write_text("import torch\nfrom torch.utils.checkpoint import checkpoint\n"
+                    "w = torch.ones(3, requires_grad=True)\n"
+                    "h = checkpoint(lambda v: (v * 2).sin(), w, use_reentrant=True)\n"
+                    "loss = h.sum()\nloss.backward()\n")
+    result = invoke("show", path, "--json")
+    trace = json.loads(result.stdout)
+    marked = [n["type"] for n in trace["nodes"] if n.get("recomputed")]
+    assert marked == ["CheckpointFunctionBackward"], result.stderr

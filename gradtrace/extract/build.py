@@ -88,18 +88,23 @@ def build_trace(
     stdout: str = "",
     second_order: SecondOrder | None = None,
     modules: dict[int, str] | None = None,
+    recomputed: dict[int, Any] | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
 
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
-    id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it.
+    id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
+    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
     order, raw_edges, index = indexed_walk(output_nodes, [r for p in passes for r in p.roots])
     try:
         nodes, node_ids = _nodes(order, index, named, modules, saved_before)
+        if recomputed:
+            nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
+                     for n, obj in zip(nodes, order, strict=True)]
         edges = _edges(raw_edges, node_ids.ids)
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
@@ -182,7 +187,7 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
                          else saved_tensors(obj))
     columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
                   map(name_of.get, keys) if name_of else repeat(None), saved,
-                  map(modules.get, keys) if modules else repeat(None),
+                  map(modules.get, keys) if modules else repeat(None), repeat(False),
                   strict=False)  # ids set the length; repeat() never ends
     return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, leaf_index, ids)
 

@@ -74,6 +74,7 @@ def trace_from_dict(data: Any) -> Trace:
                 Node(
                     n["id"], n["type"], n["kind"], n["tensor"],
                     tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
+                    n.get("recomputed", False),
                 )
                 for n in data["nodes"]
             ),
@@ -117,6 +118,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
             for s in n.saved
         ],
         "module": n.module,
+        **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
     }
 
 

@@ -43,6 +43,7 @@ class Node(NamedTuple):
     tensor: str | None
     saved: tuple[SavedTensor, ...] = ()
     module: str | None = None  # dotted path of the nn.Module whose forward made it
+    recomputed: bool = False  # made inside torch.utils.checkpoint: backward makes it again
 
 
 class Edge(NamedTuple):

@@ -156,6 +156,7 @@ def _trace(data: Any) -> None:
         _choice(node["kind"], f"{path}.kind", ("op", "leaf", "custom"))
         _str(node["tensor"], f"{path}.tensor", null=True)
         _str(node.get("module"), f"{path}.module", null=True)
+        _bool(node.get("recomputed", False), f"{path}.recomputed")
         for j, raw_saved in enumerate(_list(node["saved"], f"{path}.saved")):
             where = f"{path}.saved[{j}]"
             saved = _obj(raw_saved, where, ("name", "shape", "dtype", "bytes"))

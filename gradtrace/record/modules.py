@@ -53,19 +53,25 @@ class ModuleTracker:
 
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         start = self._starts.pop() if self._starts else 0
-        owner = self.owner
-        seen: set[int] = set()
-        todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
-        while todo:
-            node = todo.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            number = node._sequence_nr()
-            if number < start or number == NO_SEQUENCE:
-                continue  # made before this forward began, or a leaf
-            owner.setdefault(id(node), (node, module))
-            todo.extend(child for child, _ in node.next_functions if child is not None)
+        for node in made_since(output, start):
+            self.owner.setdefault(id(node), (node, module))
+
+
+def made_since(output: Any, start: int) -> Iterator[Any]:
+    """The nodes behind output (tensors, or tuples, lists and dicts of them) that autograd
+    made since its sequence number was start: what one call created."""
+    seen: set[int] = set()
+    todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        number = node._sequence_nr()
+        if number < start or number == NO_SEQUENCE:
+            continue  # made before the call began, or a leaf
+        yield node
+        todo.extend(child for child, _ in node.next_functions if child is not None)
 
 
 def module_paths(namespace: dict[str, Any], tracker: ModuleTracker | None) -> dict[int, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +20,7 @@ from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import Finding, GradChange, GradSummary, PassBy, PassKind, SecondOrder
 from .flow import FlowCapture
 from .higher import second_derivatives
+from .modules import made_since
 from .names import ScenarioNames
 from .roots import named_tensors
 
@@ -57,6 +59,7 @@ class Recorder:
         self.second_order: SecondOrder | None = None
         self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
+        self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.pass_limit: int | None = None  # stop the scenario at its pass after this many
         self.capped_at: str | None = None  # where it was stopped for that: "line 12 `…`"
         self._scenario_passes = 0
@@ -68,8 +71,10 @@ class Recorder:
     def patched(self) -> Iterator[None]:
         """Install the recording wrappers; restore torch exactly afterwards."""
         gradcheck_module = sys.modules["torch.autograd.gradcheck"]
+        checkpoint_module = importlib.import_module("torch.utils.checkpoint")
         function_cls = torch.autograd.Function
         patches = [
+            (checkpoint_module, "checkpoint", self._checkpointing(checkpoint_module.checkpoint)),
             (torch.Tensor, "backward", self._pass_wrapper("backward", torch.Tensor.backward)),
             (torch.autograd, "backward", self._pass_wrapper("backward", torch.autograd.backward)),
             (torch.autograd, "grad", self._pass_wrapper("grad", torch.autograd.grad)),
@@ -127,6 +132,19 @@ class Recorder:
             return out
 
         return classmethod(apply)
+
+    def _checkpointing(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""
+
+        @functools.wraps(original)
+        def checkpoint(*args: Any, **kwargs: Any) -> Any:
+            start = torch._C._autograd._get_sequence_nr()
+            out = original(*args, **kwargs)
+            for node in made_since(out, start):
+                self.recomputed.setdefault(id(node), node)  # the node keeps its id unique
+            return out
+
+        return checkpoint
 
     def _checking(self, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """Record the scenario's own gradcheck calls; mute what they do inside."""

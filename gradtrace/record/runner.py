@@ -285,6 +285,7 @@ def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
         finally:
             # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
             recorder.saved_before.clear()
+            recorder.recomputed.clear()
             tracker.owner.clear()
             recorder.last_roots.clear()
             names.clear()
@@ -379,6 +380,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         stdout=printed,
         second_order=recorder.second_order,
         modules=module_paths(every, tracker),
+        recomputed=recorder.recomputed,
     )
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)

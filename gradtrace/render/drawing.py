@@ -269,6 +269,8 @@ def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool) -> tuple[str
             lines.append(f"({node.tensor})")
         if node.kind == CUSTOM:
             lines.append("custom Function")
+        if node.recomputed:
+            lines.append("checkpointed: recomputed in backward")
     if saved:
         for s in node.saved:
             status = shape_text(s.dtype, s.shape) + f" {s.bytes} B" if s.status == "ok" \

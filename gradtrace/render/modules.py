@@ -1,5 +1,6 @@
 """`show --by-module`: one row per nn.Module — its nodes, parameters, the gradient that came
-into it and went out of it in a pass, and the bytes its nodes saved for backward."""
+into it and went out of it in a pass, and the bytes its nodes saved for backward (those of
+checkpointed nodes apart: backward recomputes them)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,14 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
     module_of = {n.id: n.module for n in trace.nodes}
     nodes: dict[str, int] = defaultdict(int)
     saved: dict[str, int] = defaultdict(int)
+    recomputed: dict[str, int] = defaultdict(int)  # saved in a checkpoint: made again later
     params: dict[str, int] = defaultdict(int)
     shapes = {t.name: t.shape for t in trace.tensors}
     for n in trace.nodes:
         for path in _prefixes(n.module):
             nodes[path] += 1
-            saved[path] += sum(s.bytes or 0 for s in n.saved if s.status == "ok")
+            held = sum(s.bytes or 0 for s in n.saved if s.status == "ok")
+            (recomputed if n.recomputed else saved)[path] += held
             if n.kind == "leaf" and n.tensor in shapes:
                 params[path] += math.prod(shapes[n.tensor] or ())
     into: dict[str, float] = defaultdict(float)
@@ -57,15 +60,21 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
             for path in set(giver) - set(taker) - {NO_MODULE}:
                 out[path] += sent.norm ** 2
     table = Table(title="modules", title_justify="left", header_style="bold")
-    for column in ("module", "nodes", "parameters", "grad in", "grad out", "saved"):
+    columns = ["module", "nodes", "parameters", "grad in", "grad out", "saved"]
+    if recomputed:
+        columns.append("recomputed")
+    for column in columns:
         table.add_column(column, no_wrap=True, overflow="ellipsis",
                          justify="left" if column == "module" else "right")
     rows = sorted(nodes, key=_natural)
     shown = rows if max_rows is None else rows[:max_rows]
     for path in shown:
-        table.add_row(Text(path, style="cyan" if path != NO_MODULE else "dim"),
-                      str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
-                      _norm(into, path), _norm(out, path), _bytes(saved[path]))
+        cells: list[Text | str] = [Text(path, style="cyan" if path != NO_MODULE else "dim"),
+                 str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
+                 _norm(into, path), _norm(out, path), _bytes(saved[path])]
+        if recomputed:
+            cells.append(_bytes(recomputed[path]))
+        table.add_row(*cells)
     parts: list[Table | Text] = [table]
     if len(shown) < len(rows):
         parts.append(Text(f"… {len(rows) - len(shown)} more modules (--all)", style="yellow"))

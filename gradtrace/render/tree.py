@@ -75,7 +75,8 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
             below = guide + {"": "", LAST: SPACE, BRANCH: PIPE}[connector]
             children = sorted(inputs.get(node_id, ()), key=lambda e: e.dst_input)
             if saved:
-                out.append(below + (PIPE if children else SPACE) + saved_text(node.saved) + "\n",
+                out.append(below + (PIPE if children else SPACE) + saved_text(node.saved)
+                           + (" (recomputed in backward)" if node.recomputed else "") + "\n",
                            style="dim")
             if children and depth + 1 >= max_depth:
                 cut_depth = True
@@ -137,6 +138,8 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
         text.append("  " + shape_text(t.dtype, t.shape), style="dim")
     if node.kind == CUSTOM:
         text.append("  custom Function", style="magenta")
+    if node.recomputed:
+        text.append("  ↻ checkpointed", style="magenta")
     text.append(f"  {node.id}", style="dim")
     if seen:
         text.append("  ↑ shown above", style="dim italic")
