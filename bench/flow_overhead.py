@@ -14,9 +14,9 @@ import time
 
 import torch
 
+from gradtrace.capture.flow import FlowCapture
 from gradtrace.extract.summary import to_summaries
 from gradtrace.extract.walk import walk
-from gradtrace.record.flow import FlowCapture
 
 BUDGET = 1.5
 

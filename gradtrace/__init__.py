@@ -4,6 +4,6 @@ Importing the package does not import torch; tracing does.
 """
 
 from ._version import __version__
-from .api import TraceView, load_scenario, trace
+from .api import Recording, TraceView, load_scenario, record, trace
 
-__all__ = ["TraceView", "__version__", "load_scenario", "trace"]
+__all__ = ["Recording", "TraceView", "__version__", "load_scenario", "record", "trace"]

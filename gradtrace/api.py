@@ -58,6 +58,16 @@ class TraceView:
         except ExportError:
             return None
 
+    def show(self) -> None:
+        """Print the whole `gradtrace show` report (tree, table, passes, findings)."""
+        from rich.console import Console
+
+        from .render.report import Budget, report
+
+        passes = [p for p in self.trace.passes if p.flow]
+        Console().print(report(self.trace, passes[-1] if passes else None,
+                               budget=Budget.everything(), cut=False), crop=False)
+
     def __rich__(self) -> Any:
         """The tree and the tensor table, for rich.print and the rich console."""
         from rich.console import Group
@@ -71,7 +81,7 @@ class TraceView:
 def load_scenario(path: str, roots: list[str] | None = None, backward: bool = True,
                   saved: bool = True) -> TraceView:
     """Run the scenario file at path and return its trace."""
-    from .record.runner import run_scenario
+    from .capture.runner import run_scenario
 
     return TraceView(run_scenario(path, roots or (), backward, saved=saved))
 
@@ -87,9 +97,41 @@ def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = F
     """
     if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):
         return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved)
-    from .record.runner import trace_tensors
+    from .capture.runner import trace_tensors
 
     if names is None:
         caller = sys._getframe(1)
         names = {**caller.f_globals, **caller.f_locals}
     return TraceView(trace_tensors(list(outputs), names, backward, saved))
+
+
+class Recording(TraceView):
+    """`with gradtrace.record() as rec:` — after the block, rec is the trace of what ran in
+    it: its backward passes, Function calls and modules, named from the block's variables."""
+
+    def __init__(self, saved: bool = True, flow: bool = True) -> None:
+        self._options = (saved, flow)
+
+    def __enter__(self) -> Recording:
+        from .capture.block import BlockRecorder
+
+        self._block = BlockRecorder(sys._getframe(1), *self._options)
+        self._block.start()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        trace = self._block.stop(build=kind is None)  # an error in the block goes on up
+        if trace is not None:
+            self.trace = trace
+
+    def __repr__(self) -> str:
+        return super().__repr__() if "trace" in self.__dict__ else "<gradtrace recording>"
+
+
+def record(saved: bool = True, flow: bool = True) -> Recording:
+    """Record the with-block it opens: `with gradtrace.record() as rec: loss.backward()`.
+
+    Nothing runs that the block does not run (no backward of gradtrace's own). saved=False
+    skips reading saved tensors, flow=False the gradient flow (faster on big models).
+    """
+    return Recording(saved, flow)

@@ -65,3 +65,40 @@ def test_trace_rejects_what_is_not_a_graph() -> None:
 
     with pytest.raises(ScenarioError, match="grad_fn"):
         gradtrace.trace(torch.ones(2))
+
+
+def test_record_names_what_the_block_made_and_records_its_passes() -> None:
+    import gradtrace
+
+    w = torch.ones(3, requires_grad=True)
+    model = torch.nn.Linear(3, 1)
+    with gradtrace.record() as rec:
+        loss = model(w * 2).sum()
+        loss.backward()
+    trace = json.loads(rec.to_json())
+    assert {"w", "loss", "model.weight", "model.bias"} <= {t["name"] for t in trace["tensors"]}
+    assert trace["output_names"] == ["loss"] and len(trace["passes"]) == 1
+    assert rec.passes[0].line is not None  # the block's own line of loss.backward()
+    assert {n["module"] for n in trace["nodes"] if n["type"] == "AddmmBackward0"} == {"model"}
+    assert torch.equal(model.weight.grad, torch.full((1, 3), 2.0))  # as without gradtrace
+
+
+def test_record_runs_no_backward_of_its_own() -> None:
+    import gradtrace
+
+    x = torch.ones(2, requires_grad=True)
+    with gradtrace.record() as rec:
+        y = (x * 3).sum()  # noqa: F841  (named from the block's frame)
+    assert x.grad is None and rec.passes == () and rec.output_names == ("y",)
+
+
+def test_an_error_in_the_block_goes_on_up_and_torch_is_restored() -> None:
+    import gradtrace
+
+    backward = torch.Tensor.backward
+    with pytest.raises(ZeroDivisionError), gradtrace.record():
+        raise ZeroDivisionError
+    assert torch.Tensor.backward is backward
+    with gradtrace.record(), pytest.raises(gradtrace.errors.ScenarioError, match="inside"), \
+            gradtrace.record():
+        pass

@@ -88,3 +88,14 @@ def test_help_examples_run(tmp_path: Path) -> None:
         assert proc.returncode in (0, 1), f"{example}: {proc.stderr}"
         assert "error:" not in proc.stderr and "Traceback" not in proc.stderr, example
     assert (tmp_path / "graph.svg").stat().st_size > 0 and (tmp_path / "report.xml").exists()
+
+
+def test_readme_record_example_passes_under_pytest(tmp_path: Path) -> None:
+    block = re.search(r"```python\n(import gradtrace, torch\n\ndef test_.*?)```", README,
+                      re.DOTALL)
+    assert block is not None
+    (tmp_path / "test_readme_example.py").write_text(block[1])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout

@@ -12,9 +12,9 @@ from helpers import SCENARIOS, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gradtrace.capture.flow import FlowCapture
 from gradtrace.extract.summary import to_summaries
 from gradtrace.extract.walk import walk
-from gradtrace.record.flow import FlowCapture
 
 approx = pytest.approx
 
@@ -347,7 +347,7 @@ def test_a_failing_summary_never_fails_the_pass(tmp_path: Path,
     def broken(*_: object) -> None:
         raise RuntimeError("cannot summarise this")
 
-    monkeypatch.setattr("gradtrace.record.flow.grad_stats", broken)
+    monkeypatch.setattr("gradtrace.capture.flow.grad_stats", broken)
     path = tmp_path / "plain.py"
     path.write_text("import torch\nx = torch.ones(100, requires_grad=True)\n"
                     "y = (x * 3).sin().sum()\n")

@@ -1,6 +1,6 @@
 """The one-way flow of the package, read off every module's imports (ast, no import needed).
 
-record (run + record) -> extract (walk) -> model (plain Trace) -> findings -> render -> cli.
+capture (run + record) -> extract (walk) -> model (plain Trace) -> findings -> render -> cli.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ LAYER_OF = {
     "gradtrace.findings": "findings",
     "gradtrace.render": "render",
     "gradtrace.extract": "extract",
-    "gradtrace.record": "record",
+    "gradtrace.capture": "capture",
     "gradtrace.check": "check",
     "gradtrace.api": "api",
     "gradtrace": "package",  # __init__ and __main__
@@ -33,16 +33,16 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "findings": {"base", "model", "findings"},
     "render": {"base", "model", "findings", "render"},
     "extract": {"base", "model", "findings", "extract"},
-    "record": {"base", "model", "findings", "extract", "record"},
-    "check": {"base", "model", "findings", "extract", "record", "check"},
-    "api": {"base", "model", "findings", "render", "extract", "record", "api"},
-    "cli": {"base", "model", "findings", "render", "extract", "record", "check", "cli"},
+    "capture": {"base", "model", "findings", "extract", "capture"},
+    "check": {"base", "model", "findings", "extract", "capture", "check"},
+    "api": {"base", "model", "findings", "render", "extract", "capture", "api"},
+    "cli": {"base", "model", "findings", "render", "extract", "capture", "check", "cli"},
     "package": {"base", "api", "cli"},
 }
 THIRD_PARTY = {  # outside the standard library
     "base": set(), "model": set(), "findings": set(),
     "render": {"rich", "graphviz"},
-    "extract": {"torch"}, "record": {"torch"}, "check": {"torch"},
+    "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},
     "cli": {"typer", "rich"},
     "package": set(),
@@ -137,4 +137,4 @@ def test_the_layer_check_sees_upward_imports() -> None:
 def test_every_module_has_a_layer() -> None:
     assert all(layer(m) in BELOW for m in MODULES)
     assert {"gradtrace.model.records", "gradtrace.render.formats", "gradtrace.cli.show",
-            "gradtrace.findings.registry", "gradtrace.record.recorder"} <= set(MODULES)
+            "gradtrace.findings.registry", "gradtrace.capture.recorder"} <= set(MODULES)

@@ -247,7 +247,7 @@ def test_a_scenario_leaves_no_torch_mode_in_its_thread() -> None:
     the thread ended — after Python had let go of it, racing interpreter shutdown."""
     from torch.overrides import TorchFunctionMode
 
-    from gradtrace.record.runner import _torch_state
+    from gradtrace.capture.runner import _torch_state
 
     with _torch_state():
         torch.set_default_device("cpu")

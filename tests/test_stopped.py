@@ -13,7 +13,7 @@ import pytest
 from helpers import invoke
 
 from gradtrace.api import load_scenario
-from gradtrace.record.runner import ScenarioStopped
+from gradtrace.capture.runner import ScenarioStopped
 
 TWO_PASSES_THEN_RAISE = (
     "import torch\n"

@@ -15,12 +15,12 @@ from typing import Any, NamedTuple
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
+from ..capture.explain import scenario_line
+from ..capture.runner import run_scenario
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
-from ..record.explain import scenario_line
-from ..record.runner import run_scenario
 
 # A Function class attribute: the reason its backward is not meant to be the derivative.
 SKIP_ATTRIBUTE = "gradtrace_skip"

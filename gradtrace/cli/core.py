@@ -14,8 +14,8 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .._version import __version__
+from ..capture.target import DEFAULT_PASSES
 from ..errors import GradtraceError, Interrupted
-from ..record.target import DEFAULT_PASSES
 from ..render.escape import visible_console
 
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from ..capture.target import DEFAULT_PASSES, parse_target
 from ..errors import GradtraceError, TraceFileError
 from ..model.codec import trace_from_dict
 from ..model.records import Pass, Trace
-from ..record.target import DEFAULT_PASSES, parse_target
 
 
 class Loaded(NamedTuple):
@@ -58,7 +58,7 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
             raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
                                  "regenerate it with `gradtrace show SCENARIO --json`") from None
         return Loaded(trace_from_dict(data))
-    from ..record.runner import ScenarioStopped, run_scenario  # imports torch
+    from ..capture.runner import ScenarioStopped, run_scenario  # imports torch
 
     try:
         return Loaded(run_scenario(parse_target(source, run.args or ()), roots, backward,

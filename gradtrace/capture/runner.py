@@ -41,7 +41,7 @@ from .target import (
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.
 STACK_SIZE = 1 << 30
-_RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at a time
+RUN_LOCK = threading.Lock()  # the recorder patches torch globally: one run at a time
 
 
 def run_scenario(
@@ -67,7 +67,7 @@ def run_scenario(
     code, lines = _compile(target.path)
     window = _StopWindow()
     options = _Options(list(roots), backward, order, saved, flow, with_calls, timeout, passes)
-    with _RUN_LOCK:
+    with RUN_LOCK:
         return _in_big_stack(lambda: _run(target, code, lines, options, window),
                              target.path, lines, timeout, window)
 
