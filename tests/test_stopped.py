@@ -141,3 +141,18 @@ def test_restoring_torch_state_does_not_import_the_compiler(tmp_path: Path) -> N
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_an_error_of_gradtraces_own_is_not_blamed_on_the_script(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradtrace.capture import recorder
+    from gradtrace.extract.walk import dtype_name
+
+    monkeypatch.setattr(recorder, "walk", dtype_name)  # gradtrace's pass recording now fails
+    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                                "(x * 3).sum().backward()\n")
+    result = invoke("show", scenario)
+    assert result.exit_code == 2
+    assert f"{scenario}:3: gradtrace failed while running this line" in result.stderr
+    assert "bug in gradtrace, not in your script" in result.stderr
+    assert "fix the scenario" not in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
 import sys
 import threading
 import traceback
@@ -57,12 +58,23 @@ def scenario_line(path: str, exc: BaseException) -> int | None:
     return line
 
 
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gradtrace package
+
+
 def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioError:
-    """The error for an exception the scenario raised: its file, line and code."""
+    """The error for an exception the scenario raised: its file, line and code — or, when
+    gradtrace's own code raised it, a bug of gradtrace's (plain `python` would not fail)."""
     line = scenario_line(path, exc)
     where = f"{path}:{line}" if line else path
     text = lines[line - 1].strip() if line and line <= len(lines) else ""
     shown = f"\n    {text}" if text else ""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep):
+        return ScenarioError(
+            f"{where}: gradtrace failed while running this line: "
+            f"{type(exc).__name__}: {exc}{shown}",
+            "this is a bug in gradtrace, not in your script: please report it; "
+            "--debug shows the traceback")
     return ScenarioError(
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
         f"fix the scenario; `python {path}` shows the full traceback",
