@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .records import GradSummary, Node
@@ -23,16 +24,23 @@ def number(x: Any) -> str:
     return str(x)
 
 
+def values_text(g: GradSummary, limit: int, fmt: Callable[[Any], str] = number) -> str | None:
+    """ "0.6" or "[1, 1, 1]" when g's values are kept and at most limit; else None."""
+    if g.values is None:
+        return None
+    flat = flat_values(g.values)
+    if not g.shape:
+        return fmt(flat[0])
+    return "[" + ", ".join(map(fmt, flat)) + "]" if len(flat) <= limit else None
+
+
 def grad_text(g: GradSummary | None) -> str:
     """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors."""
     if g is None:
         return "None"
-    if g.values is not None:
-        flat = flat_values(g.values)
-        if not g.shape:
-            return number(flat[0])
-        if len(flat) <= SMALL:
-            return "[" + ", ".join(number(v) for v in flat) + "]"
+    small = values_text(g, SMALL)
+    if small is not None:
+        return small
     dims = ", ".join(str(d) for d in g.shape)
     if g.note is not None:
         return f"[{dims}] {g.note}"

@@ -8,9 +8,8 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..model.labels import shape_text
+from ..model.labels import shape_text, values_text
 from ..model.records import GradSummary, TensorInfo, Trace
-from ..model.values import flat_values
 
 COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
            "grad before", "grad after")
@@ -31,12 +30,9 @@ def cell_text(g: GradSummary | None) -> str:
         return "None"
     if g.note is not None:
         return "n/a"
-    if g.values is not None:
-        flat = flat_values(g.values)
-        if not g.shape:
-            return compact(flat[0])
-        if len(flat) <= CELL_VALUES:
-            return "[" + ", ".join(compact(v) for v in flat) + "]"
+    small = values_text(g, CELL_VALUES, compact)
+    if small is not None:
+        return small
     return "empty" if g.min is None else f"norm {compact(g.norm)}"
 
 
