@@ -42,7 +42,7 @@ def test_code_4_each_node_received_and_sent() -> None:
 
 def test_code_4_tree_reads_the_chain_rule() -> None:
     out = invoke("show", SCENARIOS / "chain_rule.py").stdout
-    assert "PowBackward0 (y)  n1  grad in 0.008 = 1 × 0.008" in out
+    assert "PowBackward0 (y)  n1  line 6  grad in 0.008 = 1 × 0.008" in out
     assert "AccumulateGrad → x  float32[]  n2  grad in 0.6 = 0.008 × 75" in out
 
 

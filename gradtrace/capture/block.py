@@ -13,6 +13,7 @@ from ..findings.passes import pass_findings
 from ..model.records import Trace
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
+from .provenance import LineLog
 from .recorder import Recorder
 from .roots import choose_outputs, named_tensors
 from .runner import RUN_LOCK
@@ -30,6 +31,7 @@ class BlockRecorder:
         self.recorder.read_saved = saved
         self.recorder.capture_flow = flow
         self.tracker = ModuleTracker()
+        self.line_log = LineLog(self.names.owns)
         self._patches = contextlib.ExitStack()
 
     def start(self) -> None:
@@ -39,6 +41,7 @@ class BlockRecorder:
         self._patches.callback(RUN_LOCK.release)
         self._patches.enter_context(self.recorder.patched())
         self._patches.enter_context(self.tracker.tracking())
+        self._patches.enter_context(self.line_log.tracing(self.frame))
 
     def stop(self, build: bool = True) -> Trace | None:
         """Undo the patches; the Trace of the block (None when build is False)."""
@@ -75,4 +78,5 @@ class BlockRecorder:
             grad_before=recorder.grad_before or {},
             modules=module_paths(every, self.tracker),
             recomputed=recorder.recomputed,
+            source_of=self.line_log.source_of,
         )

@@ -27,6 +27,7 @@ from .explain import at_line, running_at, scenario_error, scenario_line, why_no_
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
+from .provenance import LineLog
 from .recorder import PassLimit, Recorder
 from .roots import choose_outputs, named_tensors
 from .target import (
@@ -274,14 +275,15 @@ def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
         recorder.capture_flow = options.flow
         recorder.pass_limit = options.passes
         tracker = ModuleTracker()
+        line_log = LineLog(names.owns)
         output = io.StringIO()
         try:
             with _scenario_process_state(target, output), recorder.patched(), \
-                    tracker.tracking():
+                    tracker.tracking(), line_log.tracing():
                 stopped, returned = _execute(target, code, module, lines, recorder, names,
                                              options.timeout, window)
-            return _recorded(target, lines, options, recorder, names, tracker, stopped,
-                             returned, output.getvalue())
+            return _recorded(target, lines, options, recorder, names, (tracker, line_log),
+                             stopped, returned, output.getvalue())
         finally:
             # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
             recorder.saved_before.clear()
@@ -322,8 +324,9 @@ def _execute(target: Target, code: CodeType, module: ModuleType, lines: list[str
 
 
 def _recorded(target: Target, lines: list[str], options: _Options, recorder: Recorder,
-              names: ScenarioNames, tracker: ModuleTracker, stopped: ScenarioError | None,
-              returned: list[tuple[str, Any]], printed: str) -> Trace:
+              names: ScenarioNames, where: tuple[ModuleTracker, LineLog],
+              stopped: ScenarioError | None, returned: list[tuple[str, Any]],
+              printed: str) -> Trace:
     """The Trace of what the scenario did (raised in ScenarioStopped when it stopped
     part-way), with gradtrace's own backward when it ran none."""
     path = target.path
@@ -379,8 +382,9 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         grad_before=recorder.grad_before or {},
         stdout=printed,
         second_order=recorder.second_order,
-        modules=module_paths(every, tracker),
+        modules=module_paths(every, where[0]),
         recomputed=recorder.recomputed,
+        source_of=where[1].source_of,
     )
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)

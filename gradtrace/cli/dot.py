@@ -58,6 +58,8 @@ def dot(
                                 help="Layout direction: " + ", ".join(RANKDIRS) + "."),
     max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", min=1,
                                          help="Draw at most N nodes, and a '… more' box."),
+    source_lines: bool = typer.Option(False, "--lines",
+                                      help="Label each op with the scenario line that made it."),
     no_fold: bool = typer.Option(False, "--no-fold",
                                  help="Draw repeated chains node by node."),
     focus: str | None = typer.Option(None, "--focus", metavar="NODE",
@@ -87,7 +89,7 @@ def dot(
                                 run=RunChoices(script_args, passes, timeout))
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
-                          module_depth=module_depth)
+                          module_depth=module_depth, lines=source_lines)
     data = chosen.export(trace, options, rankdir.upper())
     if target is None:
         write_stdout(data)

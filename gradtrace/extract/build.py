@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from typing import Any, NamedTuple
@@ -27,6 +27,7 @@ from ..model.records import (
     PassKind,
     SavedTensor,
     SecondOrder,
+    Source,
     Trace,
 )
 from .summary import RawStats, to_summaries
@@ -89,19 +90,21 @@ def build_trace(
     second_order: SecondOrder | None = None,
     modules: dict[int, str] | None = None,
     recomputed: dict[int, Any] | None = None,
+    source_of: Callable[[Any], Source | None] | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
 
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions.
+    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions;
+    source_of(node) is the scenario line that made a node.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
     order, raw_edges, index = indexed_walk(output_nodes, [r for p in passes for r in p.roots])
     try:
-        nodes, node_ids = _nodes(order, index, named, modules, saved_before)
+        nodes, node_ids = _nodes(order, index, named, modules, saved_before, source_of)
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
                      for n, obj in zip(nodes, order, strict=True)]
@@ -155,6 +158,7 @@ def build_trace(
 
 def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[int, str],
            saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+           source_of: Callable[[Any], Source | None] | None = None,
            ) -> tuple[list[Node], NodeIds]:
     """Node records, built column by column with map and zip: a big graph has 100,000s."""
     ids = [f"n{i}" for i in range(len(order))]
@@ -188,6 +192,7 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
     columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
                   map(name_of.get, keys) if name_of else repeat(None), saved,
                   map(modules.get, keys) if modules else repeat(None), repeat(False),
+                  map(source_of, order) if source_of else repeat(None),
                   strict=False)  # ids set the length; repeat() never ends
     return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, leaf_index, ids)
 

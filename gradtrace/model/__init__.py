@@ -16,6 +16,7 @@ from .records import (
     SavedTensor,
     SecondOrder,
     Severity,
+    Source,
     TensorInfo,
     Trace,
 )
@@ -23,5 +24,5 @@ from .records import (
 __all__ = [
     "CUSTOM", "LEAF", "OP", "Edge", "Finding", "FunctionCall", "GradChange", "GradSummary",
     "Node", "NodeFlow", "NodeKind", "Pass", "SavedTensor", "SecondOrder", "Severity",
-    "TensorInfo", "Trace",
+    "Source", "TensorInfo", "Trace",
 ]

@@ -16,6 +16,7 @@ from .records import (
     Pass,
     SavedTensor,
     SecondOrder,
+    Source,
     TensorInfo,
     Trace,
 )
@@ -74,7 +75,7 @@ def trace_from_dict(data: Any) -> Trace:
                 Node(
                     n["id"], n["type"], n["kind"], n["tensor"],
                     tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
-                    n.get("recomputed", False),
+                    n.get("recomputed", False), _source_from(n.get("source")),
                 )
                 for n in data["nodes"]
             ),
@@ -119,7 +120,13 @@ def _node_dict(n: Node) -> dict[str, Any]:
         ],
         "module": n.module,
         **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
+        "source": None if n.source is None else
+        {"file": n.source.file, "line": n.source.line, "code": n.source.code},
     }
+
+
+def _source_from(d: dict[str, Any] | None) -> Source | None:
+    return None if d is None else Source(d["file"], d["line"], d["code"])
 
 
 def _saved_from(d: dict[str, Any]) -> SavedTensor:

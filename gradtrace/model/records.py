@@ -30,6 +30,14 @@ class SavedTensor:
     status: SavedStatus = "ok"
 
 
+class Source(NamedTuple):
+    """Where the forward call that made a node is: the scenario's file, line and its text."""
+
+    file: str
+    line: int
+    code: str
+
+
 class Node(NamedTuple):
     """One autograd node (a grad_fn, or the AccumulateGrad of a leaf).
 
@@ -44,6 +52,7 @@ class Node(NamedTuple):
     saved: tuple[SavedTensor, ...] = ()
     module: str | None = None  # dotted path of the nn.Module whose forward made it
     recomputed: bool = False  # made inside torch.utils.checkpoint: backward makes it again
+    source: Source | None = None  # the scenario line that made it (None for leaves)
 
 
 class Edge(NamedTuple):

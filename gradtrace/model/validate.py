@@ -157,6 +157,11 @@ def _trace(data: Any) -> None:
         _str(node["tensor"], f"{path}.tensor", null=True)
         _str(node.get("module"), f"{path}.module", null=True)
         _bool(node.get("recomputed", False), f"{path}.recomputed")
+        if node.get("source") is not None:
+            source = _obj(node["source"], f"{path}.source", ("file", "line", "code"))
+            _str(source["file"], f"{path}.source.file")
+            _int(source["line"], f"{path}.source.line")
+            _str(source["code"], f"{path}.source.code")
         for j, raw_saved in enumerate(_list(node["saved"], f"{path}.saved")):
             where = f"{path}.saved[{j}]"
             saved = _obj(raw_saved, where, ("name", "shape", "dtype", "bytes"))

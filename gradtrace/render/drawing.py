@@ -54,6 +54,7 @@ class DrawOptions:
     focus: str | None = None
     radius: int = 2
     module_depth: int | None = None
+    lines: bool = False  # each op's scenario line ("line 12")
 
 
 @gc_paused
@@ -88,7 +89,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
 
     out = Drawing()
     # Boxes in stages: what each node shows, then the style of gradients' graphs, then folding.
-    out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth)
+    out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth, options.lines)
     if in_graph_of_outputs is not None:
         out.boxes = [(box_id, lines, "gradient", cluster)
                      if kind != LEAF and box_id not in in_graph_of_outputs
@@ -137,17 +138,20 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
 
 
 def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,
-           depth: int | None) -> list[Box]:
+           depth: int | None, source_lines: bool = False) -> list[Box]:
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
     are zipped from the nodes' fields, and only the others' lines made one by one."""
     types = list(map(itemgetter(1), nodes))
-    plain = {node_type: _lines(node if node.tensor is None else node._replace(tensor=None),
-                               tensors, False)
+    plain = {node_type: _lines(node._replace(tensor=None, recomputed=False), tensors, False,
+                               False)
              for node_type, node in dict(zip(types, nodes, strict=True)).items()}
     lines = list(map(plain.__getitem__, types))
-    named = map(itemgetter(3), nodes) if not saved else (n.tensor or n.saved for n in nodes)
-    for i in compress(range(len(nodes)), named):
-        lines[i] = _lines(nodes[i], tensors, saved)
+    special: Iterable[Any] = map(itemgetter(3), nodes)  # named: the common case, kept cheap
+    if saved or source_lines or any(map(itemgetter(6), nodes)):
+        special = (n.tensor or n.recomputed or (saved and n.saved) or (source_lines and n.source)
+                   for n in nodes)
+    for i in compress(range(len(nodes)), special):
+        lines[i] = _lines(nodes[i], tensors, saved, source_lines)
     clusters: Iterable[str | None] = repeat(None)
     if any(map(itemgetter(5), nodes)):  # made by nn.Modules
         clusters = [_cluster(n, depth) if n.module else None for n in nodes]
@@ -257,7 +261,8 @@ def _reachable(trace: Trace) -> set[str]:
     return seen
 
 
-def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool) -> tuple[str, ...]:
+def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool,
+           source_lines: bool) -> tuple[str, ...]:
     if node.kind == LEAF:
         t = tensors.get(node.tensor) if node.tensor else None
         lines = [node.tensor or "AccumulateGrad"]
@@ -271,6 +276,8 @@ def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool) -> tuple[str
             lines.append("custom Function")
         if node.recomputed:
             lines.append("checkpointed: recomputed in backward")
+        if source_lines and node.source is not None:
+            lines.append(f"line {node.source.line}")
     if saved:
         for s in node.saved:
             status = shape_text(s.dtype, s.shape) + f" {s.bytes} B" if s.status == "ok" \

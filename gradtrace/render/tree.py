@@ -141,6 +141,8 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
     if node.recomputed:
         text.append("  ↻ checkpointed", style="magenta")
     text.append(f"  {node.id}", style="dim")
+    if node.source is not None and not seen:
+        text.append(f"  line {node.source.line}", style="dim")
     if seen:
         text.append("  ↑ shown above", style="dim italic")
     return text

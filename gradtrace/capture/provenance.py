@@ -1,0 +1,83 @@
+"""Which line of the scenario's own files made each autograd node: a line tracer on those
+files only (torch's frames are not traced), keyed by autograd's sequence numbers, which count
+nodes as they are made. Measured in bench/provenance.py against a forward without it."""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import sys
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+
+from ..model.records import Source
+from .modules import NO_SEQUENCE
+
+_next_number = torch._C._autograd._get_sequence_nr
+
+
+class LineLog:
+    """The lines of own files in the order they ran, each with the sequence number the next
+    node would get then: a node was made by the last line that ran before its number."""
+
+    def __init__(self, owns: Callable[[str], bool]) -> None:
+        self.starts: list[int] = []
+        self.where: list[tuple[str, int]] = []
+        self._owns = owns
+        self._owned: dict[str, bool] = {}  # by file name: asked once per file
+        self._sources: dict[int, Source] = {}
+
+    @contextlib.contextmanager
+    def tracing(self, frame: FrameType | None = None) -> Iterator[None]:
+        """Trace this thread's own-file lines (and those of frame, already running: a
+        with-block's); not when a debugger or coverage traces it."""
+        if sys.gettrace() is not None:
+            yield
+            return
+        if frame is not None and self._call(frame, "call", None) is not None:
+            frame.f_trace = self._line
+        sys.settrace(self._call)
+        try:
+            yield
+        finally:
+            sys.settrace(None)
+            if frame is not None:
+                frame.f_trace = None
+
+    def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_filename
+        owned = self._owned.get(name)
+        if owned is None:
+            owned = self._owned[name] = self._owns(name)
+        return self._line if owned else None  # torch's frames run untraced
+
+    def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            self._note(frame)
+        elif event == "return":  # the caller's line goes on: `x + self.attn(x)` adds after
+            caller = frame.f_back
+            while caller is not None and not self._owned.get(caller.f_code.co_filename):
+                caller = caller.f_back  # through torch's frames (Module.__call__)
+            if caller is not None:
+                self._note(caller)
+        return self._line
+
+    def _note(self, frame: FrameType) -> None:
+        self.starts.append(_next_number())
+        self.where.append((frame.f_code.co_filename, frame.f_lineno))
+
+    def source_of(self, node: Any) -> Source | None:
+        """The scenario line that made node; None for a leaf, or when no line is known."""
+        number = node._sequence_nr()
+        i = bisect_right(self.starts, number) - 1
+        if i < 0 or number == NO_SEQUENCE:
+            return None
+        found = self._sources.get(i)
+        if found is None:  # one record per line run, however many nodes it made
+            file, line = self.where[i]
+            found = self._sources[i] = Source(file, line, linecache.getline(file, line).strip())
+        return found

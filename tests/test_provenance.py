@@ -1,0 +1,56 @@
+"""Provenance: every op node knows the scenario line whose forward call made it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import SCENARIOS, invoke, show_json
+
+
+def sources(trace: dict) -> dict[str, tuple[int, str] | None]:
+    """node type (with its tensor) -> (line, code)."""
+    return {f"{n['type']}({n['tensor']})": None if n["source"] is None else
+            (n["source"]["line"], n["source"]["code"]) for n in trace["nodes"]}
+
+
+def test_each_op_knows_its_line_and_a_leaf_has_none() -> None:
+    found = sources(show_json("chain_rule.py"))
+    assert found == {"LogBackward0(z)": (7, "z = torch.log(y)"),
+                     "PowBackward0(y)": (6, "y = x**3"), "AccumulateGrad(x)": None}
+
+
+def test_the_caller_line_goes_on_after_a_call_returns() -> None:
+    trace = show_json(SCENARIOS / "real" / "gpt_tiny.py")
+    adds = {n["source"]["code"] for n in trace["nodes"]
+            if n["type"] == "AddBackward0" and n["module"] == "model.transformer.h.0"}
+    # the residual adds run after self.attn(...) and self.mlp(...) returned
+    assert adds == {"x = x + self.attn(self.ln_1(x))", "return x + self.mlp(self.ln_2(x))"}
+
+
+def test_lines_in_a_helper_file_of_the_scenario_folder(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("def square(t):\n    return t * t\n")
+    scenario = tmp_path / "s.py"
+    scenario.write_text("import torch\nfrom helper import square\n"
+                        "x = torch.ones(2, requires_grad=True)\ny = square(x).sum()\n")
+    trace = json.loads(invoke("show", scenario, "--json").stdout)
+    mul = next(n for n in trace["nodes"] if n["type"] == "MulBackward0")
+    assert mul["source"]["file"].endswith("helper.py") and mul["source"]["line"] == 2
+    tree = invoke("show", scenario).stdout
+    assert "MulBackward0  n1  line 2" in tree
+
+
+def test_dot_lines_labels_ops_with_their_line() -> None:
+    text = invoke("dot", SCENARIOS / "chain_rule.py", "--lines").stdout
+    assert 'label="LogBackward0\\n(z)\\nline 7"' in text
+
+
+def test_a_saved_trace_keeps_the_sources_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    trace = show_json("chain_rule.py")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    assert "line 7" in invoke("show", path).stdout
+    trace["nodes"][0]["source"] = {"file": "s.py", "line": "seven", "code": ""}
+    path.write_text(json.dumps(trace))
+    bad = invoke("show", path)
+    assert bad.exit_code == 2 and "nodes[0].source.line" in bad.stderr
