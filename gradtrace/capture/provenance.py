@@ -29,7 +29,7 @@ class LineLog:
         self.where: list[tuple[str, int]] = []
         self._owns = owns
         self._owned: dict[str, bool] = {}  # by file name: asked once per file
-        self._sources: dict[int, Source] = {}
+        self._sources: dict[tuple[str, int], Source] = {}
 
     @contextlib.contextmanager
     def tracing(self, frame: FrameType | None = None) -> Iterator[None]:
@@ -76,8 +76,8 @@ class LineLog:
         i = bisect_right(self.starts, number) - 1
         if i < 0 or number == NO_SEQUENCE:
             return None
-        found = self._sources.get(i)
-        if found is None:  # one record per line run, however many nodes it made
-            file, line = self.where[i]
-            found = self._sources[i] = Source(file, line, linecache.getline(file, line).strip())
+        where = self.where[i]
+        found = self._sources.get(where)
+        if found is None:  # one record per line, however many nodes it made
+            found = self._sources[where] = Source(*where, linecache.getline(*where).strip())
         return found
