@@ -357,3 +357,26 @@ def test_a_failing_summary_never_fails_the_pass(tmp_path: Path,
     assert tensor(t, "x")["grad"]["norm"] == approx(30 * abs(math.cos(3.0)), rel=1e-5)
     finding = next(f for f in t["findings"] if f["code"] == "flow-not-recorded")
     assert "cannot summarise this" in finding["message"] and finding["severity"] == "warning"
+
+
+def test_order_2_of_a_requested_root_not_the_first_pass_root(tmp_path: Path) -> None:
+    """Regression: `--order 2 --root gg` differentiated the first pass's vector root."""
+    scenario = tmp_path / "s.py"
+    scenario.write_text("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+                        "y = x**2\ny.backward(torch.ones(2))\ngg = (x**3).sum()\n")
+    trace = show_json(scenario, "--order", "2", "--root", "gg")
+    second = trace["second_order"]
+    assert second["error"] is None and second["root"] == "gg"
+    assert second["blocks"] == [{"a": "x", "b": "x", "values": [[6.0, 0.0], [0.0, 12.0]]}]
+
+
+def test_an_earlier_pass_graph_shows_that_pass_gradients(tmp_path: Path) -> None:
+    """Regression: the graph of loop iteration 1 said "(no gradient in this pass)" though
+    pass 1 carried gradients through it."""
+    scenario = tmp_path / "loop.py"
+    scenario.write_text("import torch\nw = torch.tensor(2.0, requires_grad=True)\n"
+                        "for k in (1.0, 3.0):\n    loss = w * k\n    loss.backward()\n")
+    out = invoke("show", scenario).stdout
+    assert "root of pass 1: loss  ·  gradients of pass 1" in out
+    first = out.split("root of pass 1")[1]
+    assert "MulBackward0  n2  line 4  grad in 1" in first and "no gradient" not in first

@@ -54,6 +54,7 @@ class Recorder:
         self.saved_before: dict[int, tuple[Any, Any]] = {}
         self.grad_before: dict[str, GradSummary | None] | None = None
         self.order = 1  # 2: compute second derivatives of the first pass's root
+        self.order_root: str | None = None  # … or of this named tensor (--root)
         self.read_saved = True
         self.capture_flow = True
         self.second_order: SecondOrder | None = None
@@ -227,11 +228,16 @@ class Recorder:
         if self.grad_before is None:
             self.grad_before = {b.name: b.summary for b in before}
         if self.order == 2 and self.second_order is None and roots:
-            self._muted += 1  # gradtrace's own autograd.grad calls are not passes
-            try:
-                self.second_order = second_derivatives(roots[0], root_names[0], named)
-            finally:
-                self._muted -= 1
+            # of the root asked for (--root), once it exists; else of this pass's first root
+            root, name = (roots[0], root_names[0]) if self.order_root is None else next(
+                ((t, n) for n, t in named if n == self.order_root and t.grad_fn is not None),
+                (None, None))
+            if root is not None:
+                self._muted += 1  # gradtrace's own autograd.grad calls are not passes
+                try:
+                    self.second_order = second_derivatives(root, name, named)
+                finally:
+                    self._muted -= 1
         nodes, edges = walk(root_nodes)
         self._snapshot_saved(nodes)
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)

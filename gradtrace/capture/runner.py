@@ -271,6 +271,7 @@ def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
         names = ScenarioNames(target.path, module.__dict__)
         recorder = Recorder(target.path, lines, names)
         recorder.order = options.order
+        recorder.order_root = options.roots[0] if options.roots else None
         recorder.read_saved = options.saved
         recorder.capture_flow = options.flow
         recorder.pass_limit = options.passes
