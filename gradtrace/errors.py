@@ -13,7 +13,11 @@ class GradtraceError(Exception):
 
 
 class ScenarioError(GradtraceError):
-    """The scenario file cannot be read, compiled or run."""
+    """The scenario file cannot be read, compiled or run (line: the scenario line, if known)."""
+
+    def __init__(self, message: str, hint: str | None = None, line: int | None = None) -> None:
+        super().__init__(message, hint)
+        self.line = line
 
 
 class TraceFileError(GradtraceError):

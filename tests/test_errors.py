@@ -159,3 +159,25 @@ def test_show_leaves_the_scenario_untouched() -> None:
     before = path.read_bytes()
     assert invoke("show", path, "--json").exit_code == 0
     assert path.read_bytes() == before
+
+
+def test_fail_on_a_finding_code_and_github_annotations(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                              "w = torch.ones(2, requires_grad=True)\ny = (x * 2).sum()\n")
+    assert invoke("show", path, "--fail-on", "nan-gradient").exit_code == 0
+    failed = invoke("show", path, "--fail-on", "nan-gradient, unreached-leaf",
+                    "--format", "github")
+    assert failed.exit_code == 1
+    assert failed.stdout.startswith("::warning ") and "title=gradtrace unreached-leaf::" in \
+        failed.stdout
+    assert "no finding has the code bogus" in fails("show", path, "--fail-on", "bogus")
+
+
+def test_findings_carry_the_file_and_line_they_are_about(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+                              "y = (x * 2).sum()\ny.backward()\ny.backward()\n")
+    trace = json.loads(invoke("show", path, "--json").stdout)
+    failed = next(f for f in trace["findings"] if f["code"] == "pass-failed")
+    assert failed["file"] == str(path) and failed["line"] == 5
+    github = invoke("show", path, "--format", "github").stdout
+    assert f"::error file={path},line=5,title=gradtrace pass-failed::" in github

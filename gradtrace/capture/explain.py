@@ -74,11 +74,10 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
             f"{where}: gradtrace failed while running this line: "
             f"{type(exc).__name__}: {exc}{shown}",
             "this is a bug in gradtrace, not in your script: please report it; "
-            "--debug shows the traceback")
+            "--debug shows the traceback", line)
     return ScenarioError(
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
-        f"fix the scenario; `python {path}` shows the full traceback",
-    )
+        f"fix the scenario; `python {path}` shows the full traceback", line)
 
 
 def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:

@@ -63,6 +63,7 @@ class Recorder:
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.pass_limit: int | None = None  # stop the scenario at its pass after this many
         self.capped_at: str | None = None  # where it was stopped for that: "line 12 `…`"
+        self.capped_line: int | None = None
         self._scenario_passes = 0
         self._in_pass = 0
         self._muted = 0  # inside gradcheck: its hundreds of calls are not the scenario's
@@ -165,6 +166,7 @@ class Recorder:
                         + " ".join(str(exc).split("\n")[:3]),
                         hint="the Function's backward disagrees with finite differences: "
                         "compare the numerical and analytical values above, then fix backward",
+                        line=line,
                     ))
                     self.failed = exc
                 raise
@@ -175,7 +177,7 @@ class Recorder:
                 verdict = "passed" if result else "returned False"
                 self.checks.append(GRADCHECK.finding(
                     f"{kind}({_callable_name(args)}) at line {line} {verdict}",
-                    severity="info" if result else "error"))
+                    severity="info" if result else "error", line=line))
             return result
 
         return checking
@@ -213,6 +215,7 @@ class Recorder:
         if by == "scenario":
             if self._scenario_passes == self.pass_limit:
                 self.capped_at = f"line {line} `{code}`" if line else "outside its own lines"
+                self.capped_line = line
                 raise PassLimit
             self._scenario_passes += 1
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]

@@ -316,8 +316,9 @@ def _execute(target: Target, code: CodeType, module: ModuleType, lines: list[str
     except (KeyboardInterrupt, GradtraceError):
         raise
     except _TimeLimit as exc:
-        where = at_line(path, lines, scenario_line(path, exc))
-        return ScenarioError(f"{_late(timeout)}: it was {where}", _LATE_HINT), []
+        line = scenario_line(path, exc)
+        return ScenarioError(f"{_late(timeout)}: it was {at_line(path, lines, line)}",
+                             _LATE_HINT, line), []
     except BaseException as exc:  # what the scenario raised, of any kind
         if exc is not recorder.failed:
             return scenario_error(path, lines, exc), []
@@ -362,11 +363,13 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         if options.order == 2 and recorder.second_order is None and outputs:
             recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0], named)
     else:
-        findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint))
+        findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint,
+                                                 line=stopped.line))
     if recorder.capped_at is not None:
         findings.append(PASSES_CAPPED.finding(
             f"stopped after {options.passes} backward passes, at the next one "
-            f"({recorder.capped_at})", hint="--passes all runs the script to the end"))
+            f"({recorder.capped_at})", hint="--passes all runs the script to the end",
+            line=recorder.capped_line))
     findings.extend(recorder.checks)
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:

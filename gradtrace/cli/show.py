@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from ..errors import GradtraceError
 from .core import (
     DEBUG,
     NO_BACKWARD,
@@ -30,8 +31,9 @@ from .inputs import RunChoices, load_trace, pick_pass
     "  gradtrace show scenarios/real/gpt_tiny.py --by-module\n\n"
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
-    "Exit codes: 0 success, 1 a finding failed --strict, 2 bad input or a scenario that "
-    "cannot run.",
+    "  gradtrace show scenarios/chain_rule.py --fail-on nan-gradient --format github\n\n"
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or a "
+    "scenario that cannot run.",
 )
 def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC (call one "
@@ -66,9 +68,18 @@ def show(
                               "with respect to the named leaves (a Hessian for small ones)."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Exit 1 when there is an error or warning finding."),
+    fail_on: str | None = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
+                                       help="Exit 1 when a finding with one of these codes "
+                                       "appears (codes: see the README's Findings table)."),
+    out_format: str = typer.Option("text", "--format", metavar="FMT",
+                                   help="text (the report), or github: the findings as GitHub "
+                                   "Actions annotations on their file and line."),
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
+    failing = _fail_on_codes(fail_on)  # checked before the scenario runs
+    if out_format not in ("text", "github"):
+        raise GradtraceError(f"--format {out_format!r}: use text or github")
     if old_output:
         Console(stderr=True, highlight=False).print(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
@@ -82,6 +93,10 @@ def show(
         from ..render.json import to_json
 
         write_stdout(to_json(trace))
+    elif out_format == "github":
+        from ..render.github import github_annotations
+
+        write_stdout(github_annotations(trace.findings))
     elif by_module:
         from ..render.report import module_report
 
@@ -99,3 +114,17 @@ def show(
         raise stopped
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FAILED)
+    if any(f.code in failing for f in trace.findings):
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _fail_on_codes(text: str | None) -> set[str]:
+    """--fail-on CODE[,CODE]: the codes, each one the registry declares."""
+    from ..findings.registry import CODES
+
+    codes = {c.strip() for c in (text or "").split(",") if c.strip()}
+    unknown = sorted(codes - set(CODES))
+    if unknown:
+        raise GradtraceError(f"--fail-on: no finding has the code {', '.join(unknown)}",
+                             "codes: " + ", ".join(CODES))
+    return codes

@@ -11,6 +11,7 @@ import torch
 
 from .._version import __version__
 from ..findings.graph import trace_findings
+from ..findings.located import located
 from ..findings.registry import DETACHED
 from ..gcpause import gc_paused
 from ..model.records import (
@@ -152,8 +153,7 @@ def build_trace(
         second_order=second_order,
         saved_read=saved_before is not None,
     )
-    more = trace_findings(trace)
-    return replace(trace, findings=trace.findings + tuple(more)) if more else trace
+    return replace(trace, findings=located(trace, (*trace.findings, *trace_findings(trace))))
 
 
 def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[int, str],

@@ -70,5 +70,5 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
         where = f" at line {p.line} `{p.code}`" if p.line else ""
         first_line = p.error.splitlines()[0]
         findings.append(PASS_FAILED.finding(
-            f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint))
+            f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint, line=p.line))
     return findings

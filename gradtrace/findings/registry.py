@@ -25,12 +25,13 @@ class Code:
 
     def finding(self, message: str, *, severity: Severity | None = None,
                 tensor: str | None = None, node: str | None = None,
-                hint: str | None = None) -> Finding:
+                hint: str | None = None, file: str | None = None,
+                line: int | None = None) -> Finding:
         """A Finding of this code; severity defaults to the declared one."""
         chosen = severity or self.severity
         if chosen != self.severity and chosen not in self.also:
             raise ValueError(f"finding {self.name!r} is not declared with severity {chosen!r}")
-        return Finding(self.name, chosen, message, tensor, node, hint)
+        return Finding(self.name, chosen, message, tensor, node, hint, file, line)
 
 
 def declare(name: str, severity: Severity, title: str, doc: str,

@@ -88,7 +88,7 @@ def trace_from_dict(data: Any) -> Trace:
             findings=tuple(
                 Finding(
                     f["code"], f["severity"], f["message"],
-                    f.get("tensor"), f.get("node"), f.get("hint"),
+                    f.get("tensor"), f.get("node"), f.get("hint"), f.get("file"), f.get("line"),
                 )
                 for f in data["findings"]
             ),
@@ -260,7 +260,7 @@ def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
 
 def _finding_dict(f: Finding) -> dict[str, Any]:
     d: dict[str, Any] = {"code": f.code, "severity": f.severity, "message": f.message}
-    for key in ("tensor", "node", "hint"):
+    for key in ("tensor", "node", "hint", "file", "line"):
         if getattr(f, key) is not None:
             d[key] = getattr(f, key)
     return d

@@ -153,6 +153,8 @@ class Finding:
     tensor: str | None = None
     node: str | None = None
     hint: str | None = None
+    file: str | None = None  # the scenario line it is about, when one is
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,6 +208,8 @@ def _trace(data: Any) -> None:
         _str(f.get("tensor"), f"{path}.tensor", null=True)
         _ref(f.get("node"), f"{path}.node", ids, null=True)
         _str(f.get("hint"), f"{path}.hint", null=True, limit=MAX_TEXT)
+        _str(f.get("file"), f"{path}.file", null=True)
+        _int(f.get("line"), f"{path}.line", null=True)
     for i, raw in enumerate(_list(top.get("functions", []), "functions")):
         path = f"functions[{i}]"
         c = _obj(raw, path, ("function", "inputs"))
