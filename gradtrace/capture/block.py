@@ -32,6 +32,7 @@ class BlockRecorder:
         self.recorder.capture_flow = flow
         self.tracker = ModuleTracker()
         self.line_log = LineLog(self.names.owns)
+        self.recorder.source_of = self.line_log.source_of
         self._patches = contextlib.ExitStack()
 
     def start(self) -> None:
@@ -52,9 +53,7 @@ class BlockRecorder:
             return self._trace(self.frame)
         finally:
             self.frame = None
-            self.recorder.saved_before.clear()
-            self.recorder.recomputed.clear()
-            self.recorder.last_roots.clear()
+            self.recorder.release()
             self.tracker.owner.clear()
             self.names.clear()
 
@@ -73,7 +72,7 @@ class BlockRecorder:
             root_reason=reason,
             passes=recorder.passes,
             calls=recorder.calls,
-            findings=[*recorder.checks, *pass_findings(recorder.passes)],
+            findings=[*recorder.findings, *pass_findings(recorder.passes)],
             saved_before=recorder.saved_before if recorder.read_saved else None,
             grad_before=recorder.grad_before or {},
             modules=module_paths(every, self.tracker),

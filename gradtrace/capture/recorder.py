@@ -17,9 +17,18 @@ from ..extract.summary import summarize
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad, release, saved_tensors, walk
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
-from ..model.records import Finding, GradChange, GradSummary, PassBy, PassKind, SecondOrder
+from ..model.records import (
+    Finding,
+    GradChange,
+    GradSummary,
+    PassBy,
+    PassKind,
+    SecondOrder,
+    Source,
+)
 from .flow import FlowCapture
 from .higher import second_derivatives
+from .inplace import changed_saved, explain, saved_reader
 from .modules import made_since
 from .names import ScenarioNames
 from .roots import named_tensors
@@ -58,7 +67,10 @@ class Recorder:
         self.read_saved = True
         self.capture_flow = True
         self.second_order: SecondOrder | None = None
-        self.checks: list[Finding] = []  # the scenario's own gradcheck/gradgradcheck calls
+        # the scenario's own gradcheck calls, and saved tensors changed in place
+        self.findings: list[Finding] = []
+        self.source_of: Callable[[Any], Source | None] = lambda node: None  # its line
+        self._inplace_seen: dict[Any, Any] = {}  # nodes, and (tensor, line) told
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.pass_limit: int | None = None  # stop the scenario at its pass after this many
@@ -161,7 +173,7 @@ class Recorder:
                 result = original(*args, **kwargs)
             except Exception as exc:
                 if outer:
-                    self.checks.append(GRADCHECK_FAILED.finding(
+                    self.findings.append(GRADCHECK_FAILED.finding(
                         f"{kind}({_callable_name(args)}) at line {line} failed: "
                         + " ".join(str(exc).split("\n")[:3]),
                         hint="the Function's backward disagrees with finite differences: "
@@ -175,7 +187,7 @@ class Recorder:
                 self._first_in_check = False
             if outer:
                 verdict = "passed" if result else "returned False"
-                self.checks.append(GRADCHECK.finding(
+                self.findings.append(GRADCHECK.finding(
                     f"{kind}({_callable_name(args)}) at line {line} {verdict}",
                     severity="info" if result else "error", line=line))
             return result
@@ -243,6 +255,7 @@ class Recorder:
                     self._muted -= 1
         nodes, edges = walk(root_nodes)
         self._snapshot_saved(nodes)
+        self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
         self.passes.append(record)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
@@ -256,6 +269,8 @@ class Recorder:
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {exc}"
             self.failed = exc
+            if "inplace operation" in str(exc):
+                self._check_inplace(nodes, named, force=True)
             raise
         finally:
             self._in_pass -= 1
@@ -265,6 +280,32 @@ class Recorder:
                 record.flow_failures = capture.failures
             record.grad_changes = _grad_changes(before)
             release(nodes)
+
+    def release(self) -> None:
+        """Drop every torch object held (the scenario's graph dies with its run)."""
+        self.saved_before.clear()
+        self.recomputed.clear()
+        self.last_roots.clear()
+        self._inplace_seen.clear()
+
+    def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
+        """A finding for each saved tensor changed in place: read when saved tensors are read
+        anyway, when a named non-leaf was changed in place, or when the pass failed so."""
+        if not (force or self.read_saved or any(t._version and not t.is_leaf
+                                                for _, t in named)):
+            return
+        changed = changed_saved(nodes, saved_reader(self.saved_before))
+        # a tensor saved twice (its op's output, another op's input): one finding, the
+        # "output of" one, which says where it was made
+        for node, saved in sorted(changed, key=lambda c: c[1] != "result"):
+            if id(node) in self._inplace_seen:
+                continue
+            self._inplace_seen[id(node)] = node
+            finding = explain(node, saved, named, self.source_of)
+            key = (finding.tensor, finding.line)
+            if finding.tensor is None or key not in self._inplace_seen:
+                self._inplace_seen[key] = None
+                self.findings.append(finding)
 
     def _snapshot_saved(self, nodes: list[Any]) -> None:
         # Saved tensors are readable only until a backward frees them: read them now.

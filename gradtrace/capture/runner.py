@@ -277,6 +277,7 @@ def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
         recorder.pass_limit = options.passes
         tracker = ModuleTracker()
         line_log = LineLog(names.owns)
+        recorder.source_of = line_log.source_of
         output = io.StringIO()
         try:
             with _scenario_process_state(target, output), recorder.patched(), \
@@ -287,10 +288,8 @@ def _run(target: Target, code: CodeType, lines: list[str], options: _Options,
                              stopped, returned, output.getvalue())
         finally:
             # Drop the scenario's objects here, in the big-stack thread, not in the caller's.
-            recorder.saved_before.clear()
-            recorder.recomputed.clear()
+            recorder.release()
             tracker.owner.clear()
-            recorder.last_roots.clear()
             names.clear()
 
 
@@ -348,7 +347,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         why = why_no_root(named, lines)
         if recorder.passes:
             findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
-        elif recorder.calls or recorder.checks:
+        elif recorder.calls or recorder.findings:
             findings.append(NO_GRAPH.finding(
                 "no named tensor has a grad_fn, so there is no graph to show; "
                 "the scenario's gradcheck and Function calls are reported instead",
@@ -370,7 +369,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
             f"stopped after {options.passes} backward passes, at the next one "
             f"({recorder.capped_at})", hint="--passes all runs the script to the end",
             line=recorder.capped_line))
-    findings.extend(recorder.checks)
+    findings.extend(recorder.findings)
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:
         options.with_calls(recorder.calls)

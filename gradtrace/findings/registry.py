@@ -83,3 +83,7 @@ PASSES_CAPPED = declare(
     "passes-capped", "info", "the scenario was stopped at its pass after the last recorded",
     "`--passes N` records the first N backward passes (100 by default), then stops the script; "
     "`--passes all` runs it to the end.")
+INPLACE_MODIFIED = declare(
+    "inplace-modified", "error", "a tensor saved for backward was changed in place",
+    "Backward needs the value a tensor had when an op saved it; the finding names the tensor, "
+    "the line that made it and the line that changed it, before any backward runs.")

@@ -1,0 +1,69 @@
+"""The classic autograd failures explained with the tensor and the lines at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import SCENARIOS, invoke
+
+from gradtrace.capture.inplace import out_of_place
+
+EXPLAINED = SCENARIOS / "explained"
+
+
+def findings(path: Path, *args: str) -> list[dict]:
+    result = invoke("show", path, "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["findings"]
+
+
+def inplace(path: Path, *args: str) -> list[dict]:
+    return [f for f in findings(path, *args) if f["code"] == "inplace-modified"]
+
+
+def test_inplace_names_the_tensor_and_both_lines() -> None:
+    (found,) = inplace(EXPLAINED / "inplace_after_save.py")
+    assert found["message"] == ("b (output of SigmoidBackward0, line 6) was saved for backward "
+                                "and then changed in place at line 8 `b.add_(1)`: backward "
+                                "needs the saved value")
+    assert found["hint"] == "write line 8 out of place: `b = b.add(1)`"
+    assert (found["tensor"], found["line"]) == ("b", 8)
+    assert found["file"].endswith("inplace_after_save.py")
+
+
+def test_a_tensor_saved_twice_is_told_once() -> None:
+    (found,) = inplace(EXPLAINED / "inplace_augmented.py")
+    assert found["message"].startswith("y (output of ExpBackward0, line 7) was saved")
+    assert "line 9 `y += 1`" in found["message"] and found["hint"].endswith("`y = y + 1`")
+
+
+def test_before_any_backward_runs_even_gradtraces_own(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n"
+                    "h = x.exp()\nout = (h * h).sum()\nh.mul_(3)\n")
+    (found,) = inplace(path, "--root", "out")
+    assert found["message"].startswith("h (output of ExpBackward0, line 3)")
+    assert "line 5 `h.mul_(3)`" in found["message"] and "`h = h.mul(3)`" in found["hint"]
+
+
+def test_a_change_autograd_did_not_see_still_names_the_tensor(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n"
+                    "h = x.sigmoid()\nout = (h * 2).sum()\n"
+                    "with torch.no_grad():\n    h.add_(1)\nout.backward()\n")
+    (found,) = inplace(path)
+    assert found["message"].startswith("h (output of SigmoidBackward0, line 3) was saved")
+    assert "changed in place before backward used it" in found["message"]
+
+
+@pytest.mark.parametrize(("line", "rewrite"), [
+    ("b.add_(1)", "b = b.add(1)"),
+    ("    self.h.mul_(x, y)", "self.h = self.h.mul(x, y)"),
+    ("h[0] += 1", "h[0] = h[0] + 1"),
+    ("y **= 2", "y = y ** 2"),
+    ("loss.backward()", None),
+])
+def test_out_of_place_rewrites(line: str, rewrite: str | None) -> None:
+    assert out_of_place(line) == rewrite
