@@ -67,3 +67,36 @@ def test_a_change_autograd_did_not_see_still_names_the_tensor(tmp_path: Path) ->
 ])
 def test_out_of_place_rewrites(line: str, rewrite: str | None) -> None:
     assert out_of_place(line) == rewrite
+
+
+def freed(path: Path) -> dict:
+    (found,) = [f for f in findings(path) if f["code"] == "graph-freed"]
+    return found
+
+
+def test_a_gan_step_names_the_shared_batch_and_says_detach() -> None:
+    found = freed(EXPLAINED / "gan_shared_fake.py")
+    assert found["message"] == ("pass 2 reached 3 node(s) whose saved tensors pass 1 (line 13 "
+                                "`lossD.backward()`) already freed; it entered them through "
+                                "fake (output of TanhBackward0, line 11)")
+    assert found["hint"].startswith("fake links the two passes: detach it")
+    assert (found["tensor"], found["line"]) == ("fake", 11)
+
+
+def test_backward_twice_on_one_root_says_retain_graph() -> None:
+    found = freed(SCENARIOS / "backward_twice_error.py")
+    assert "pass 1 (line 9 `z.backward()`)" in found["message"]
+    assert "through z (output of LogBackward0, line 7)" in found["message"]
+    assert found["hint"].startswith("pass retain_graph=True to the first backward()")
+
+
+def test_a_hidden_state_carried_across_iterations(tmp_path: Path) -> None:
+    path = tmp_path / "rnn.py"
+    path.write_text("import torch\nw = torch.ones(3, requires_grad=True)\n"
+                    "h = torch.zeros(3)\nfor step in range(2):\n"
+                    "    h = torch.tanh(w * h + 1)\n    loss = h.sum()\n    loss.backward()\n")
+    found = freed(path)
+    assert "pass 1 (line 7 `loss.backward()`)" in found["message"]
+    assert "through TanhBackward0, line 5" in found["message"]
+    assert "detach it where the first pass uses it or where it is carried over" in \
+        found["hint"]

@@ -60,7 +60,9 @@ def test_code_6_second_backward_is_a_finding_with_state_so_far() -> None:
     assert "backward through the graph a second time" in t["passes"][1]["error"]
     assert grad(t, "x") == approx(0.6)  # the state up to the failing call
     (finding,) = [f for f in t["findings"] if f["code"] == "pass-failed"]
-    assert "retain_graph=True" in finding["hint"]
+    assert "graph-freed finding" in finding["hint"]
+    (freed,) = [f for f in t["findings"] if f["code"] == "graph-freed"]
+    assert "retain_graph=True" in freed["hint"]
 
 
 def test_code_7_retain_graph_accumulates() -> None:

@@ -27,6 +27,7 @@ from ..model.records import (
     Source,
 )
 from .flow import FlowCapture
+from .freed import FreedGraphs
 from .higher import second_derivatives
 from .inplace import changed_saved, explain, saved_reader
 from .modules import made_since
@@ -71,6 +72,7 @@ class Recorder:
         self.findings: list[Finding] = []
         self.source_of: Callable[[Any], Source | None] = lambda node: None  # its line
         self._inplace_seen: dict[Any, Any] = {}  # nodes, and (tensor, line) told
+        self.freed = FreedGraphs()
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.pass_limit: int | None = None  # stop the scenario at its pass after this many
@@ -265,12 +267,17 @@ class Recorder:
             if self.capture_flow and not record.batched else None
         self._in_pass += 1
         try:
-            return call()
+            result = call()
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {exc}"
             self.failed = exc
             if "inplace operation" in str(exc):
                 self._check_inplace(nodes, named, force=True)
+            elif "backward through the graph a second time" in str(exc):
+                freed = self.freed.explain(nodes, len(self.passes), root_nodes, named,
+                                           self.source_of)
+                if freed is not None:
+                    self.findings.append(freed)
             raise
         finally:
             self._in_pass -= 1
@@ -279,7 +286,10 @@ class Recorder:
                 record.flow = capture.records
                 record.flow_failures = capture.failures
             record.grad_changes = _grad_changes(before)
+            if not retain and record.error is None:  # its saved tensors are gone now
+                self.freed.note(nodes, len(self.passes), line, code, root_nodes)
             release(nodes)
+        return result
 
     def release(self) -> None:
         """Drop every torch object held (the scenario's graph dies with its run)."""

@@ -30,8 +30,8 @@ class PassRecord(Protocol):
 
 _PASS_HINTS = (
     ("backward through the graph a second time",
-     "the first backward() freed the graph's saved tensors; pass retain_graph=True to every "
-     "backward() but the last"),
+     "an earlier backward() freed the saved tensors this one needs: the graph-freed finding "
+     "says which pass, through which tensor, and the fix that fits"),
     ("does not require grad and does not have a grad_fn",
      "the root is not part of any graph: it was computed under torch.no_grad(), from "
      ".detach()ed tensors, or from tensors without requires_grad=True"),

@@ -87,3 +87,8 @@ INPLACE_MODIFIED = declare(
     "inplace-modified", "error", "a tensor saved for backward was changed in place",
     "Backward needs the value a tensor had when an op saved it; the finding names the tensor, "
     "the line that made it and the line that changed it, before any backward runs.")
+GRAPH_FREED = declare(
+    "graph-freed", "error", "a backward went through a graph an earlier one freed",
+    "Names the earlier pass that freed the saved tensors, how many nodes both share and the "
+    "tensor that links them, with the fix that fits: detach it, recompute it, or "
+    "retain_graph=True when two backwards over one graph are meant.")
