@@ -100,3 +100,15 @@ def test_a_hidden_state_carried_across_iterations(tmp_path: Path) -> None:
     assert "through TanhBackward0, line 5" in found["message"]
     assert "detach it where the first pass uses it or where it is carried over" in \
         found["hint"]
+
+
+def test_a_grad_the_scenario_set_to_none_is_said_so(tmp_path: Path) -> None:
+    """Regression: `a.grad = None` after a backward was told "only torch.autograd.grad
+    reached it"."""
+    path = tmp_path / "s.py"
+    path.write_text("import torch\na = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+                    "b = (a * 3).sum()\nb.backward()\na.grad = None\n")
+    trace = json.loads(invoke("show", path, "--json").stdout)
+    notes = {t["name"]: t["grad_note"] for t in trace["tensors"]}
+    assert notes["a"] == ("a backward pass filled it, then the scenario set it to None "
+                          "(zero_grad(), or .grad = None)")

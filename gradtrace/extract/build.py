@@ -112,9 +112,11 @@ def build_trace(
         edges = _edges(raw_edges, node_ids.ids)
         trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
+        filled = {c.tensor for p in trace_passes for c in p.grad_changes if c.after is not None}
         detached = detached_sources(named)
         tensors = tuple(
-            tensor_info(name, t, node_ids, grad_before.get(name), reached, detached.get(name))
+            tensor_info(name, t, node_ids, grad_before.get(name), reached, detached.get(name),
+                        name in filled)
             for name, t in named
         )
         findings = [*findings, *(

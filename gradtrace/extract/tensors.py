@@ -55,8 +55,9 @@ def _memory(t: torch.Tensor) -> int | None:
 
 
 def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
-              detached_from: str | None) -> str | None:
-    """Why t.grad is None, in a learner's words; or that the gradient has a graph of its own."""
+              detached_from: str | None, filled: bool = False) -> str | None:
+    """Why t.grad is None, in a learner's words; or that the gradient has a graph of its own.
+    filled: a pass gave it a .grad, so the scenario set it back to None."""
     grad = readable_grad(t)
     if grad is not None:
         if grad.grad_fn is not None:
@@ -69,6 +70,9 @@ def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
         return "non-leaf: kept only after .retain_grad()"
     if detached_from:
         return f"cut from {detached_from} by detach()"
+    if filled:
+        return "a backward pass filled it, then the scenario set it to None " \
+               "(zero_grad(), or .grad = None)"
     if node is None or node not in reached:
         return "not reached by any backward pass"
     return "only torch.autograd.grad reached it: it returns gradients, it does not store them"
@@ -76,7 +80,7 @@ def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
 
 def tensor_info(
     name: str, t: torch.Tensor, node_ids: NodeIds, grad_before: GradSummary | None,
-    reached: set[str], detached_from: str | None,
+    reached: set[str], detached_from: str | None, filled: bool = False,
 ) -> TensorInfo:
     """One row of the tensor table."""
     if t.grad_fn is not None:
@@ -96,5 +100,5 @@ def tensor_info(
         grad=None if grad is None else summarize(grad),
         grad_before=grad_before,
         value=summarize(t),
-        grad_note=grad_note(t, node, reached, detached_from),
+        grad_note=grad_note(t, node, reached, detached_from, filled),
     )
