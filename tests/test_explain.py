@@ -112,3 +112,10 @@ def test_a_grad_the_scenario_set_to_none_is_said_so(tmp_path: Path) -> None:
     notes = {t["name"]: t["grad_note"] for t in trace["tensors"]}
     assert notes["a"] == ("a backward pass filled it, then the scenario set it to None "
                           "(zero_grad(), or .grad = None)")
+
+
+def test_unused_parameters_are_told_by_the_module_that_does_not_reach_the_loss() -> None:
+    (found,) = [f for f in findings(EXPLAINED / "unused_head.py") if f["code"] ==
+                "unreached-leaf"]
+    assert found["message"].endswith("by module: model.aux (4)")
+    assert "find_unused_parameters" in found["hint"]

@@ -37,14 +37,33 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
                  if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
     hint = "use it in the expression, or pick a root that does (--root NAME)"
     if len(unreached) > 3:  # e.g. a module's parameters: one finding, not a wall of them
-        shown = ", ".join(unreached[:5]) + (", …" if len(unreached) > 5 else "")
+        wanting = [t.name for t in trace.tensors if t.is_leaf and t.requires_grad]
+        unused = set(unreached)
+        by_module = Counter(_unused_module(n, unused, wanting) for n in unreached)
+        shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(by_module.items())[:6])
+        more = ", …" if len(by_module) > 6 else ""
         return [UNREACHED_LEAF.finding(
                         f"{len(unreached)} tensors require grad, but no output depends on them, "
-                        f"so their .grad stays None: {shown}", hint=hint)]
+                        f"so their .grad stays None; by module: {shown}{more}",
+                        hint="a module whose output does not reach the loss (an unused "
+                        "branch: DDP's find_unused_parameters case), or pick a root that "
+                        "uses it (--root NAME)")]
     return [UNREACHED_LEAF.finding(
                     f"{name} requires grad, but no output depends on it: its .grad stays None",
                     tensor=name, hint=hint)
             for name in unreached]
+
+
+def _unused_module(name: str, unused: set[str], wanting: list[str]) -> str:
+    """The outermost module path of name all of whose tensors that require grad (wanting)
+    are unused (model.aux for model.aux.0.weight), else name's own module."""
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        prefix = ".".join(parts[:i]) + "."
+        inside = [n for n in wanting if n.startswith(prefix)]
+        if inside and unused.issuperset(inside):
+            return prefix[:-1]
+    return ".".join(parts[:-1]) or name
 
 
 def hook_changes(trace: Trace) -> list[Finding]:
