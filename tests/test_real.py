@@ -165,3 +165,9 @@ def test_a_reentrant_checkpoint_is_one_recomputed_node(tmp_path: Any) -> None:
     trace = json.loads(result.stdout)
     marked = [n["type"] for n in trace["nodes"] if n.get("recomputed")]
     assert marked == ["CheckpointFunctionBackward"], result.stderr
+
+
+def test_saved_memory_has_a_total_and_the_top_holders() -> None:
+    text = invoke("show", REAL / "gpt_tiny.py", "--saved").stdout
+    line = next(x for x in text.splitlines() if x.startswith("saved for backward: "))
+    assert " KB in " in line and "most: AddmmBackward0 · model.transformer.h." in line

@@ -31,3 +31,10 @@ def scalar(g: GradSummary | None) -> float | None:
         return None
     flat = flat_values(g.values)
     return flat[0] if len(flat) == 1 and isinstance(flat[0], float) else None
+
+
+def size_text(n: int) -> str:
+    """ "512 B", "1.2 KB", "3.4 MB"."""
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"

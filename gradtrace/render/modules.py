@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.records import Pass, Trace
+from .labels import size_text
 from .table import compact
 
 NO_MODULE = "(no module)"
@@ -71,9 +72,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
     for path in shown:
         cells: list[Text | str] = [Text(path, style="cyan" if path != NO_MODULE else "dim"),
                  str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
-                 _norm(into, path), _norm(out, path), _bytes(saved[path])]
+                 _norm(into, path), _norm(out, path), size_text(saved[path])]
         if recomputed:
-            cells.append(_bytes(recomputed[path]))
+            cells.append(size_text(recomputed[path]))
         table.add_row(*cells)
     parts: list[Table | Text] = [table]
     if len(shown) < len(rows):
@@ -85,9 +86,3 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
 
 def _norm(sums: dict[str, float], path: str) -> str:
     return compact(math.sqrt(sums[path])) if path in sums else "-"
-
-
-def _bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"

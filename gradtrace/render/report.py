@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..model.labels import grad_text, number
 from ..model.records import Pass, Trace
+from .labels import size_text
 from .modules import module_table
 from .table import tensor_table
 from .tree import graph_tree
@@ -44,6 +45,9 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
                          flow=shown_pass, cut=cut),
               Text(), tensor_table(trace, budget.table_rows), Text("\npasses", style="bold"),
               passes_view(trace, budget)]
+    memory = memory_view(trace) if saved else None
+    if memory is not None:
+        parts[-4:-4] = [memory]  # right under the tree, whose lines list them node by node
     second = second_order_view(trace)
     if second is not None:
         parts += [Text(), second]
@@ -154,6 +158,24 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
             text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")
         parts.append(text)
     return Group(*parts)
+
+
+def memory_view(trace: Trace, top: int = 3) -> Text | None:
+    """ "saved for backward: 1.2 KB in 5 nodes; most: AddmmBackward0 · fc1 (line 10) 512 B"."""
+    held = [(sum(s.bytes for s in n.saved if s.status == "ok"), n) for n in trace.nodes
+            if not n.recomputed]
+    held = [(size, n) for size, n in held if size]
+    if not held:
+        return None
+    held.sort(key=lambda item: -item[0])
+    most = ", ".join(
+        f"{n.type}{f' · {n.module}' if n.module else ''}"
+        f"{f' (line {n.source.line})' if n.source else ''} {size_text(size)}"
+        for size, n in held[:top])
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("saved for backward: ", style="bold")
+    text.append(f"{size_text(sum(size for size, _ in held))} in {len(held)} nodes; most: {most}")
+    return text
 
 
 def second_order_view(trace: Trace) -> RenderableType | None:
