@@ -119,3 +119,15 @@ def test_unused_parameters_are_told_by_the_module_that_does_not_reach_the_loss()
                 "unreached-leaf"]
     assert found["message"].endswith("by module: model.aux (4)")
     assert "find_unused_parameters" in found["hint"]
+
+
+def test_no_graph_cites_only_lines_that_ran(tmp_path: Path) -> None:
+    """Regression: a torch.no_grad() inside a function that never ran was cited."""
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n\n"
+                    "def test():\n    with torch.no_grad():\n        return x * 2\n\n"
+                    "y = x.detach() * 3\n")
+    result = invoke("show", path)
+    assert result.exit_code == 2
+    assert ".detach() on line 8" in result.stderr
+    assert "torch.no_grad() on line" not in result.stderr

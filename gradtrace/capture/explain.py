@@ -29,8 +29,9 @@ def why_no_grad_fn(t: torch.Tensor) -> str:
     return "it does not require grad"
 
 
-def why_no_root(named: Named, lines: list[str]) -> str:
-    """Why no named tensor has a grad_fn, citing the lines that cut the graph."""
+def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None) -> str:
+    """Why no named tensor has a grad_fn, citing the lines that cut the graph — only lines
+    that ran, when that is known (a no_grad in a function never called cuts nothing)."""
     wanting = [n for n, t in named if t.requires_grad]
     if not wanting:
         return ("no tensor requires grad; create the inputs with requires_grad=True, "
@@ -40,7 +41,7 @@ def why_no_root(named: Named, lines: list[str]) -> str:
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
                 called = getattr(node.func, "attr", None) or getattr(node.func, "id", "")
-                if called in _GRAD_CUTTERS:
+                if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
                     calls.setdefault(_GRAD_CUTTERS[called], []).append(str(node.lineno))
     causes = [f"{what} on line {', '.join(sorted(set(at), key=int))}"
               for what, at in calls.items()]

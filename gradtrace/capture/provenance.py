@@ -70,6 +70,12 @@ class LineLog:
         self.starts.append(_next_number())
         self.where.append((frame.f_code.co_filename, frame.f_lineno))
 
+    def lines_run(self, file: str) -> set[int] | None:
+        """The lines of file that ran (None when nothing was traced: a debugger's run)."""
+        if not self.where:
+            return None
+        return {line for name, line in self.where if name == file}
+
     def source_of(self, node: Any) -> Source | None:
         """The scenario line that made node; None for a leaf, or when no line is known."""
         number = node._sequence_nr()

@@ -344,7 +344,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
     outputs, reason = choose_outputs(path, names.namespace, named, options.roots,
                                      _fallback(target, recorder, returned))
     if not outputs:
-        why = why_no_root(named, lines)
+        why = why_no_root(named, lines, where[1].lines_run(path))
         if recorder.passes:
             findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
         elif recorder.calls or recorder.findings:
