@@ -8,7 +8,6 @@ import linecache
 from types import FrameType
 
 from ..errors import ScenarioError
-from ..extract.build import build_trace
 from ..findings.passes import pass_findings
 from ..model.records import Trace
 from .modules import ModuleTracker, module_paths
@@ -65,17 +64,6 @@ class BlockRecorder:
         outputs, reason = choose_outputs(
             self.label, {}, named, [],
             (recorder.last_roots, "the roots of the block's last backward pass"))
-        return build_trace(
-            scenario=self.label,
-            named=named,
-            outputs=outputs,
-            root_reason=reason,
-            passes=recorder.passes,
-            calls=recorder.calls,
-            findings=[*recorder.findings, *pass_findings(recorder.passes)],
-            saved_before=recorder.saved_before if recorder.read_saved else None,
-            grad_before=recorder.grad_before or {},
-            modules=module_paths(every, self.tracker),
-            recomputed=recorder.recomputed,
-            source_of=self.line_log.source_of,
-        )
+        return recorder.trace(self.label, named, outputs, reason,
+                              [*recorder.findings, *pass_findings(recorder.passes)],
+                              module_paths(every, self.tracker))

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..extract.build import RawCall, RawPass
+from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.summary import summarize
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad, release, saved_tensors, walk
@@ -25,6 +25,7 @@ from ..model.records import (
     PassKind,
     SecondOrder,
     Source,
+    Trace,
 )
 from .flow import FlowCapture
 from .freed import FreedGraphs
@@ -290,6 +291,16 @@ class Recorder:
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
             release(nodes)
         return result
+
+    def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
+              findings: list[Finding], modules: dict[int, str], stdout: str = "") -> Trace:
+        """The Trace of what was recorded: the graph from outputs, the passes, the calls."""
+        return build_trace(
+            scenario=scenario, named=named, outputs=outputs, root_reason=reason,
+            passes=self.passes, calls=self.calls, findings=findings,
+            saved_before=self.saved_before if self.read_saved else None,
+            grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,
+            modules=modules, recomputed=self.recomputed, source_of=self.source_of)
 
     def release(self) -> None:
         """Drop every torch object held (the scenario's graph dies with its run)."""

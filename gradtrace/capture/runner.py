@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..errors import GradtraceError, Interrupted, ScenarioError
-from ..extract.build import RawCall, build_trace
+from ..extract.build import RawCall
 from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
@@ -107,13 +107,8 @@ def _trace_live(outputs: list[Any], names: dict[str, Any], backward: bool,
     recorder.read_saved = saved
     if backward:
         own_backward(recorder, [t for _, t in picked])
-    return build_trace(
-        scenario=None, named=named, outputs=picked, root_reason="passed to gradtrace.trace()",
-        passes=recorder.passes, calls=[], findings=pass_findings(recorder.passes),
-        saved_before=recorder.saved_before if saved else None,
-        grad_before=recorder.grad_before or {},
-        modules=module_paths(names, None),
-    )
+    return recorder.trace(None, named, picked, "passed to gradtrace.trace()",
+                          pass_findings(recorder.passes), module_paths(names, None))
 
 
 def _compile(path: str) -> tuple[CodeType, list[str]]:
@@ -373,22 +368,8 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:
         options.with_calls(recorder.calls)
-    trace = build_trace(
-        scenario=target.label,
-        named=named,
-        outputs=outputs,
-        root_reason=reason,
-        passes=recorder.passes,
-        calls=recorder.calls,
-        findings=findings,
-        saved_before=recorder.saved_before if options.saved else None,
-        grad_before=recorder.grad_before or {},
-        stdout=printed,
-        second_order=recorder.second_order,
-        modules=module_paths(every, where[0]),
-        recomputed=recorder.recomputed,
-        source_of=where[1].source_of,
-    )
+    trace = recorder.trace(target.label, named, outputs, reason, findings,
+                           module_paths(every, where[0]), printed)
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)
     return trace
