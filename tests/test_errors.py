@@ -181,3 +181,13 @@ def test_findings_carry_the_file_and_line_they_are_about(tmp_path: Path) -> None
     assert failed["file"] == str(path) and failed["line"] == 5
     github = invoke("show", path, "--format", "github").stdout
     assert f"::error file={path},line=5,title=gradtrace pass-failed::" in github
+
+
+def test_github_annotations_carry_no_control_character() -> None:
+    from gradtrace.model.records import Finding
+    from gradtrace.render.github import github_annotations
+
+    text = github_annotations((Finding("pass-failed", "error", "bad\x1b[2J\nnext", file="a:b,c",
+                                       line=3),))
+    assert text == ("::error file=a%3Ab%2Cc,line=3,title=gradtrace pass-failed::"
+                    "bad\\x1b[2J%0Anext\n")

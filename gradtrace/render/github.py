@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from ..model.records import Finding
+from .escape import visible
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escaped as workflow commands need, and no control character left raw (the text comes
+    from a scenario or a trace)."""
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(text: str) -> str:
