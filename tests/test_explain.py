@@ -131,3 +131,19 @@ def test_no_graph_cites_only_lines_that_ran(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert ".detach() on line 8" in result.stderr
     assert "torch.no_grad() on line" not in result.stderr
+
+
+def test_the_first_non_finite_value_names_its_producer_and_line() -> None:
+    (found,) = [f for f in findings(EXPLAINED / "log_of_zero.py") if f["code"] == "nan-value"]
+    assert found["message"] == ("y (made by LogBackward0 at line 8 `y = torch.log(h)`) is the "
+                                "first named tensor with Inf values; its inputs h are finite")
+    assert (found["tensor"], found["line"]) == ("y", 8)
+    assert found["hint"].startswith("log(0) is -inf")
+
+
+def test_nan_data_is_told_at_its_leaf(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nx = torch.tensor([1.0, float('nan')], requires_grad=True)\n"
+                    "y = (x * 2).sum()\n")
+    (found,) = [f for f in findings(path) if f["code"] == "nan-value"]
+    assert found["message"].startswith("x holds NaN values from the start")

@@ -6,7 +6,7 @@ from collections import Counter
 
 from ..model.labels import grad_text, node_title, same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
-from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, UNREACHED_LEAF
+from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
 
 # Why a node's local derivative blows up, by the op that met it.
 NAN_CAUSES = {
@@ -24,9 +24,53 @@ NAN_CAUSES = {
 }
 
 
+# What makes a non-finite value in the forward, by the op that made it.
+FORWARD_CAUSES = {
+    "LogBackward0": "log(0) is -inf and the log of a negative number NaN",
+    "DivBackward0": "division by zero: x/0 is inf, 0/0 NaN",
+    "SqrtBackward0": "the square root of a negative number is NaN",
+    "ExpBackward0": "exp overflows to inf (above about 88 in float32)",
+    "PowBackward0": "a negative base to a fractional power is NaN; 0 to a negative power inf",
+    "ReciprocalBackward0": "1/0 is inf",
+    "RsqrtBackward0": "rsqrt(0) is inf, of a negative number NaN",
+}
+
+
 def trace_findings(trace: Trace) -> list[Finding]:
     """Every finding that the Trace alone can tell."""
-    return [*unreached_leaves(trace), *hook_changes(trace), *nan_origins(trace)]
+    return [*unreached_leaves(trace), *hook_changes(trace), *nan_origins(trace),
+            *nan_values(trace)]
+
+
+def nan_values(trace: Trace) -> list[Finding]:
+    """The first named tensor whose values are not finite while its named inputs are: where
+    a NaN or Inf is produced in the forward, not where it is passed on."""
+    values = {t.name: t.value for t in trace.tensors}
+    by_node = {t.node: t.name for t in trace.tensors if t.node is not None}
+    nodes = {n.id: n for n in trace.nodes}
+    inputs: dict[str, list[str]] = {}
+    for e in trace.edges:
+        inputs.setdefault(e.dst, []).append(e.src)
+    for t in trace.tensors:
+        if t.value is None or t.value.finite:
+            continue
+        kind = "NaN" if t.value.norm != t.value.norm else "Inf"
+        if t.node is None or t.is_leaf:
+            return [NAN_VALUE.finding(f"{t.name} holds {kind} values from the start (a leaf: "
+                                      "the data it was made from)", tensor=t.name)]
+        node = nodes.get(t.node)
+        named_inputs = [by_node[src] for src in inputs.get(t.node, ()) if src in by_node]
+        if any((v := values[n]) is not None and not v.finite for n in named_inputs):
+            continue  # passed on from an input: its producer comes first or is unnamed
+        made = "" if node is None else f" (made by {node.type}" + (
+            f" at line {node.source.line} `{node.source.code}`)" if node.source else ")")
+        given = f"; its inputs {', '.join(named_inputs)} are finite" if named_inputs else ""
+        return [NAN_VALUE.finding(
+            f"{t.name}{made} is the first named tensor with {kind} values{given}",
+            tensor=t.name, node=t.node,
+            hint=FORWARD_CAUSES.get(node.type if node else "", "check that op's inputs "
+                                    "(clamp them, or add a small epsilon)"))]
+    return []
 
 
 def unreached_leaves(trace: Trace) -> list[Finding]:

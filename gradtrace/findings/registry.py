@@ -92,3 +92,7 @@ GRAPH_FREED = declare(
     "Names the earlier pass that freed the saved tensors, how many nodes both share and the "
     "tensor that links them, with the fix that fits: detach it, recompute it, or "
     "retain_graph=True when two backwards over one graph are meant.")
+NAN_VALUE = declare(
+    "nan-value", "error", "where the first NaN or Inf value appears in the forward",
+    "The first named tensor, in binding order, with non-finite values whose inputs are "
+    "finite: the op and line that produced them, not the ones that passed them on.")
