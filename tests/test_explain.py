@@ -147,3 +147,26 @@ def test_nan_data_is_told_at_its_leaf(tmp_path: Path) -> None:
                     "y = (x * 2).sum()\n")
     (found,) = [f for f in findings(path) if f["code"] == "nan-value"]
     assert found["message"].startswith("x holds NaN values from the start")
+
+
+def cut(path: Path) -> dict:
+    (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
+    return found
+
+
+def test_a_root_without_a_graph_names_the_line_that_lost_it() -> None:
+    found = cut(EXPLAINED / "cut_by_item.py")
+    assert found["message"] == ("pass 1: loss has no graph because line 7 `loss = "
+                                "torch.tensor(out.item())` made it so: torch.tensor(...) makes "
+                                "a new leaf from values, without a graph")
+    assert (found["tensor"], found["line"]) == ("loss", 7)
+
+
+def test_a_no_grad_block_that_ran_is_named_one_that_did_not_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nw = torch.ones(2, requires_grad=True)\n\n"
+                    "def never():\n    loss = w.detach().sum()\n    return loss\n\n"
+                    "with torch.no_grad():\n    loss = (w * 2).sum()\nloss.backward()\n")
+    found = cut(path)
+    assert "line 9 `loss = (w * 2).sum()`" in found["message"]
+    assert found["message"].endswith("it ran inside torch.no_grad() (line 8)")

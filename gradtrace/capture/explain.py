@@ -99,3 +99,63 @@ def at_line(path: str, lines: list[str], line: int | None) -> str:
         return f"in {path} (outside its own lines)"
     code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return f"at {path}:{line}" + (f" `{code}`" if code else "")
+
+
+# What, in a statement that ran, makes a tensor with no graph (method, function or attribute).
+_CUT_BY = {
+    "detach": ".detach() cuts it from the graph",
+    "item": ".item() turns it into a Python number",
+    "tolist": ".tolist() turns it into Python numbers",
+    "numpy": ".numpy() leaves autograd",
+    "data": ".data is the tensor without its graph",
+    "tensor": "torch.tensor(...) makes a new leaf from values, without a graph",
+    "argmax": "argmax has no gradient (its result is an index)",
+    "argmin": "argmin has no gradient (its result is an index)",
+    "round": "round has a zero gradient almost everywhere and no graph of its own here",
+}
+
+
+def graph_cut(name: str, lines: list[str], ran: set[int]) -> tuple[int, str] | None:
+    """(line, why) for the last statement that ran and bound name where its graph was lost:
+    inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
+    torch.tensor(...), argmax…; None when no such statement ran."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    found: tuple[int, str] | None = None
+    regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With):
+            for item in node.items:
+                call = item.context_expr
+                called = _called(call)
+                if called in ("no_grad", "inference_mode") or (
+                        called == "set_grad_enabled" and isinstance(call, ast.Call)
+                        and call.args and getattr(call.args[0], "value", True) is False):
+                    regions.append((node.lineno, node.end_lineno or node.lineno,
+                                    f"torch.{called}() (line {node.lineno})"))
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if node.lineno not in ran or not any(
+                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+            continue
+        why = next((f"it ran inside {what}" for first, last, what in regions
+                    if first < node.lineno <= last), None)
+        if why is None and node.value is not None:
+            why = next((_CUT_BY[c] for c in map(_called, ast.walk(node.value)) if c in _CUT_BY),
+                       None)
+        if why is not None and (found is None or node.lineno > found[0]):
+            found = (node.lineno, why)
+    return found
+
+
+def _called(node: ast.AST) -> str | None:
+    """The name a call or attribute access uses: torch.no_grad() -> no_grad, x.data -> data."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None

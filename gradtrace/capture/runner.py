@@ -21,9 +21,16 @@ import torch
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..extract.build import RawCall
 from ..findings.passes import pass_findings
-from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
+from ..findings.registry import GRAPH_CUT, NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
-from .explain import at_line, running_at, scenario_error, scenario_line, why_no_root
+from .explain import (
+    at_line,
+    graph_cut,
+    running_at,
+    scenario_error,
+    scenario_line,
+    why_no_root,
+)
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
@@ -365,6 +372,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
             f"({recorder.capped_at})", hint="--passes all runs the script to the end",
             line=recorder.capped_line))
     findings.extend(recorder.findings)
+    findings.extend(_cuts(recorder, lines, where[1].lines_run(path) or set()))
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:
         options.with_calls(recorder.calls)
@@ -373,6 +381,26 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)
     return trace
+
+
+def _cuts(recorder: Recorder, lines: list[str], ran: set[int]) -> list[Finding]:
+    """For each pass whose root had no graph ("does not require grad"): the line that lost
+    it, from the statements that ran."""
+    found = []
+    for number, p in enumerate(recorder.passes, 1):
+        if p.error is None or "does not require grad" not in p.error:
+            continue
+        for name in dict.fromkeys(n for n in p.root_names if n):
+            cut = graph_cut(name, lines, ran)
+            if cut is not None:
+                line, why = cut
+                code = lines[line - 1].strip()
+                found.append(GRAPH_CUT.finding(
+                    f"pass {number}: {name} has no graph because line {line} `{code}` made "
+                    f"it so: {why}", tensor=name, line=line,
+                    hint="compute it with tensor ops outside no_grad, from tensors that "
+                    "require grad (keep .detach(), .item() and torch.tensor() out of it)"))
+    return found
 
 
 def _fallback(target: Target, recorder: Recorder,

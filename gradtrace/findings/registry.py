@@ -96,3 +96,7 @@ NAN_VALUE = declare(
     "nan-value", "error", "where the first NaN or Inf value appears in the forward",
     "The first named tensor, in binding order, with non-finite values whose inputs are "
     "finite: the op and line that produced them, not the ones that passed them on.")
+GRAPH_CUT = declare(
+    "graph-cut", "error", "a root or tensor lost requires_grad on the way",
+    "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
+    "or through .detach(), .item(), .data, torch.tensor(...), argmax.")
