@@ -39,8 +39,8 @@ def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None) -> 
     calls: dict[str, list[str]] = {}
     with contextlib.suppress(SyntaxError):  # it compiled once; parse it to find the cutters
         for node in ast.walk(ast.parse("\n".join(lines))):
-            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
-                called = getattr(node.func, "attr", None) or getattr(node.func, "id", "")
+            if isinstance(node, ast.Call):
+                called = _called(node)
                 if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
                     calls.setdefault(_GRAD_CUTTERS[called], []).append(str(node.lineno))
     causes = [f"{what} on line {', '.join(sorted(set(at), key=int))}"

@@ -72,7 +72,8 @@ class Recorder:
         # the scenario's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.source_of: Callable[[Any], Source | None] = lambda node: None  # its line
-        self._inplace_seen: dict[Any, Any] = {}  # nodes, and (tensor, line) told
+        self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
+        self._inplace_told: set[tuple[str | None, int | None]] = set()  # (tensor, line)
         self.freed = FreedGraphs()
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
@@ -307,7 +308,7 @@ class Recorder:
         self.saved_before.clear()
         self.recomputed.clear()
         self.last_roots.clear()
-        self._inplace_seen.clear()
+        self._inplace_nodes.clear()
 
     def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read
@@ -319,13 +320,13 @@ class Recorder:
         # a tensor saved twice (its op's output, another op's input): one finding, the
         # "output of" one, which says where it was made
         for node, saved in sorted(changed, key=lambda c: c[1] != "result"):
-            if id(node) in self._inplace_seen:
+            if id(node) in self._inplace_nodes:
                 continue
-            self._inplace_seen[id(node)] = node
+            self._inplace_nodes[id(node)] = node
             finding = explain(node, saved, named, self.source_of)
             key = (finding.tensor, finding.line)
-            if finding.tensor is None or key not in self._inplace_seen:
-                self._inplace_seen[key] = None
+            if finding.tensor is None or key not in self._inplace_told:
+                self._inplace_told.add(key)
                 self.findings.append(finding)
 
     def _snapshot_saved(self, nodes: list[Any]) -> None:

@@ -372,7 +372,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
             f"({recorder.capped_at})", hint="--passes all runs the script to the end",
             line=recorder.capped_line))
     findings.extend(recorder.findings)
-    findings.extend(_cuts(recorder, lines, where[1].lines_run(path) or set()))
+    findings.extend(_cuts(recorder, lines, where[1], path))
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:
         options.with_calls(recorder.calls)
@@ -383,13 +383,15 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
     return trace
 
 
-def _cuts(recorder: Recorder, lines: list[str], ran: set[int]) -> list[Finding]:
+def _cuts(recorder: Recorder, lines: list[str], line_log: LineLog,
+          path: str) -> list[Finding]:
     """For each pass whose root had no graph ("does not require grad"): the line that lost
     it, from the statements that ran."""
     found = []
-    for number, p in enumerate(recorder.passes, 1):
-        if p.error is None or "does not require grad" not in p.error:
-            continue
+    cut_passes = [(number, p) for number, p in enumerate(recorder.passes, 1)
+                  if p.error is not None and "does not require grad" in p.error]
+    ran = line_log.lines_run(path) or set() if cut_passes else set()  # only then: a scan
+    for number, p in cut_passes:
         for name in dict.fromkeys(n for n in p.root_names if n):
             cut = graph_cut(name, lines, ran)
             if cut is not None:

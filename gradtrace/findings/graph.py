@@ -45,6 +45,8 @@ def trace_findings(trace: Trace) -> list[Finding]:
 def nan_values(trace: Trace) -> list[Finding]:
     """The first named tensor whose values are not finite while its named inputs are: where
     a NaN or Inf is produced in the forward, not where it is passed on."""
+    if all(t.value is None or t.value.finite for t in trace.tensors):
+        return []  # the common case: no map of a big graph's nodes and edges
     values = {t.name: t.value for t in trace.tensors}
     by_node = {t.node: t.name for t in trace.tensors if t.node is not None}
     nodes = {n.id: n for n in trace.nodes}

@@ -15,8 +15,10 @@ def located(trace: Trace, findings: Iterable[Finding]) -> tuple[Finding, ...]:
     if not findings:
         return findings
     home = None if trace.scenario is None else trace.scenario.partition("::")[0]
-    nodes = {n.id: n for n in trace.nodes if n.source is not None}
     tensor_node = {t.name: t.node for t in trace.tensors if t.node is not None}
+    wanted = {f.node or tensor_node.get(f.tensor or "") for f in findings if f.file is None}
+    wanted.discard(None)
+    nodes = {n.id: n for n in trace.nodes if n.id in wanted} if wanted else {}
     out = []
     for f in findings:
         if f.file is None:

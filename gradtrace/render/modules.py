@@ -42,9 +42,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
     params: dict[str, int] = defaultdict(int)
     shapes = {t.name: t.shape for t in trace.tensors}
     for n in trace.nodes:
+        held = sum(s.bytes or 0 for s in n.saved if s.status == "ok")
         for path in _prefixes(n.module):
             nodes[path] += 1
-            held = sum(s.bytes or 0 for s in n.saved if s.status == "ok")
             (recomputed if n.recomputed else saved)[path] += held
             if n.kind == "leaf" and n.tensor in shapes:
                 params[path] += math.prod(shapes[n.tensor] or ())

@@ -42,12 +42,12 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
         parts.append(printed)
     parts += [graph_title(trace, shown_pass),
               graph_tree(trace, max_depth=max_depth, max_nodes=budget.tree_lines, saved=saved,
-                         flow=shown_pass, cut=cut),
-              Text(), tensor_table(trace, budget.table_rows), Text("\npasses", style="bold"),
-              passes_view(trace, budget)]
+                         flow=shown_pass, cut=cut)]
     memory = memory_view(trace) if saved else None
-    if memory is not None:
-        parts[-4:-4] = [memory]  # right under the tree, whose lines list them node by node
+    if memory is not None:  # right under the tree, whose lines list them node by node
+        parts.append(memory)
+    parts += [Text(), tensor_table(trace, budget.table_rows), Text("\npasses", style="bold"),
+              passes_view(trace, budget)]
     second = second_order_view(trace)
     if second is not None:
         parts += [Text(), second]
