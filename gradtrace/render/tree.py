@@ -15,18 +15,18 @@ KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
 BRANCH, LAST, PIPE, SPACE = "├─ ", "└─ ", "│  ", "   "
 
 
-def graph_roots(trace: Trace) -> list[tuple[str, str, Pass | None]]:
-    """(node id, caption, its own pass) of each tree: the outputs (no pass of their own: the
-    one shown), then the roots of passes not reached from them, each with its pass."""
-    roots: dict[str, tuple[str, Pass | None]] = {}
+def graph_roots(trace: Trace) -> list[tuple[str, str, int | None]]:
+    """(node id, caption, its own pass number) of each tree: the outputs (no pass of their
+    own: the one shown), then the roots of passes not reached from them, each with its pass."""
+    roots: dict[str, tuple[str, int | None]] = {}
     for node_id, name in zip(trace.outputs, trace.output_names, strict=False):
         roots.setdefault(node_id, (f"output {name}", None))
     for i, p in enumerate(trace.passes, 1):
         names: tuple[str | None, ...] = p.root_names or (None,) * len(p.roots)
         for node_id, root_name in zip(p.roots, names, strict=False):
             caption = f"root of pass {i}" + (f": {root_name}" if root_name else "")
-            roots.setdefault(node_id, (caption, p))
-    return [(node_id, caption, p) for node_id, (caption, p) in roots.items()]
+            roots.setdefault(node_id, (caption, i))
+    return [(node_id, caption, i) for node_id, (caption, i) in roots.items()]
 
 
 def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
@@ -55,14 +55,15 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
     lines = 0
     cut_depth = False
     shown = flow
-    for root_id, caption, own in graph_roots(trace):
+    for root_id, caption, pass_number in graph_roots(trace):
         if lines >= max_nodes:
             break
         # an earlier pass's graph shows that pass's gradients, not the shown pass's
+        own = None if pass_number is None else trace.passes[pass_number - 1]
         flow = own if shown is not None and own is not None and own is not shown else shown
         out.append(caption, style="bold cyan")
         if flow is not shown:
-            out.append(f"  ·  gradients of pass {trace.passes.index(flow) + 1}", style="dim")
+            out.append(f"  ·  gradients of pass {pass_number}", style="dim")
         out.append("\n")
         # Iterative preorder; each entry: (guide before it, connector, edge in, node, depth).
         stack: list[tuple[str, str, Edge | None, str, int]] = [("", "", None, root_id, 0)]
