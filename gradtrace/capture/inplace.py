@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..extract.tensors import Named
-from ..extract.walk import node_type, saved_tensors
+from ..extract.walk import node_type
 from ..findings.registry import INPLACE_MODIFIED
 from ..model.records import Finding, SavedTensor, Source
 
@@ -72,12 +72,3 @@ def explain(node: Any, saved: str, named: Named,
         tensor=name, hint=hint, file=None if changed is None else changed.file,
         line=None if changed is None else changed.line)
 
-
-def saved_reader(cache: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
-                 ) -> Callable[[Any], tuple[SavedTensor, ...]]:
-    """A node's saved tensors, from what was read before (when it was) or read now."""
-    def saved_of(node: Any) -> tuple[SavedTensor, ...]:
-        cached = cache.get(id(node))
-        return cached[1] if cached is not None and cached[0] is node else saved_tensors(node)
-
-    return saved_of

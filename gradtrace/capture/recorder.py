@@ -15,7 +15,7 @@ import torch
 from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.summary import summarize
 from ..extract.tensors import Named
-from ..extract.walk import readable_grad, release, saved_tensors, walk
+from ..extract.walk import readable_grad, release, saved_reader, saved_tensors, walk
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import (
     Finding,
@@ -30,7 +30,7 @@ from ..model.records import (
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .higher import second_derivatives
-from .inplace import changed_saved, explain, saved_reader
+from .inplace import changed_saved, explain
 from .modules import made_since
 from .names import ScenarioNames
 from .roots import named_tensors

@@ -33,7 +33,7 @@ from ..model.records import (
 )
 from .summary import RawStats, to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
-from .walk import NodeIds, RawEdge, indexed_walk, node_kind, release, saved_tensors
+from .walk import NodeIds, RawEdge, indexed_walk, node_kind, release, saved_reader
 
 
 class FlowRecord(NamedTuple):
@@ -183,14 +183,9 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
         for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
             keys[i] = id(order[i].variable)
             leaf_index[keys[i]] = i
-    if saved_before is None:
-        saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
-    else:
-        saved = []
-        for obj in order:
-            cached = saved_before.get(id(obj))
-            saved.append(cached[1] if cached is not None and cached[0] is obj
-                         else saved_tensors(obj))
+    saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
+    if saved_before is not None:
+        saved = list(map(saved_reader(saved_before), order))
     columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
                   map(name_of.get, keys) if name_of else repeat(None), saved,
                   map(modules.get, keys) if modules else repeat(None), repeat(False),

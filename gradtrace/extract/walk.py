@@ -117,6 +117,17 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     return tuple(out)
 
 
+def saved_reader(cache: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
+                 ) -> Callable[[Any], tuple[SavedTensor, ...]]:
+    """A node's saved tensors, from what was read before a backward freed them (cache, by
+    id(node), holding the node so its id stays its own) or read now."""
+    def saved_of(node: Any) -> tuple[SavedTensor, ...]:
+        cached = cache.get(id(node))
+        return cached[1] if cached is not None and cached[0] is node else saved_tensors(node)
+
+    return saved_of
+
+
 def _read_saved(name: str, read: Callable[[], Any]) -> tuple[SavedTensor, ...]:
     try:
         value = read()
