@@ -170,3 +170,21 @@ def test_a_no_grad_block_that_ran_is_named_one_that_did_not_is_not(tmp_path: Pat
     found = cut(path)
     assert "line 9 `loss = (w * 2).sum()`" in found["message"]
     assert found["message"].endswith("it ran inside torch.no_grad() (line 8)")
+
+
+def test_a_leaf_no_root_reaches_names_the_line_that_cut_its_path() -> None:
+    found = cut(EXPLAINED / "frozen_by_detach.py")
+    assert found["message"] == ("w_enc reaches no root because line 10 `frozen = "
+                                "features.detach()` took features (computed from w_enc) "
+                                "without its graph: .detach() cuts it from the graph")
+    assert (found["tensor"], found["line"], found["severity"]) == ("w_enc", 10, "warning")
+
+
+def test_a_variable_called_data_cuts_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nw = torch.ones(2, requires_grad=True)\n"
+                    "v = torch.ones(2, requires_grad=True)\ndata = w * 2\n"
+                    "loss = (v * 3).sum() + data.sum().detach()\nloss.backward()\n")
+    (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
+    assert (found["tensor"], found["line"]) == ("w", 5)  # the .detach(), not `data`
+    assert "took data (computed from w)" in found["message"]

@@ -119,11 +119,37 @@ def graph_cut(name: str, lines: list[str], ran: set[int]) -> tuple[int, str] | N
     """(line, why) for the last statement that ran and bound name where its graph was lost:
     inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
     torch.tensor(...), argmax…; None when no such statement ran."""
+    found = [(line, why) for line, bound, _, why in _statements(lines, ran)
+             if why is not None and name in bound]
+    return max(found, default=None)
+
+
+def leaf_cut(leaf: str, lines: list[str], ran: set[int]) -> tuple[int, str, str] | None:
+    """(line, why, through) for the first statement that ran and took a value computed from
+    leaf (through that name) without its graph; None when none did.
+
+    Follows the names each statement that ran binds from the names it reads, in line order.
+    """
+    statements = sorted(_statements(lines, ran))
+    reached = {leaf}
+    for line, bound, read, why in statements:
+        through = next((n for n in read if n in reached), None)
+        if through is None:
+            continue
+        if why is not None:
+            return line, why, through
+        reached |= bound
+    return None
+
+
+def _statements(lines: list[str], ran: set[int]
+                ) -> list[tuple[int, set[str], list[str], str | None]]:
+    """(line, names bound, names read, why the graph is lost or None) for each assignment
+    that ran."""
     try:
         tree = ast.parse("\n".join(lines))
     except SyntaxError:
-        return None
-    found: tuple[int, str] | None = None
+        return []
     regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
     for node in ast.walk(tree):
         if isinstance(node, ast.With):
@@ -135,20 +161,22 @@ def graph_cut(name: str, lines: list[str], ran: set[int]) -> tuple[int, str] | N
                         and call.args and getattr(call.args[0], "value", True) is False):
                     regions.append((node.lineno, node.end_lineno or node.lineno,
                                     f"torch.{called}() (line {node.lineno})"))
+    found = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or \
+                node.lineno not in ran or node.value is None:
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if node.lineno not in ran or not any(
-                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
-            continue
+        bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        read = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)]
         why = next((f"it ran inside {what}" for first, last, what in regions
                     if first < node.lineno <= last), None)
-        if why is None and node.value is not None:
-            why = next((_CUT_BY[c] for c in map(_called, ast.walk(node.value)) if c in _CUT_BY),
-                       None)
-        if why is not None and (found is None or node.lineno > found[0]):
-            found = (node.lineno, why)
+        if why is None:
+            # a call or attribute only: a variable called `data` or `tensor` cuts nothing
+            why = next((_CUT_BY[c] for n in ast.walk(node.value)
+                        if isinstance(n, (ast.Call, ast.Attribute)) and (c := _called(n))
+                        in _CUT_BY), None)
+        found.append((node.lineno, bound, read, why))
     return found
 
 

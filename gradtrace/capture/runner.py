@@ -21,11 +21,18 @@ import torch
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..extract.build import RawCall
 from ..findings.passes import pass_findings
-from ..findings.registry import GRAPH_CUT, NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
+from ..findings.registry import (
+    GRAPH_CUT,
+    NO_GRAPH,
+    PASSES_CAPPED,
+    SCENARIO_STOPPED,
+    UNREACHED_LEAF,
+)
 from ..model.records import Finding, Trace
 from .explain import (
     at_line,
     graph_cut,
+    leaf_cut,
     running_at,
     scenario_error,
     scenario_line,
@@ -378,6 +385,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         options.with_calls(recorder.calls)
     trace = recorder.trace(target.label, named, outputs, reason, findings,
                            module_paths(every, where[0]), printed)
+    trace = replace(trace, findings=(*trace.findings, *_leaf_cuts(trace, lines, where[1], path)))
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)
     return trace
@@ -402,6 +410,26 @@ def _cuts(recorder: Recorder, lines: list[str], line_log: LineLog,
                     f"it so: {why}", tensor=name, line=line,
                     hint="compute it with tensor ops outside no_grad, from tensors that "
                     "require grad (keep .detach(), .item() and torch.tensor() out of it)"))
+    return found
+
+
+def _leaf_cuts(trace: Trace, lines: list[str], line_log: LineLog,
+               path: str) -> list[Finding]:
+    """For each leaf no root reaches (told one by one): the line that ran and took a value
+    computed from it without its graph, when there is one."""
+    leaves = [f.tensor for f in trace.findings if f.code == UNREACHED_LEAF.name and f.tensor]
+    ran = line_log.lines_run(path) or set() if leaves else set()
+    found = []
+    for leaf in leaves:
+        cut = leaf_cut(leaf, lines, ran)
+        if cut is not None:
+            line, why, through = cut
+            via = "it" if through == leaf else f"{through} (computed from {leaf})"
+            found.append(GRAPH_CUT.finding(
+                f"{leaf} reaches no root because line {line} `{lines[line - 1].strip()}` took "
+                f"{via} without its graph: {why}", severity="warning", tensor=leaf, line=line,
+                hint="use the tensor itself where the loss needs its gradient; detach only "
+                "what should not learn"))
     return found
 
 

@@ -99,4 +99,5 @@ NAN_VALUE = declare(
 GRAPH_CUT = declare(
     "graph-cut", "error", "a root or tensor lost requires_grad on the way",
     "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
-    "or through .detach(), .item(), .data, torch.tensor(...), argmax.")
+    "or through .detach(), .item(), .data, torch.tensor(...), argmax; a warning for a leaf "
+    "whose path to every root was cut (freezing may be meant).", also=("warning",))
