@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from gradtrace.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+DOT = shutil.which("dot")
+needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
 
 
 def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:

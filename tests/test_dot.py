@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke, show_json
+from helpers import DOT, SCENARIOS, invoke, needs_dot, show_json
 
 from gradtrace.model import Edge, Node, TensorInfo, Trace
 from gradtrace.render.dot import quote, to_dot
@@ -18,8 +17,6 @@ from gradtrace.render.mermaid import to_mermaid
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GRADTRACE_UPDATE_GOLDEN") == "1"  # regenerate: set it and rerun
-DOT = shutil.which("dot")
-needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
 # not drawn whole: a script that raises (exit 2 after the picture), a file of test functions
 EXIT_2 = {"raises_after_two_passes.py", "test_value_grads.py"}
 GALLERY = sorted(p for p in SCENARIOS.rglob("*.py")

@@ -4,11 +4,10 @@ options and its one error boundary."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke, show_json
+from helpers import SCENARIOS, invoke, needs_dot, show_json
 
 from gradtrace.cli import ExitCode
 from gradtrace.errors import ExportError
@@ -19,8 +18,6 @@ from gradtrace.render.mermaid import CLASS_STYLE
 from gradtrace.render.palette import PALETTE
 
 CHAIN = SCENARIOS / "chain_rule.py"
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
-                               reason="Graphviz is installed by dev.py")
 
 
 def test_exit_codes() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
-from helpers import SCENARIOS, invoke, show_json
+from helpers import SCENARIOS, invoke, needs_dot, show_json
 
 
 def sources(trace: dict) -> dict[str, tuple[int, str] | None]:
@@ -43,6 +44,16 @@ def test_lines_in_a_helper_file_of_the_scenario_folder(tmp_path: Path) -> None:
 def test_dot_lines_labels_ops_with_their_line() -> None:
     text = invoke("dot", SCENARIOS / "chain_rule.py", "--lines").stdout
     assert 'label="LogBackward0\\n(z)\\nline 7"' in text
+
+
+@needs_dot
+def test_hovering_a_box_in_the_svg_shows_its_line(tmp_path: Path) -> None:
+    out = tmp_path / "g.svg"
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", out).exit_code == 0
+    svg = ElementTree.parse(out).getroot()
+    titles = {a.get("{http://www.w3.org/1999/xlink}title")
+              for a in svg.iter("{http://www.w3.org/2000/svg}a")}
+    assert "chain_rule.py:7: z = torch.log(y)" in titles
 
 
 def test_a_saved_trace_keeps_the_sources_and_a_bad_one_is_refused(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def quote(text: str) -> str:
     return '"' + _escape(text) + '"'
 
 
-def _boxes(boxes: list[Box], indent: str) -> list[str]:
+def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str]) -> list[str]:
     # kind -> lines -> DOT attributes: big graphs repeat few labels (two small keys hash
     # faster than one (lines, kind) pair)
     attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
@@ -51,7 +51,11 @@ def _boxes(boxes: list[Box], indent: str) -> list[str]:
         return text
 
     # the hot loop of a big graph: box fields by position
-    return [f"{indent}{box[0]} {attributes[box[2]].get(box[1]) or made(box)}" for box in boxes]
+    drawn = [f"{indent}{box[0]} {attributes[box[2]].get(box[1]) or made(box)}" for box in boxes]
+    if tooltips:  # hovering a box in an SVG shows the scenario line that made it
+        drawn = [text[:-2] + f", tooltip={quote(tip)}];" if (tip := tooltips.get(box[0]))
+                 else text for box, text in zip(boxes, drawn, strict=True)]
+    return drawn
 
 
 @gc_paused
@@ -68,7 +72,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
     for what, item in nested(drawing):
         indent = "  " * depth
         if what == "boxes":
-            lines.extend(_boxes(item, indent))
+            lines.extend(_boxes(item, indent, drawing.tooltips))
         elif what == "open":
             lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
             lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '

@@ -7,6 +7,7 @@ flow against them.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ Arrow = tuple[str, str, "str | None"]
 class Drawing:
     boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
+    tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -101,6 +103,9 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                      (box_id, folded_into[box_id][1], "folded", cluster)
                      for box_id, lines, kind, cluster in out.boxes
                      if folded_into.get(box_id, (box_id,))[0] == box_id]
+
+    out.tooltips = {n.id: f"{os.path.basename(n.source.file)}:{n.source.line}: {n.source.code}"
+                    for n in nodes if n.source is not None and n.id not in folded_into}
 
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
