@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -42,3 +43,41 @@ def grad(trace: dict[str, Any], name: str) -> Any:
     """The final .grad values of a named tensor (None when it has none)."""
     g = tensor(trace, name)["grad"]
     return None if g is None else g["values"]
+
+
+# Each finding code -> (its gallery scenario, the tensor it names, its line, words it says).
+GALLERY_FINDINGS = {
+    "pass-failed": ("backward_twice_error.py", "z", 10, "line 10 `z.backward()`"),
+    "no-graph": ("explained/eval_then_backward.py", "model.weight", 10,
+                 "torch.no_grad() on line 10"),
+    "unreached-leaf": ("explained/frozen_by_detach.py", "w_enc", 7, "w_enc requires grad"),
+    "detached": ("explained/frozen_by_detach.py", "frozen", 10, "cut from its graph"),
+    "hook-changed-gradient": ("tensor_hook.py", "y", 6, "a hook changed the gradient"),
+    "nan-gradient": ("explained/norm_of_zero.py", "dist", 10, "SqrtBackward0 (dist, line 10)"),
+    "flow-not-recorded": ("real/func_per_sample.py", None, 28, "torch.func"),
+    "gradcheck": ("gradcheck_pow.py", None, 26, "gradcheck(MyPow.apply) at line 26 passed"),
+    "gradcheck-failed": ("broken/gradcheck_pow_wrong_backward.py", None, 26,
+                         "gradcheck(MyPow.apply) at line 26 failed"),
+    "scenario-stopped": ("real/raises_after_two_passes.py", None, 24,
+                         "raises_after_two_passes.py:24: the scenario raised TypeError"),
+    "passes-capped": ("real/polynomial_loop.py", None, 29, "line 29 `loss.backward()`"),
+    "inplace-modified": ("explained/inplace_after_save.py", "b", 8, "line 6"),
+    "graph-freed": ("explained/gan_shared_fake.py", "fake", 11, "pass 1 (line 13"),
+    "nan-value": ("explained/log_of_zero.py", "y", 8, "at line 8"),
+    "graph-cut": ("explained/cut_by_item.py", "loss", 7, "line 7"),
+}
+
+
+def gallery_finding(code: str) -> dict[str, Any]:
+    """The first finding of code that its gallery scenario gives (`show --json`)."""
+    found = [f for f in _gallery_run(GALLERY_FINDINGS[code][0]) if f["code"] == code]
+    assert found, f"{GALLERY_FINDINGS[code][0]} gives no {code} finding"
+    return found[0]
+
+
+@functools.cache  # two tests, or two codes, read one scenario's run
+def _gallery_run(scenario: str) -> list[dict[str, Any]]:
+    result = invoke("show", SCENARIOS / scenario, "--json")
+    stopped = scenario == GALLERY_FINDINGS["scenario-stopped"][0]
+    assert result.exit_code == (2 if stopped else 0), result.stderr
+    return json.loads(result.stdout)["findings"]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, invoke
+from helpers import GALLERY_FINDINGS, ROOT, gallery_finding, invoke
 
 from gradtrace.cli import app
 from gradtrace.findings.registry import CODES
@@ -18,12 +18,24 @@ from gradtrace.findings.registry import CODES
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+# | `code` | severity | title: doc | `scenario`: example message |
+ROWS = re.findall(r"^\| `([a-z-]+)` \| ([a-z ]+) \| (.+?): (.+?) \| `([^`]+)`: (.+) \|$",
+                  README, re.MULTILINE)
+
+
 def test_readme_lists_every_finding_code_as_the_registry_declares_it() -> None:
-    rows = re.findall(r"^\| `([a-z-]+)` \| ([a-z ]+) \| (.+?): (.+) \|$", README, re.MULTILINE)
-    listed = {code: (severity, title, doc) for code, severity, title, doc in rows}
+    listed = {code: (severity, title, doc) for code, severity, title, doc, _, _ in ROWS}
     declared = {c.name: (" or ".join((c.severity, *c.also)), c.title, c.doc)
                 for c in CODES.values()}
     assert listed == declared
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_readme_examples_are_what_the_gallery_prints(row: tuple[str, ...]) -> None:
+    code, _, _, _, scenario, example = row
+    assert scenario == GALLERY_FINDINGS[code][0]
+    message = gallery_finding(code)["message"].replace(f"{ROOT}/", "")
+    assert message.startswith(example.replace("\\|", "|").removesuffix(" …"))
 
 
 def test_readme_transcript_is_the_real_output() -> None:

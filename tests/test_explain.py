@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import GALLERY_FINDINGS, SCENARIOS, gallery_finding, invoke
 
 from gradtrace.capture.inplace import out_of_place
 
@@ -188,3 +188,18 @@ def test_a_variable_called_data_cuts_nothing(tmp_path: Path) -> None:
     (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
     assert (found["tensor"], found["line"]) == ("w", 5)  # the .detach(), not `data`
     assert "took data (computed from w)" in found["message"]
+
+
+def test_the_gallery_covers_every_finding_code() -> None:
+    from gradtrace.findings.registry import CODES
+
+    assert set(GALLERY_FINDINGS) == set(CODES)
+
+
+@pytest.mark.parametrize("code", sorted(GALLERY_FINDINGS))
+def test_each_finding_names_its_tensor_and_line(code: str) -> None:
+    scenario, tensor, line, words = GALLERY_FINDINGS[code]
+    found = gallery_finding(code)
+    assert (found.get("tensor"), found["line"]) == (tensor, line)
+    assert found["file"].endswith(scenario.rsplit("/", 1)[-1])
+    assert words in found["message"] and (tensor is None or tensor in found["message"])

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import traceback
+from typing import NamedTuple
 
 import torch
 
@@ -29,25 +30,28 @@ def why_no_grad_fn(t: torch.Tensor) -> str:
     return "it does not require grad"
 
 
-def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None) -> str:
-    """Why no named tensor has a grad_fn, citing the lines that cut the graph — only lines
-    that ran, when that is known (a no_grad in a function never called cuts nothing)."""
+def why_no_root(named: Named, lines: list[str],
+                ran: set[int] | None = None) -> tuple[str, int | None]:
+    """Why no named tensor has a grad_fn, and the first line that cut the graph — citing only
+    lines that ran, when that is known (a no_grad in a function never called cuts nothing)."""
     wanting = [n for n, t in named if t.requires_grad]
     if not wanting:
         return ("no tensor requires grad; create the inputs with requires_grad=True, "
-                "e.g. torch.tensor(5.0, requires_grad=True)")
-    calls: dict[str, list[str]] = {}
+                "e.g. torch.tensor(5.0, requires_grad=True)", None)
+    calls: dict[str, list[int]] = {}
     with contextlib.suppress(SyntaxError):  # it compiled once; parse it to find the cutters
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, ast.Call):
                 called = _called(node)
                 if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
-                    calls.setdefault(_GRAD_CUTTERS[called], []).append(str(node.lineno))
-    causes = [f"{what} on line {', '.join(sorted(set(at), key=int))}"
+                    calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
+    causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
               for what, at in calls.items()]
     told = f" ({'; '.join(causes)})" if causes else ""
+    first = min((line for at in calls.values() for line in at), default=None)
     return (f"{', '.join(wanting)} require grad, but nothing was computed from them with "
-            f"gradients enabled: the computation ran under torch.no_grad() or was detached{told}")
+            f"gradients enabled: the computation ran under torch.no_grad() or was "
+            f"detached{told}", first)
 
 
 def scenario_line(path: str, exc: BaseException) -> int | None:
@@ -115,37 +119,18 @@ _CUT_BY = {
 }
 
 
-def graph_cut(name: str, lines: list[str], ran: set[int]) -> tuple[int, str] | None:
-    """(line, why) for the last statement that ran and bound name where its graph was lost:
-    inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
-    torch.tensor(...), argmax…; None when no such statement ran."""
-    found = [(line, why) for line, bound, _, why in _statements(lines, ran)
-             if why is not None and name in bound]
-    return max(found, default=None)
+class Statement(NamedTuple):
+    """An assignment that ran: its line, the names it bound and read, and why the value it
+    bound has no graph (None when nothing in it cuts one)."""
+
+    line: int
+    bound: frozenset[str]
+    read: tuple[str, ...]
+    cut: str | None
 
 
-def leaf_cut(leaf: str, lines: list[str], ran: set[int]) -> tuple[int, str, str] | None:
-    """(line, why, through) for the first statement that ran and took a value computed from
-    leaf (through that name) without its graph; None when none did.
-
-    Follows the names each statement that ran binds from the names it reads, in line order.
-    """
-    statements = sorted(_statements(lines, ran))
-    reached = {leaf}
-    for line, bound, read, why in statements:
-        through = next((n for n in read if n in reached), None)
-        if through is None:
-            continue
-        if why is not None:
-            return line, why, through
-        reached |= bound
-    return None
-
-
-def _statements(lines: list[str], ran: set[int]
-                ) -> list[tuple[int, set[str], list[str], str | None]]:
-    """(line, names bound, names read, why the graph is lost or None) for each assignment
-    that ran."""
+def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
+    """The scenario's assignments that ran, in line order."""
     try:
         tree = ast.parse("\n".join(lines))
     except SyntaxError:
@@ -167,8 +152,8 @@ def _statements(lines: list[str], ran: set[int]
                 node.lineno not in ran or node.value is None:
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        read = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)]
+        bound = frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        read = tuple(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
         why = next((f"it ran inside {what}" for first, last, what in regions
                     if first < node.lineno <= last), None)
         if why is None:
@@ -176,8 +161,39 @@ def _statements(lines: list[str], ran: set[int]
             why = next((_CUT_BY[c] for n in ast.walk(node.value)
                         if isinstance(n, (ast.Call, ast.Attribute)) and (c := _called(n))
                         in _CUT_BY), None)
-        found.append((node.lineno, bound, read, why))
-    return found
+        found.append(Statement(node.lineno, bound, read, why))
+    return sorted(found)
+
+
+def graph_cut(name: str, statements: list[Statement]) -> tuple[int, str] | None:
+    """(line, why) for the last statement that ran and bound name where its graph was lost:
+    inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
+    torch.tensor(...), argmax…; None when no such statement ran."""
+    found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound]
+    return max(found, default=None)
+
+
+def leaf_cut(leaf: str, statements: list[Statement]) -> tuple[int, str, str] | None:
+    """(line, why, through) for the first statement that ran and took a value computed from
+    leaf (through that name) without its graph; None when none did.
+
+    Follows the names each statement binds from the names it reads, in line order.
+    """
+    reached = {leaf}
+    for s in statements:
+        through = next((n for n in s.read if n in reached), None)
+        if through is None:
+            continue
+        if s.cut is not None:
+            return s.line, s.cut, through
+        reached |= s.bound
+    return None
+
+
+def bound_at(name: str, statements: list[Statement]) -> int | None:
+    """The first line that ran and bound name (model for model.fc.weight), or None."""
+    first = name.partition(".")[0]
+    return next((s.line for s in statements if first in s.bound), None)
 
 
 def _called(node: ast.AST) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import os
@@ -30,12 +31,15 @@ from ..findings.registry import (
 )
 from ..model.records import Finding, Trace
 from .explain import (
+    Statement,
     at_line,
+    bound_at,
     graph_cut,
     leaf_cut,
     running_at,
     scenario_error,
     scenario_line,
+    statements_run,
     why_no_root,
 )
 from .higher import second_derivatives
@@ -353,9 +357,11 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
     outputs, reason = choose_outputs(path, names.namespace, named, options.roots,
                                      _fallback(target, recorder, returned))
     if not outputs:
-        why = why_no_root(named, lines, where[1].lines_run(path))
+        why, cut_at = why_no_root(named, lines, where[1].lines_run(path))
         if recorder.passes:
-            findings.append(NO_GRAPH.finding(f"no autograd graph: {why}"))
+            findings.append(NO_GRAPH.finding(
+                f"no autograd graph: {why}", line=cut_at,
+                tensor=next((n for n, t in named if t.requires_grad), None)))
         elif recorder.calls or recorder.findings:
             findings.append(NO_GRAPH.finding(
                 "no named tensor has a grad_fn, so there is no graph to show; "
@@ -364,7 +370,7 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
         else:
             raise ScenarioError(
                 f"{target.label}: no output to trace: {why}",
-                "an output is a tensor with a grad_fn; see `gradtrace show --help`")
+                "an output is a tensor with a grad_fn; see `gradtrace show --help`", cut_at)
     if stopped is None:  # after an error, only what the scenario itself did is shown
         if outputs and options.backward and not recorder.passes:
             own_backward(recorder, [t for _, t in outputs])
@@ -379,58 +385,61 @@ def _recorded(target: Target, lines: list[str], options: _Options, recorder: Rec
             f"({recorder.capped_at})", hint="--passes all runs the script to the end",
             line=recorder.capped_line))
     findings.extend(recorder.findings)
-    findings.extend(_cuts(recorder, lines, where[1], path))
+    statements = functools.cache(lambda: statements_run(lines, where[1].lines_run(path) or set()))
+    findings.extend(_cuts(recorder, lines, statements))
     findings.extend(pass_findings(recorder.passes))
     if options.with_calls is not None and stopped is None:
         options.with_calls(recorder.calls)
     trace = recorder.trace(target.label, named, outputs, reason, findings,
                            module_paths(every, where[0]), printed)
-    trace = replace(trace, findings=(*trace.findings, *_leaf_cuts(trace, lines, where[1], path)))
+    trace = _leaf_lines(trace, path, lines, statements)
     if stopped is not None:
         raise ScenarioStopped(stopped.message, stopped.hint, trace)
     return trace
 
 
-def _cuts(recorder: Recorder, lines: list[str], line_log: LineLog,
-          path: str) -> list[Finding]:
+def _cuts(recorder: Recorder, lines: list[str],
+          statements: Callable[[], list[Statement]]) -> list[Finding]:
     """For each pass whose root had no graph ("does not require grad"): the line that lost
     it, from the statements that ran."""
     found = []
-    cut_passes = [(number, p) for number, p in enumerate(recorder.passes, 1)
-                  if p.error is not None and "does not require grad" in p.error]
-    ran = line_log.lines_run(path) or set() if cut_passes else set()  # only then: a scan
-    for number, p in cut_passes:
+    for number, p in enumerate(recorder.passes, 1):
+        if p.error is None or "does not require grad" not in p.error:
+            continue
         for name in dict.fromkeys(n for n in p.root_names if n):
-            cut = graph_cut(name, lines, ran)
+            cut = graph_cut(name, statements())
             if cut is not None:
                 line, why = cut
-                code = lines[line - 1].strip()
                 found.append(GRAPH_CUT.finding(
-                    f"pass {number}: {name} has no graph because line {line} `{code}` made "
-                    f"it so: {why}", tensor=name, line=line,
+                    f"pass {number}: {name} has no graph because line {line} "
+                    f"`{lines[line - 1].strip()}` made it so: {why}", tensor=name, line=line,
                     hint="compute it with tensor ops outside no_grad, from tensors that "
                     "require grad (keep .detach(), .item() and torch.tensor() out of it)"))
     return found
 
 
-def _leaf_cuts(trace: Trace, lines: list[str], line_log: LineLog,
-               path: str) -> list[Finding]:
-    """For each leaf no root reaches (told one by one): the line that ran and took a value
-    computed from it without its graph, when there is one."""
-    leaves = [f.tensor for f in trace.findings if f.code == UNREACHED_LEAF.name and f.tensor]
-    ran = line_log.lines_run(path) or set() if leaves else set()
-    found = []
-    for leaf in leaves:
-        cut = leaf_cut(leaf, lines, ran)
+def _leaf_lines(trace: Trace, path: str, lines: list[str],
+                statements: Callable[[], list[Statement]]) -> Trace:
+    """Findings about a leaf told where: the line that bound it, and for a leaf no root
+    reaches, the line that took a value computed from it without its graph."""
+    if not any(f.tensor and f.line is None for f in trace.findings):
+        return trace  # the common case: no scan of the lines that ran
+    placed: list[Finding] = []
+    for f in trace.findings:
+        if f.tensor and f.line is None and (line := bound_at(f.tensor, statements())):
+            f = replace(f, file=path, line=line)
+        placed.append(f)
+        cut = leaf_cut(f.tensor, statements()) if f.code == UNREACHED_LEAF.name and \
+            f.tensor else None
         if cut is not None:
             line, why, through = cut
-            via = "it" if through == leaf else f"{through} (computed from {leaf})"
-            found.append(GRAPH_CUT.finding(
-                f"{leaf} reaches no root because line {line} `{lines[line - 1].strip()}` took "
-                f"{via} without its graph: {why}", severity="warning", tensor=leaf, line=line,
-                hint="use the tensor itself where the loss needs its gradient; detach only "
-                "what should not learn"))
-    return found
+            via = "it" if through == f.tensor else f"{through} (computed from {f.tensor})"
+            placed.append(GRAPH_CUT.finding(
+                f"{f.tensor} reaches no root because line {line} `{lines[line - 1].strip()}` "
+                f"took {via} without its graph: {why}", severity="warning", tensor=f.tensor,
+                file=f.file, line=line, hint="use the tensor itself where the loss needs its "
+                "gradient; detach only what should not learn"))
+    return replace(trace, findings=tuple(placed))
 
 
 def _fallback(target: Target, recorder: Recorder,

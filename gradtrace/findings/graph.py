@@ -168,7 +168,8 @@ def _nan_finding(i: int, p: Pass, node: Node, bad: list[int], inputs: dict[str, 
     around = [f"[{e.dst_input}] {node_title(nodes[e.src])}"
               for e in inputs.get(node.id, ()) if e.dst_input in bad]
     sent = ", ".join(grad_text(p.flow[node.id].grad_inputs[k]) for k in bad)
-    named = f" ({node.tensor})" if node.tensor else ""
+    about = [f for f in (node.tensor, node.source and f"line {node.source.line}") if f]
+    named = f" ({', '.join(about)})" if about else ""
     return NAN_GRADIENT.finding(
         f"pass {i}: the first non-finite gradient is born at {node.type}{named} ({node.id}): "
         f"it received finite gradients and sent {sent} to {', '.join(around) or 'its inputs'}",

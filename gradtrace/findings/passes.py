@@ -53,14 +53,15 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
         findings.append(FLOW_NOT_RECORDED.finding(
             f"{len(batched)} pass(es) ran inside torch.func transforms (vmap, grad, jacrev…), "
             f"from pass {batched[0]}: their gradients are batched, not summarised",
-            severity="info"))
+            severity="info", line=passes[batched[0] - 1].line))
     for i, p in enumerate(passes, 1):
         if p.flow_failures:
             findings.append(FLOW_NOT_RECORDED.finding(
                 f"pass {i}: gradtrace could not summarise the gradients of "
                 f"{len(p.flow_failures)} node(s), so their flow is not shown (the pass itself "
                 f"ran as usual): {p.flow_failures[0]}",
-                hint="please report this with the scenario: it is a gradtrace limitation"))
+                hint="please report this with the scenario: it is a gradtrace limitation",
+                line=p.line))
         if p.error is None:
             continue
         hint = next((h for key, h in _PASS_HINTS if key in p.error), None)
@@ -70,5 +71,6 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
         where = f" at line {p.line} `{p.code}`" if p.line else ""
         first_line = p.error.splitlines()[0]
         findings.append(PASS_FAILED.finding(
-            f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint, line=p.line))
+            f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint, line=p.line,
+            tensor=next((n for n in p.root_names if n), None)))
     return findings
