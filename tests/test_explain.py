@@ -203,3 +203,18 @@ def test_each_finding_names_its_tensor_and_line(code: str) -> None:
     assert (found.get("tensor"), found["line"]) == (tensor, line)
     assert found["file"].endswith(scenario.rsplit("/", 1)[-1])
     assert words in found["message"] and (tensor is None or tensor in found["message"])
+
+
+def test_a_model_whose_output_is_detached_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.py"
+    path.write_text("import torch\nfrom torch import nn\n"
+                    "model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))\n"
+                    "scale = torch.ones(1, requires_grad=True)\n"
+                    "out = model(torch.randn(5, 4))\n"
+                    "loss = nn.functional.mse_loss(out.detach() * scale, torch.randn(5, 1))\n"
+                    "loss.backward()\n")
+    (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
+    assert found["message"].startswith("4 tensors of model (model.0.weight, …) reach no root "
+                                       "because line 6 `loss = nn.functional.mse_loss(")
+    assert "took out (computed from model) without its graph: .detach()" in found["message"]
+    assert (found["tensor"], found["line"]) == ("model.0.weight", 6)

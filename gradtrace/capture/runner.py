@@ -21,13 +21,13 @@ import torch
 
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..extract.build import RawCall
+from ..findings.graph import unreached
 from ..findings.passes import pass_findings
 from ..findings.registry import (
     GRAPH_CUT,
     NO_GRAPH,
     PASSES_CAPPED,
     SCENARIO_STOPPED,
-    UNREACHED_LEAF,
 )
 from ..model.records import Finding, Trace
 from .explain import (
@@ -420,25 +420,30 @@ def _cuts(recorder: Recorder, lines: list[str],
 
 def _leaf_lines(trace: Trace, path: str, lines: list[str],
                 statements: Callable[[], list[Statement]]) -> Trace:
-    """Findings about a leaf told where: the line that bound it, and for a leaf no root
-    reaches, the line that took a value computed from it without its graph."""
-    if not any(f.tensor and f.line is None for f in trace.findings):
+    """Findings about a leaf told where: the line that bound it, and for leaves no root
+    reaches, the line that took a value computed from them without its graph."""
+    lost = unreached(trace)
+    if not lost and not any(f.tensor and f.line is None for f in trace.findings):
         return trace  # the common case: no scan of the lines that ran
-    placed: list[Finding] = []
-    for f in trace.findings:
-        if f.tensor and f.line is None and (line := bound_at(f.tensor, statements())):
-            f = replace(f, file=path, line=line)
-        placed.append(f)
-        cut = leaf_cut(f.tensor, statements()) if f.code == UNREACHED_LEAF.name and \
-            f.tensor else None
-        if cut is not None:
-            line, why, through = cut
-            via = "it" if through == f.tensor else f"{through} (computed from {f.tensor})"
-            placed.append(GRAPH_CUT.finding(
-                f"{f.tensor} reaches no root because line {line} `{lines[line - 1].strip()}` "
-                f"took {via} without its graph: {why}", severity="warning", tensor=f.tensor,
-                file=f.file, line=line, hint="use the tensor itself where the loss needs its "
-                "gradient; detach only what should not learn"))
+    placed = [replace(f, file=path, line=line)
+              if f.tensor and f.line is None and (line := bound_at(f.tensor, statements()))
+              else f for f in trace.findings]
+    by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
+    for leaf in lost:
+        by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
+    for name, leaves in by_name.items():
+        cut = leaf_cut(name, statements())
+        if cut is None:
+            continue
+        line, why, through = cut
+        who = leaves[0] if len(leaves) == 1 else f"{len(leaves)} tensors of {name} ({leaves[0]}, …)"
+        via = "it" if through == leaves[0] else f"{through} (computed from {name})"
+        placed.append(GRAPH_CUT.finding(
+            f"{who} reach{'es' if len(leaves) == 1 else ''} no root because line {line} "
+            f"`{lines[line - 1].strip()}` took {via} without its graph: {why}",
+            severity="warning", tensor=leaves[0], file=path, line=line,
+            hint="use the tensor itself where the loss needs its gradient; detach only what "
+            "should not learn"))
     return replace(trace, findings=tuple(placed))
 
 

@@ -75,21 +75,28 @@ def nan_values(trace: Trace) -> list[Finding]:
     return []
 
 
+def unreached(trace: Trace) -> list[str]:
+    """The leaves that require grad but that no output or pass reaches (none when there is
+    no graph at all: the no-graph finding says so)."""
+    if not trace.nodes:
+        return []
+    return [t.name for t in trace.tensors
+            if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
+
+
 def unreached_leaves(trace: Trace) -> list[Finding]:
     """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
-    if not trace.nodes:  # no graph at all: the no-graph finding already says so
-        return []
-    unreached = [t.name for t in trace.tensors
-                 if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
+    unreached_names = unreached(trace)
     hint = "use it in the expression, or pick a root that does (--root NAME)"
-    if len(unreached) > 3:  # e.g. a module's parameters: one finding, not a wall of them
+    if len(unreached_names) > 3:  # e.g. a module's parameters: one finding, not a wall
         wanting = [t.name for t in trace.tensors if t.is_leaf and t.requires_grad]
-        unused = set(unreached)
-        by_module = Counter(_unused_module(n, unused, wanting) for n in unreached)
+        unused = set(unreached_names)
+        by_module = Counter(_unused_module(n, unused, wanting) for n in unreached_names)
         shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(by_module.items())[:6])
         more = ", …" if len(by_module) > 6 else ""
         return [UNREACHED_LEAF.finding(
-                        f"{len(unreached)} tensors require grad, but no output depends on them, "
+                        f"{len(unreached_names)} tensors require grad, but no output depends "
+                        "on them, "
                         f"so their .grad stays None; by module: {shown}{more}",
                         hint="a module whose output does not reach the loss (an unused "
                         "branch: DDP's find_unused_parameters case), or pick a root that "
@@ -97,7 +104,7 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
     return [UNREACHED_LEAF.finding(
                     f"{name} requires grad, but no output depends on it: its .grad stays None",
                     tensor=name, hint=hint)
-            for name in unreached]
+            for name in unreached_names]
 
 
 def _unused_module(name: str, unused: set[str], wanting: list[str]) -> str:
