@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -120,3 +123,196 @@ def test_plain_messages_for_bad_backwards(tmp_path: Path, body: str) -> None:
     (result,) = report["results"]
     assert result["gradcheck"] == "error"
     assert result["message"].startswith(BAD_BACKWARDS[body]), result["message"]
+
+
+SQUARE = """import torch
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return {factor} * x * grad
+
+
+x = torch.rand({n}, {n}, requires_grad=True)
+Square.apply(x).sum().backward()
+"""
+
+PEAK = ("import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "print(done.stdout)\n")
+
+
+def test_a_big_jacobian_is_sampled_within_the_memory_budget(tmp_path: Path) -> None:
+    """Regression: a 100x100 Square took 9.36 GB (gradcheck's dense 1e8-entry Jacobians)."""
+    path = tmp_path / "square.py"
+    path.write_text(SQUARE.format(factor=2, n=100))
+    done = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "gradtrace",
+                           "check", str(path), "--json"], capture_output=True, text=True,
+                          timeout=300, check=True)
+    head, _, report = done.stdout.partition("\n")
+    code, peak_kib = map(int, head.split())
+    assert code == 0
+    assert peak_kib < 1.5 * 1024 * 1024, f"peak {peak_kib / 1024:.0f} MiB"
+    (result,) = json.loads(report)["results"]
+    assert (result["gradcheck"], result["gradgradcheck"]) == ("pass", "pass")
+    assert result["sampled"].startswith("sampled at random (the Jacobian has 100,000,000 "
+                                        "entries, over --max-jacobian 1,000,000): gradcheck "
+                                        "32/10,000 inputs × 32/10,000 outputs")
+
+
+def test_a_wrong_backward_fails_on_sampled_coordinates_too(tmp_path: Path) -> None:
+    path = tmp_path / "square.py"
+    path.write_text(SQUARE.format(factor=3, n=100))  # d(x*x)/dx is 2x, not 3x
+    code, report = check_json(str(path))
+    assert code == 1
+    (result,) = report["results"]
+    assert result["gradcheck"] == "fail" and result["sampled"]
+    mismatch = result["mismatch"]
+    row, col = mismatch["worst"]
+    assert row == col  # an elementwise Function: the diagonal is checked
+    assert mismatch["max_rel"] == pytest.approx(0.5, rel=1e-3)
+    # in full when the Jacobian is within --max-jacobian
+    path.write_text(SQUARE.format(factor=3, n=20))  # 400 x 400 entries
+    code, report = check_json(str(path))
+    assert code == 1 and report["results"][0]["sampled"] is None
+    code, report = check_json(str(path), "--max-jacobian", "1000")
+    assert code == 1 and report["results"][0]["sampled"].startswith("sampled")
+
+
+def test_once_differentiable_has_no_double_backward_to_check(tmp_path: Path) -> None:
+    path = tmp_path / "unit.py"
+    path.write_text(
+        "import torch\nfrom torch.autograd.function import once_differentiable\n\n\n"
+        "class Unit(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.norm = x.norm()  # ctx tensors: fine for a backward that runs once\n"
+        "        ctx.y = x / ctx.norm\n        return ctx.y\n\n"
+        "    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
+        "        return (g - ctx.y * (ctx.y * g).sum()) / ctx.norm\n\n\n"
+        "x = torch.rand(3, requires_grad=True)\ny = Unit.apply(x)\n")
+    code, report = check_json(str(path))
+    (result,) = report["results"]
+    assert (result["gradcheck"], result["gradgradcheck"]) == ("pass", "not applicable"), result
+    assert result["smells"] == [] and result["ok"] and code == 0
+    assert "@once_differentiable" in result["message"]
+    assert invoke("check", path).stdout.rstrip().endswith("1 of 1 passed")
+
+
+def test_straight_through_estimators_are_told_as_such() -> None:
+    code, report = check_json(str(SCENARIOS / "real" / "straight_through.py"))
+    assert code == 1
+    results = by_function(report)
+    assert {r["gradcheck"] for r in results.values()} == {"straight-through"}
+    for r in results.values():
+        assert r["message"].startswith("looks like a straight-through estimator")
+        assert 'gradtrace_skip = "straight-through estimator"' in r["message"]
+    assert "clipped" in results["BinarizeClipped"]["message"]
+    assert "clipped" not in results["SignSTE"]["message"]
+    text = invoke("check", SCENARIOS / "real" / "straight_through.py").stdout
+    assert ",;" not in text and "1e+12" not in text  # the old wording's stray text
+    assert "0 of 3 ok: 3 look(s) like a straight-through estimator" in text
+
+
+def test_a_backward_that_sleeps_past_the_timeout_is_timed_out_and_the_rest_run(
+        tmp_path: Path) -> None:
+    path = tmp_path / "slow.py"
+    path.write_text(
+        "import time\nimport torch\n\n\nclass Slow(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        time.sleep(5)\n"
+        "        return g * 2\n\n\nclass Fast(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g * 3\n\n\n"
+        "x = torch.rand(2, requires_grad=True)\nSlow.apply(x)\nFast.apply(x)\n")
+    code, report = check_json(str(path), "--timeout", "0.5")
+    results = by_function(report)
+    assert results["Slow"]["gradcheck"] == "timed out"
+    assert results["Fast"]["ok"] and code == 2
+
+
+def test_counts_agree_with_the_cells() -> None:
+    result = invoke("check", *GALLERY)
+    assert result.exit_code == 0
+    assert result.stdout.rstrip().endswith("12 of 12 ok: 11 passed, 1 skipped by "
+                                           "gradtrace_skip")
+
+
+def test_junit_and_json_escape_a_hostile_function_name(tmp_path: Path) -> None:
+    path = tmp_path / "evil.py"
+    path.write_text(
+        "import torch\n\n\ndef forward(ctx, x):\n    return x * 2\n\n\n"
+        "def backward(ctx, g):\n    return g * 3\n\n\n"
+        "Evil = type('Evil\\x1b[2J\\x07<&\">', (torch.autograd.Function,),\n"
+        "            {'forward': staticmethod(forward), 'backward': staticmethod(backward)})\n"
+        "x = torch.rand(2, requires_grad=True)\nEvil.apply(x)\n")
+    junit = tmp_path / "r.xml"
+    result = invoke("check", path, "--junit", junit, "--json")
+    assert result.exit_code == 1
+    (case,) = ET.parse(junit).getroot().iter("testcase")  # parses
+    assert "\\x1b[2J" in case.get("name") and "<&\"" in case.get("name")
+    assert "\x1b" not in junit.read_text() and "\x07" not in junit.read_text()
+    assert json.loads(result.stdout)["results"][0]["function"].startswith("Evil\x1b")
+
+
+def test_torch_state_a_file_changes_does_not_reach_the_next(tmp_path: Path) -> None:
+    first = tmp_path / "a.py"
+    first.write_text("import torch\ntorch.set_default_dtype(torch.float64)\n"
+                     "torch.set_grad_enabled(False)\n"
+                     "torch.set_anomaly_enabled(True)\nx = torch.ones(2)\n")
+    second = tmp_path / "b.py"
+    second.write_text(SQUARE.format(factor=2, n=3) + "assert torch.get_default_dtype() == "
+                      "torch.float32 and torch.is_grad_enabled()\n"
+                      "assert not torch.is_anomaly_enabled()\n")
+    code, report = check_json(str(first), str(second))
+    assert report["results"][0]["ok"]
+    assert str(second) not in report["cannot_run"]
+    assert code == 2  # a.py has no graph: it cannot be checked
+
+
+def test_a_terminal_sees_which_call_is_being_checked(tmp_path: Path) -> None:
+    path = tmp_path / "slow.py"
+    path.write_text(
+        "import time\nimport torch\n\n\nclass Slow(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        time.sleep(0.15)\n"
+        "        return g * 2\n\n\nx = torch.rand(2, 3, requires_grad=True)\nSlow.apply(x)\n")
+    leader, follower = os.openpty()
+    done = subprocess.run([sys.executable, "-m", "gradtrace", "check", str(path), "--no-gradgrad"],
+                          stdout=subprocess.DEVNULL, stderr=follower, timeout=120,
+                          env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(follower)
+    seen = b""
+    while chunk := _read(leader):
+        seen += chunk
+    os.close(leader)
+    assert done.returncode == 0
+    assert "checking slow.py:17 Slow(tensor float32[2, 3])" in seen.decode(errors="replace")
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the other end closed
+        return b""
+
+
+def test_the_fused_conv_bn_tutorial_gets_every_verdict_by_default() -> None:
+    """Regression: the conv+BN pair printed nothing for over 5 minutes (4x32x26x26 input)."""
+    code, report = check_json(str(SCENARIOS / "real" / "fused_conv_bn.py"))
+    results = report["results"]
+    assert code == 1 and len(results) == 5
+    assert all(r["gradcheck"] == "pass" for r in results)
+    for r in results:
+        if r["function"] in ("Conv2D", "BatchNorm"):  # @once_differentiable
+            assert r["gradgradcheck"] == "not applicable" and r["ok"] and not r["smells"]
+        else:  # statistics kept on ctx: second derivatives really are wrong
+            assert r["gradgradcheck"] == "fail" and "ctx.sqrt_var" in r["smells"][0]
+    big = [r for r in results if r["inputs"][0] == "tensor float32[4, 32, 26, 26]"]
+    assert big and "104,960 inputs" in big[0]["sampled"]

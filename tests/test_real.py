@@ -39,7 +39,8 @@ def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None
         assert tensor(trace, name)["grad"]["norm"] == pytest.approx(norm, rel=1e-5), name
 
 
-@pytest.mark.parametrize("script", ["gpt_tiny.py", "checkpointed.py", "func_per_sample.py"])
+@pytest.mark.parametrize("script", ["gpt_tiny.py", "checkpointed.py", "func_per_sample.py",
+                                    "fused_conv_bn.py"])
 def test_module_level_models_match_plain_pytorch(script: str) -> None:
     expected = printed_norms(plain(script).stdout)
     assert_same_norms(traced(script), expected)

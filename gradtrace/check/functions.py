@@ -10,9 +10,10 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
+from torch.autograd.function import once_differentiable
 from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.explain import scenario_line
@@ -21,10 +22,12 @@ from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
+from .jacobian import Block, as_tuple, blocks, differentiable, disagreeing, entries
+from .limits import MAX_JACOBIAN, SAMPLE, TABLE_LIMIT
+from .straight import straight_through
 
 # A Function class attribute: the reason its backward is not meant to be the derivative.
 SKIP_ATTRIBUTE = "gradtrace_skip"
-TABLE_LIMIT = 4096  # Jacobians with more entries are summarised, not listed
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class CheckOptions:
     fast: bool = False
     gradgrad: bool = True
     timeout: float | None = None  # seconds for each Function call's checks
+    max_jacobian: int = MAX_JACOBIAN  # entries; above it, sampled coordinates are checked
 
 
 def scenario_files(paths: Iterable[str]) -> list[Path]:
@@ -51,25 +55,31 @@ def scenario_files(paths: Iterable[str]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+class Watcher(Protocol):
+    """Told what is being checked: for a progress line."""
+
+    def checking(self, what: str) -> None: ...  # a Function call's checks begin
+    def checked(self) -> None: ...  # and end
+
+
 def check_files(files: Iterable[Path], options: CheckOptions, *, stop_on_error: bool = False,
-                done: Callable[[Path], None] | None = None) -> CheckRun:
+                watcher: Watcher | None = None) -> CheckRun:
     """Check every file; a file that cannot run is kept as a CannotRun, not raised
-    (unless stop_on_error). done(path) is called after each file."""
+    (unless stop_on_error)."""
     results: list[CheckResult] = []
     cannot_run: list[CannotRun] = []
     for path in files:
         try:
-            results.extend(check_scenario(path, options))
+            results.extend(check_scenario(path, options, watcher))
         except GradtraceError as exc:
             if stop_on_error:
                 raise
             cannot_run.append(CannotRun(str(path), exc.message, exc.hint))
-        if done is not None:
-            done(path)
     return CheckRun(tuple(results), tuple(cannot_run))
 
 
-def check_scenario(path: Path, options: CheckOptions) -> list[CheckResult]:
+def check_scenario(path: Path, options: CheckOptions,
+                   watcher: Watcher | None = None) -> list[CheckResult]:
     """Run the scenario and check each Function once per distinct input signature."""
     results: list[CheckResult] = []
 
@@ -83,7 +93,12 @@ def check_scenario(path: Path, options: CheckOptions) -> list[CheckResult]:
                 key = (call.function, tuple(_signature(a) for a in call.args))
                 if key not in seen:
                     seen.add(key)
+                    if watcher is not None:
+                        watcher.checking(f"{path.name}:{call.line} {call.function.__name__}("
+                                         f"{', '.join(describe_value(a) for a in call.args)})")
                     results.append(bounded_check(call, str(path), options))
+                    if watcher is not None:
+                        watcher.checked()
 
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
@@ -128,7 +143,8 @@ def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckR
 
 
 def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
-    """gradcheck, then gradgradcheck, of one recorded call, re-run in float64."""
+    """gradcheck, then gradgradcheck, of one recorded call, re-run in float64; a Jacobian
+    over options.max_jacobian entries is checked on sampled coordinates."""
     inputs, from_float32 = _float64_inputs(call.args)
 
     apply = call.function.apply  # type: ignore[attr-defined]  # an autograd.Function
@@ -137,25 +153,45 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResu
         return apply(*xs)
 
     def result(gradcheck: Verdict, gradgradcheck: Verdict, message: str | None,
-               smells: tuple[str, ...] = (), mismatch: Mismatch | None = None) -> CheckResult:
+               smells: tuple[str, ...] = (), mismatch: Mismatch | None = None,
+               sampled: str | None = None) -> CheckResult:
         return CheckResult(scenario, call.function.__name__, call.line,
                            tuple(describe_value(a) for a in call.args), gradcheck,
-                           gradgradcheck, message, from_float32, smells, mismatch)
+                           gradgradcheck, message, from_float32, smells, mismatch, sampled)
 
     skip = getattr(call.function, SKIP_ATTRIBUTE, None)
     if skip:  # a backward that is meant not to be a derivative (straight-through, DNI …)
         return result("skipped", "skipped", f"skipped by {SKIP_ATTRIBUTE}: {skip}")
     try:
-        out = fn(*inputs)
+        out = as_tuple(fn(*inputs))
     except Exception as exc:
         return result("error", "skipped", _explain(exc, scenario, "forward"))
-    smells = _ctx_smells(out)
-    first = _run_check(torch.autograd.gradcheck, fn, inputs, options, scenario)
+    once = _once_differentiable(call.function)
+    smells = () if once else _ctx_smells(out)
+    size = entries(inputs, out)
+    sample = SAMPLE if size > options.max_jacobian else None
+    first = _first_order(fn, inputs, options, scenario, sample)
+    if first.verdict == "fail" and (through := straight_through(fn, inputs, options.atol)):
+        return result("straight-through", "skipped", through, smells, first.mismatch,
+                      _sampled_text(first, size, options))
     second = CheckOutcome("skipped")
     if first.verdict == "pass" and options.gradgrad:
-        second = _run_check(torch.autograd.gradgradcheck, fn, inputs, options, scenario)
-    last = second if second.verdict != "skipped" else first
-    return result(first.verdict, second.verdict, last.message, smells, last.mismatch)
+        if once:
+            second = CheckOutcome("not applicable", "backward is @once_differentiable: it "
+                                  "refuses double backward, so there is none to check")
+        else:
+            second = _second_order(fn, inputs, out, options, scenario)
+    last = second if second.verdict in ("fail", "error", "not applicable") else first
+    return result(first.verdict, second.verdict, last.message, smells, last.mismatch,
+                  _sampled_text(first, size, options, second))
+
+
+_ONCE_CODE = once_differentiable(lambda ctx: None).__code__  # every wrapper shares it
+
+
+def _once_differentiable(function: type) -> bool:
+    """Whether the Function's backward is wrapped by @once_differentiable."""
+    return getattr(getattr(function, "backward", None), "__code__", None) is _ONCE_CODE
 
 
 def _float64_inputs(args: tuple[Any, ...]) -> tuple[list[Any], bool]:
@@ -170,10 +206,9 @@ def _float64_inputs(args: tuple[Any, ...]) -> tuple[list[Any], bool]:
     return inputs, from_float32
 
 
-def _ctx_smells(out: Any) -> tuple[str, ...]:
+def _ctx_smells(out: tuple[Any, ...]) -> tuple[str, ...]:
     """Tensors a forward kept as ctx attributes instead of save_for_backward."""
-    first = out[0] if isinstance(out, (tuple, list)) and out else out
-    ctx = getattr(first, "grad_fn", None)
+    ctx = getattr(out[0], "grad_fn", None) if out else None
     kept = sorted(k for k, v in getattr(ctx, "__dict__", {}).items()
                   if isinstance(v, torch.Tensor))
     if not kept:
@@ -181,40 +216,149 @@ def _ctx_smells(out: Any) -> tuple[str, ...]:
     names = ", ".join(f"ctx.{k}" for k in kept)
     return (f"forward keeps tensors as {names} instead of ctx.save_for_backward: a backward "
             "that uses them is not differentiable through them, so second derivatives are "
-            "silently wrong (save them, or return them as outputs as Sinh does)",)
+            "silently wrong (save them, mark backward @once_differentiable, or return them "
+            "as outputs as Sinh does)",)
 
 
 MISMATCH = re.compile(r"output (\d+) with respect to input (\d+)")
 
 
 class CheckOutcome(NamedTuple):
-    """The verdict of one gradcheck or gradgradcheck call, and why it failed."""
+    """The verdict of one gradcheck or gradgradcheck, why it failed, and how many
+    coordinates it checked when not all (inputs, outputs; of how many)."""
 
     verdict: Verdict
     message: str | None = None
     mismatch: Mismatch | None = None
+    sampled: tuple[int, int, int, int] | None = None
 
 
-def _run_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list[Any],
-               options: CheckOptions, scenario: str) -> CheckOutcome:
+def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOptions,
+                 scenario: str, sample: int | None) -> CheckOutcome:
+    """gradcheck, or its test on sampled coordinates when the Jacobian is over budget."""
+    if sample is not None:
+        return _sampled_check(fn, inputs, options, scenario, sample)
     try:
-        check(fn, tuple(inputs), eps=options.eps, atol=options.atol, rtol=options.rtol,
-              fast_mode=options.fast, raise_exception=True)
+        torch.autograd.gradcheck(fn, tuple(inputs), eps=options.eps, atol=options.atol,
+                                 rtol=options.rtol, fast_mode=options.fast,
+                                 raise_exception=True)
     except GradcheckError as exc:
-        text = str(exc).strip().splitlines()[0]
-        found = MISMATCH.search(text)
-        mismatch = None
-        if found and check is torch.autograd.gradcheck:
-            mismatch = jacobian_mismatch(fn, inputs, int(found[1]), int(found[2]), options.eps)
-        return CheckOutcome("fail", text, mismatch)
+        found = MISMATCH.search(str(exc))
+        if found is None:
+            return CheckOutcome("fail", _first_line(exc))
+        output, index = int(found[1]), differentiable(inputs)[int(found[2])]
+        (block,) = blocks(fn, inputs, options.eps, pairs=[(output, index)])
+        return CheckOutcome("fail", _disagree_text(output, index),
+                            _mismatch(block, sampled=False))
     except Exception as exc:
         return CheckOutcome("error", _explain(exc, scenario, "backward"))
     return CheckOutcome("pass")
 
 
+def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...],
+                  options: CheckOptions, scenario: str) -> CheckOutcome:
+    """gradgradcheck: the first-order check of backward itself (sampled when over budget)."""
+    grads = [torch.randn(out[k].shape, dtype=out[k].dtype,
+                         generator=torch.Generator().manual_seed(k)).requires_grad_(True)
+             for k in differentiable(out)]
+    if entries([*inputs, *grads], inputs) > options.max_jacobian:
+        return _sampled_check(backward_of(fn, len(inputs)), [*inputs, *grads], options,
+                              scenario, SAMPLE, second=True)
+    try:
+        torch.autograd.gradgradcheck(fn, tuple(inputs), eps=options.eps, atol=options.atol,
+                                     rtol=options.rtol, fast_mode=options.fast,
+                                     raise_exception=True)
+    except GradcheckError as exc:
+        found = MISMATCH.search(str(exc))
+        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
+                            if found else f"double backward: {_first_line(exc)}")
+    except Exception as exc:
+        return CheckOutcome("error", _explain(exc, scenario, "double backward"))
+    return CheckOutcome("pass")
+
+
+def backward_of(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
+    """(inputs…, grad_outputs…) -> the gradients backward gives the differentiable inputs,
+    with a graph of their own: the function gradgradcheck checks."""
+    def backward(*args: Any) -> tuple[Any, ...]:
+        xs, grad_outputs = args[:n], args[n:]
+        outs = as_tuple(fn(*xs))
+        outs = tuple(outs[k] for k in differentiable(outs))
+        wrt = [xs[i] for i in differentiable(xs)]
+        got = torch.autograd.grad(outs, wrt, grad_outputs, create_graph=True,
+                                  allow_unused=True)
+        return tuple(torch.zeros_like(x) if g is None else g
+                     for x, g in zip(wrt, got, strict=True))
+    return backward
+
+
+def _sampled_check(fn: Callable[..., Any], inputs: list[Any], options: CheckOptions,
+                   scenario: str, sample: int, second: bool = False) -> CheckOutcome:
+    """gradcheck's test (|analytical - numerical| <= atol + rtol * |numerical|) on `sample`
+    random coordinates of each input and output: memory and time stay bounded."""
+    try:
+        found = blocks(fn, inputs, options.eps, size=sample)
+    except Exception as exc:
+        return CheckOutcome("error", _explain(exc, scenario, "backward"))
+    n_in = sum(inputs[i].numel() for i in differentiable(inputs))
+    n_out = sum(o.numel() for o in as_tuple(fn(*inputs)) if isinstance(o, torch.Tensor))
+    k_in = len({(b.input, r) for b in found for r in b.rows})
+    k_out = len({(b.output, c) for b in found for c in b.cols})
+    counts = (k_in, n_in, k_out, n_out)
+    bad = disagreeing(found, options.atol, options.rtol)
+    if bad is None:
+        return CheckOutcome("pass", sampled=counts)
+    return CheckOutcome("fail", _disagree_text(bad.output, bad.input, second),
+                        _mismatch(bad, sampled=True), counts)
+
+
+def _sampled_text(first: CheckOutcome, size: int, options: CheckOptions,
+                  second: CheckOutcome | None = None) -> str | None:
+    """ "sampled (…): gradcheck 32/10,000 inputs × 32/10,000 outputs", or None."""
+    told = [f"{what} {k_in:,}/{n_in:,} inputs × {k_out:,}/{n_out:,} outputs"
+            for what, outcome in (("gradcheck", first), ("gradgradcheck", second))
+            if outcome is not None and outcome.sampled is not None
+            for k_in, n_in, k_out, n_out in [outcome.sampled]]
+    if not told:
+        return None
+    return (f"sampled at random (the Jacobian has {size:,} entries, over --max-jacobian "
+            f"{options.max_jacobian:,}): {', '.join(told)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0].rstrip(",") if str(exc).strip() \
+        else type(exc).__name__
+
+
+def _disagree_text(output: int, index: int, second: bool = False) -> str:
+    """Which Jacobian block disagrees with finite differences, in words."""
+    if second:
+        return (f"double backward: the derivative of gradient {output} with respect to input "
+                f"{index} (the inputs, then the incoming gradients) disagrees with finite "
+                "differences")
+    return (f"backward's Jacobian of output {output} with respect to input {index} "
+            "disagrees with finite differences")
+
+
+def _mismatch(b: Block, sampled: bool) -> Mismatch:
+    """The Mismatch record of a block: worst entry, errors, the entries when few."""
+    diff = (b.numerical - b.analytical).abs()
+    worst = divmod(int(diff.argmax()), diff.shape[1]) if diff.numel() else (0, 0)
+    nonzero = b.numerical.abs() > 0
+    max_rel = float((diff[nonzero] / b.numerical.abs()[nonzero]).max()) \
+        if bool(nonzero.any()) else None
+    small = diff.numel() <= TABLE_LIMIT
+    return Mismatch(b.output, b.input,
+                    b.numerical.tolist() if small else None,
+                    b.analytical.tolist() if small else None,
+                    float(diff.max()) if diff.numel() else 0.0, max_rel,
+                    (b.rows[worst[0]], b.cols[worst[1]]),
+                    tuple(b.rows) if sampled else None, tuple(b.cols) if sampled else None)
+
+
 def _explain(exc: BaseException, scenario: str, where: str) -> str:
     """A one-paragraph reason, with the scenario's file and line when it raised there."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = _first_line(exc)
     if "incorrect number of gradients" in text:
         return f"backward returns the wrong number of gradients: {text}"
     if "returned an invalid gradient" in text:
@@ -224,40 +368,3 @@ def _explain(exc: BaseException, scenario: str, where: str) -> str:
     line = scenario_line(scenario, exc)
     at = f" at {scenario}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"
-
-
-def jacobian_mismatch(fn: Callable[..., Any], inputs: list[Any], output: int, index: int,
-                      eps: float) -> Mismatch:
-    """Numerical (central differences) and analytical Jacobians of one output/input pair."""
-    x = inputs[index]
-    with torch.no_grad():
-        base = _as_tuple(fn(*inputs))[output]
-        numerical = torch.zeros(x.numel(), base.numel(), dtype=torch.float64)
-        flat = x.view(-1)
-        for k in range(x.numel()):
-            keep = flat[k].item()
-            flat[k] = keep + eps
-            plus = _as_tuple(fn(*inputs))[output].reshape(-1).double()
-            flat[k] = keep - eps
-            minus = _as_tuple(fn(*inputs))[output].reshape(-1).double()
-            flat[k] = keep
-            numerical[k] = (plus - minus) / (2 * eps)
-    out = _as_tuple(fn(*inputs))[output].reshape(-1)
-    analytical = torch.zeros_like(numerical)
-    for m in range(out.numel()):
-        (g,) = torch.autograd.grad(out[m], x, retain_graph=True, allow_unused=True)
-        if g is not None:
-            analytical[:, m] = g.detach().reshape(-1).double()
-    diff = (numerical - analytical).abs()
-    worst = divmod(int(diff.argmax()), diff.shape[1]) if diff.numel() else (0, 0)
-    scale = numerical.abs().clamp_min(1e-12)
-    small = numerical.numel() <= TABLE_LIMIT
-    return Mismatch(output, index,
-                    numerical.tolist() if small else None,
-                    analytical.tolist() if small else None,
-                    float(diff.max()) if diff.numel() else 0.0,
-                    float((diff / scale).max()) if diff.numel() else 0.0, worst)
-
-
-def _as_tuple(out: Any) -> tuple[Any, ...]:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)

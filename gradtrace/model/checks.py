@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["pass", "fail", "error", "skipped", "timed out"]
+Verdict = Literal["pass", "fail", "error", "skipped", "timed out", "straight-through",
+                  "not applicable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,8 +18,10 @@ class Mismatch:
     numerical: Any  # nested lists (rows: input elements, columns: output elements)
     analytical: Any
     max_abs: float
-    max_rel: float
+    max_rel: float | None  # None where every numerical entry is 0: no relative error
     worst: tuple[int, int]  # (input element, output element) of the largest difference
+    rows: tuple[int, ...] | None = None  # the input elements checked, when sampled
+    cols: tuple[int, ...] | None = None  # the output elements checked, when sampled
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +38,24 @@ class CheckResult:
     from_float32: bool = False
     smells: tuple[str, ...] = ()
     mismatch: Mismatch | None = None
+    sampled: str | None = None  # which coordinates were checked, when not all of them
 
     @property
     def ok(self) -> bool:
-        """Both checks passed (or the second was skipped) and nothing smells."""
-        return self.gradcheck in ("pass", "skipped") \
-            and self.gradgradcheck in ("pass", "skipped") and not self.smells
+        """Both checks passed (or do not apply) and nothing smells."""
+        return self.gradcheck in ("pass", "skipped") and not self.smells \
+            and self.gradgradcheck in ("pass", "skipped", "not applicable")
+
+    @property
+    def outcome(self) -> str:
+        """What the run counts it as: passed, failed, smell, straight-through, skipped,
+        timed out."""
+        if self.gradcheck in ("skipped", "timed out", "straight-through"):
+            return self.gradcheck
+        if not self.ok:
+            return "smell" if self.smells and self.gradcheck == "pass" and \
+                self.gradgradcheck != "fail" else "failed"
+        return "passed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +73,6 @@ class CheckRun:
 
     results: tuple[CheckResult, ...]
     cannot_run: tuple[CannotRun, ...] = ()
-
-    @property
-    def passed(self) -> int:
-        return sum(r.ok for r in self.results)
 
     @property
     def failed(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -16,7 +17,12 @@ from ..model.values import json_float, json_values
 from .escape import visible
 
 VERDICT_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skipped": "dim",
-                 "timed out": "bold yellow"}
+                 "timed out": "bold yellow", "straight-through": "bold yellow",
+                 "not applicable": "dim"}
+# How the run's summary line counts each outcome, in its order.
+OUTCOMES = {"passed": "passed", "failed": "failed", "smell": "smell(s) (see the note)",
+            "straight-through": "look(s) like a straight-through estimator",
+            "skipped": "skipped by gradtrace_skip", "timed out": "timed out"}
 SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
 
 
@@ -26,9 +32,20 @@ def check_report(run: CheckRun) -> RenderableType:
         check_table(run.results) if run.results
         else Text("no custom autograd.Function calls found", style="yellow")]
     parts.extend(view for view in map(mismatch_view, run.results) if view is not None)
-    could_not = f"; {len(run.cannot_run)} scenario(s) could not run" if run.cannot_run else ""
-    parts.append(Text(f"{run.passed} of {len(run.results)} passed{could_not}", style="bold"))
+    parts.append(Text(summary(run), style="bold"))
     return Group(*parts)
+
+
+def summary(run: CheckRun) -> str:
+    """ "12 of 12 ok: 11 passed, 1 skipped by gradtrace_skip": every result counted once, as
+    its cells say."""
+    counts = Counter(r.outcome for r in run.results)
+    told = [f"{counts[o]} {OUTCOMES[o]}" for o in OUTCOMES if counts[o]]
+    n = len(run.results)
+    head = f"{n} of {n} passed" if counts["passed"] == n else \
+        f"{sum(r.ok for r in run.results)} of {n} ok: {', '.join(told)}"
+    could_not = f"; {len(run.cannot_run)} scenario(s) could not run" if run.cannot_run else ""
+    return head + could_not
 
 
 def check_table(results: tuple[CheckResult, ...]) -> Table:
@@ -38,12 +55,10 @@ def check_table(results: tuple[CheckResult, ...]) -> Table:
         table.add_column(column, overflow="fold")
     for r in results:
         error = number(r.mismatch.max_abs) if r.mismatch else ""
-        note = r.message or ""
-        if r.smells:
-            note = (note + "; " if note else "") + "smell: " + r.smells[0]
-        if r.from_float32 and r.gradcheck != "skipped":
-            note = (note + "; " if note else "") + "checked in float64 (the scenario used " \
-                "float32, where gradcheck fails for rounding alone)"
+        notes = [r.message or "", *(f"smell: {s}" for s in r.smells), r.sampled or ""]
+        if r.from_float32 and r.gradcheck not in ("skipped", "timed out"):
+            notes.append("checked in float64")
+        note = "; ".join(n for n in notes if n)
         table.add_row(
             Text(r.function, style="bold"),
             Text(f"{r.scenario}:{r.line}" if r.line else r.scenario),
@@ -63,28 +78,30 @@ def mismatch_view(r: CheckResult) -> RenderableType | None:
     head = Text()
     head.append(f"{r.function}: Jacobian of output {m.output} with respect to input "
                 f"{m.input}", style="bold")
-    head.append(f"  max abs error {number(m.max_abs)}, max rel error {number(m.max_rel)}, "
-                f"worst at input element {m.worst[0]}, output element {m.worst[1]}")
+    relative = "" if m.max_rel is None else f", max rel error {number(m.max_rel)}"
+    checked = "" if m.rows is None else " (sampled elements)"
+    head.append(f"  max abs error {number(m.max_abs)}{relative}, worst at input element "
+                f"{m.worst[0]}, output element {m.worst[1]}{checked}")
     if m.numerical is None:
         return Group(head, Text("(too large to list)", style="dim"))
     return Group(head, _jacobians(m))
 
 
 def _jacobians(m: Mismatch) -> Table:
-    rows = range(max(0, m.worst[0] - SHOWN // 2), min(len(m.numerical), m.worst[0] + SHOWN))
-    cols = range(max(0, m.worst[1] - SHOWN // 2),
-                 min(len(m.numerical[0]), m.worst[1] + SHOWN))
+    """Rows and columns around the worst entry, labelled with their element numbers."""
+    row_of = m.rows or range(len(m.numerical))
+    col_of = m.cols or range(len(m.numerical[0]))
+    at = (row_of.index(m.worst[0]), col_of.index(m.worst[1]))
+    rows = range(max(0, at[0] - SHOWN // 2), min(len(row_of), at[0] + SHOWN))
+    cols = range(max(0, at[1] - SHOWN // 2), min(len(col_of), at[1] + SHOWN))
     table = Table(header_style="bold", show_lines=False)
     table.add_column("input elem")
     for c in cols:
-        table.add_column(f"out {c}: numerical / analytical", justify="right")
+        table.add_column(f"out {col_of[c]}: numerical / analytical", justify="right")
     for i in rows:
-        cells = []
-        for c in cols:
-            worst = (i, c) == m.worst
-            cells.append(Text(f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}",
-                              style="bold red" if worst else ""))
-        table.add_row(str(i), *cells)
+        cells = [Text(f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}",
+                      style="bold red" if (i, c) == at else "") for c in cols]
+        table.add_row(str(row_of[i]), *cells)
     return table
 
 
@@ -95,14 +112,18 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
         "inputs": list(r.inputs), "gradcheck": r.gradcheck,
         "gradgradcheck": r.gradgradcheck, "ok": r.ok, "message": r.message,
         "from_float32": r.from_float32, "smells": list(r.smells), "mismatch": None,
+        "outcome": r.outcome, "sampled": r.sampled,
     }
     if r.mismatch is not None:
         m = r.mismatch
         d["mismatch"] = {"output": m.output, "input": m.input,
                          "numerical": json_values(m.numerical),
                          "analytical": json_values(m.analytical),
-                         "max_abs": json_float(m.max_abs), "max_rel": json_float(m.max_rel),
-                         "worst": list(m.worst)}
+                         "max_abs": json_float(m.max_abs),
+                         "max_rel": None if m.max_rel is None else json_float(m.max_rel),
+                         "worst": list(m.worst),
+                         "rows": None if m.rows is None else list(m.rows),
+                         "cols": None if m.cols is None else list(m.cols)}
     return d
 
 
