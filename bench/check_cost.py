@@ -13,10 +13,11 @@ script measured just before it.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from measure import measured
 
 SCENARIO = '''import torch
 
@@ -36,20 +37,6 @@ class Square(torch.autograd.Function):
 x = torch.rand({n}, {n}, requires_grad=True)
 Square.apply(x).sum().backward()
 '''
-
-MEASURE = ("import resource, subprocess, sys, time\n"
-           "start = time.perf_counter()\n"
-           "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-           "took = time.perf_counter() - start\n"
-           "print(code, took, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-
-
-def measured(command: list[str]) -> tuple[int, float, float]:
-    """(exit code, seconds, peak RSS in MiB) of one fresh process."""
-    out = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
-                         text=True, check=True).stdout.split()
-    return int(out[0]), float(out[1]), int(out[2]) / 1024
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from helpers import SCENARIOS
+from helpers import SCENARIOS, as_read
 from rich.console import Console
 
 import gradtrace
@@ -47,7 +47,7 @@ def test_representations() -> None:
     t = gradtrace.trace(z)
     assert t.to_dot().startswith("digraph gradtrace {")
     assert t.to_mermaid().startswith("flowchart TB")
-    assert json.loads(t.to_json())["schema"] == "gradtrace.trace/1"
+    assert json.loads(t.to_json())["schema"] == "gradtrace.trace/2"
     console = Console(file=io.StringIO(), width=100, color_system=None)
     console.print(t)
     assert "AccumulateGrad → x" in console.file.getvalue()
@@ -75,7 +75,7 @@ def test_record_names_what_the_block_made_and_records_its_passes() -> None:
     with gradtrace.record() as rec:
         loss = model(w * 2).sum()
         loss.backward()
-    trace = json.loads(rec.to_json())
+    trace = as_read(rec.to_json())
     assert {"w", "loss", "model.weight", "model.bias"} <= {t["name"] for t in trace["tensors"]}
     assert trace["output_names"] == ["loss"] and len(trace["passes"]) == 1
     assert rec.passes[0].line is not None  # the block's own line of loss.backward()

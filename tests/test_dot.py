@@ -64,7 +64,7 @@ def test_binary_formats(tmp_path: Path, suffix: str, magic: bytes) -> None:
 
 def test_json_and_mermaid_files(tmp_path: Path) -> None:
     assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "t.json").exit_code == 0
-    assert '"schema": "gradtrace.trace/1"' in (tmp_path / "t.json").read_text()
+    assert '"schema": "gradtrace.trace/2"' in (tmp_path / "t.json").read_text()
     assert invoke("dot", tmp_path / "t.json", "-o", tmp_path / "g.mmd").exit_code == 0
     assert (tmp_path / "g.mmd").read_text().startswith("flowchart TB")
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, as_read, invoke
 
 
 def scenario(tmp_path: Path, body: str, name: str = "scenario.py") -> Path:
@@ -176,7 +176,7 @@ def test_fail_on_a_finding_code_and_github_annotations(tmp_path: Path) -> None:
 def test_findings_carry_the_file_and_line_they_are_about(tmp_path: Path) -> None:
     path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                               "y = (x * 2).sum()\ny.backward()\ny.backward()\n")
-    trace = json.loads(invoke("show", path, "--json").stdout)
+    trace = as_read(invoke("show", path, "--json").stdout)
     failed = next(f for f in trace["findings"] if f["code"] == "pass-failed")
     assert failed["file"] == str(path) and failed["line"] == 5
     github = invoke("show", path, "--format", "github").stdout

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GALLERY_FINDINGS, SCENARIOS, gallery_finding, invoke
+from helpers import GALLERY_FINDINGS, SCENARIOS, as_read, gallery_finding, invoke
 
 from gradtrace.capture.inplace import out_of_place
 
@@ -108,7 +108,7 @@ def test_a_grad_the_scenario_set_to_none_is_said_so(tmp_path: Path) -> None:
     path = tmp_path / "s.py"
     path.write_text("import torch\na = torch.tensor([1.0, 2.0], requires_grad=True)\n"
                     "b = (a * 3).sum()\nb.backward()\na.grad = None\n")
-    trace = json.loads(invoke("show", path, "--json").stdout)
+    trace = as_read(invoke("show", path, "--json").stdout)
     notes = {t["name"]: t["grad_note"] for t in trace["tensors"]}
     assert notes["a"] == ("a backward pass filled it, then the scenario set it to None "
                           "(zero_grad(), or .grad = None)")

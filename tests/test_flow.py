@@ -219,7 +219,8 @@ def test_capture_keeps_summaries_not_gradients() -> None:
             if stats is not None:  # a row of a table of floats: (squared norm, min, max)
                 table, row = stats
                 assert all(isinstance(v, float) for v in table.row(row))
-            assert kept is None or kept.numel() <= 64
+            # a 0-d gradient is kept as its number, a small one as a copy
+            assert kept is None or isinstance(kept, float) or kept.numel() <= 64
     calls = len(capture.records)
     z = (x * 3).sum()
     z.backward()

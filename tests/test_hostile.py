@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, as_read, invoke
 
 CHAIN = SCENARIOS / "chain_rule.py"
 INJECTED_ID = 'n0 [URL="javascript:alert(1)"]; n0'
@@ -26,7 +26,7 @@ HOSTILE = "\x1b]0;pwned\x07Mul\x1b[2J\u202eevil\x9b1m"
 def good() -> dict[str, Any]:
     result = invoke("show", CHAIN, "--json")
     assert result.exit_code == 0
-    return json.loads(result.stdout)
+    return as_read(result.stdout)
 
 
 def saved(tmp_path: Path, data: Any, name: str = "t.json") -> Path:

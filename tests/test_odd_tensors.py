@@ -3,11 +3,10 @@ trace they make is valid JSON that reads back. Each of these failed before."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from helpers import invoke
+from helpers import as_read, invoke
 
 SCENARIOS = {
     "meta": ("x = torch.ones(3, device='meta', requires_grad=True)\ny = (x * 2).sum()\n",
@@ -40,7 +39,7 @@ def test_odd_tensors_are_shown_not_crashed_on(name: str, tmp_path: Path) -> None
     assert result.exit_code == 0, result.stderr
     saved = tmp_path / "t.json"
     saved.write_text(result.stdout)
-    notes = {s.get("note") for t in json.loads(result.stdout)["tensors"]
+    notes = {s.get("note") for t in as_read(result.stdout)["tensors"]
              for s in (t["grad"], t["value"]) if s}
     if note is not None:
         assert f"values unavailable ({note})" in notes
@@ -52,7 +51,7 @@ def test_odd_tensors_are_shown_not_crashed_on(name: str, tmp_path: Path) -> None
 def test_complex_gradients_keep_statistics_but_no_values(tmp_path: Path) -> None:
     scenario = tmp_path / "s.py"
     scenario.write_text("import torch\n" + SCENARIOS["complex, half, empty"][0])
-    trace = json.loads(invoke("show", scenario, "--json").stdout)
+    trace = as_read(invoke("show", scenario, "--json").stdout)
     x = next(t for t in trace["tensors"] if t["name"] == "x")
     assert "values" not in x["grad"] and x["grad"]["shape"] == [2]
     h = next(t for t in trace["tensors"] if t["name"] == "h")

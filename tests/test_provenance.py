@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from xml.etree import ElementTree
 
-from helpers import SCENARIOS, invoke, needs_dot, show_json
+from helpers import SCENARIOS, as_read, invoke, needs_dot, show_json
 
 
 def sources(trace: dict) -> dict[str, tuple[int, str] | None]:
@@ -34,7 +34,7 @@ def test_lines_in_a_helper_file_of_the_scenario_folder(tmp_path: Path) -> None:
     scenario = tmp_path / "s.py"
     scenario.write_text("import torch\nfrom helper import square\n"
                         "x = torch.ones(2, requires_grad=True)\ny = square(x).sum()\n")
-    trace = json.loads(invoke("show", scenario, "--json").stdout)
+    trace = as_read(invoke("show", scenario, "--json").stdout)
     mul = next(n for n in trace["nodes"] if n["type"] == "MulBackward0")
     assert mul["source"]["file"].endswith("helper.py") and mul["source"]["line"] == 2
     tree = invoke("show", scenario).stdout

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import SCENARIOS, invoke, tensor
+from helpers import SCENARIOS, as_read, invoke, tensor
 
 REAL = SCENARIOS / "real"
 
@@ -30,7 +30,7 @@ def printed_norms(stdout: str) -> dict[str, float]:
 def traced(target: str, *args: str, code: int = 0) -> dict[str, Any]:
     result = invoke("show", REAL / target, "--json", *args)
     assert result.exit_code == code, result.stderr
-    return json.loads(result.stdout)
+    return as_read(result.stdout)
 
 
 def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None:
@@ -113,7 +113,7 @@ def test_what_a_function_returns_is_the_root(tmp_path: Any) -> None:
                     "    b = a * a\n"
                     "    return b.sum(), {'b': b}\n"
                     "def needs(x):\n    return x\n")
-    trace = json.loads(invoke("show", f"{path}::make", "--json").stdout)
+    trace = as_read(invoke("show", f"{path}::make", "--json").stdout)
     assert "what make returned" in trace["root_reason"]
     assert tensor(trace, "a")["grad"]["values"] == [2.0, 4.0]
     needs = invoke("show", f"{path}::needs")
@@ -163,7 +163,7 @@ def test_a_reentrant_checkpoint_is_one_recomputed_node(tmp_path: Any) -> None:
                     "h = checkpoint(lambda v: (v * 2).sin(), w, use_reentrant=True)\n"
                     "loss = h.sum()\nloss.backward()\n")
     result = invoke("show", path, "--json")
-    trace = json.loads(result.stdout)
+    trace = as_read(result.stdout)
     marked = [n["type"] for n in trace["nodes"] if n.get("recomputed")]
     assert marked == ["CheckpointFunctionBackward"], result.stderr
 

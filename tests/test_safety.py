@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, as_read, invoke
 
 from gradtrace.cli.files import write_atomic
 
@@ -132,7 +132,7 @@ def test_files_are_read_as_python_reads_them(data: bytes, tmp_path: Path) -> Non
     scenario.write_bytes(data)
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 0, result.stderr
-    trace = json.loads(result.stdout)
+    trace = as_read(result.stdout)
     assert trace["output_names"] == ["y"]
     assert trace["stdout"] == ("café\n" if b"latin-1" in data else "")
 
@@ -179,7 +179,7 @@ def test_output_below_python_is_captured_not_mixed_into_json(tmp_path: Path) -> 
     proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    trace = json.loads(proc.stdout)  # nothing before or after the JSON
+    trace = as_read(proc.stdout)  # nothing before or after the JSON
     assert trace["stdout"] == "from a subprocess\nraw on fd 1\nraw on fd 2\n"
     assert proc.stderr == ""
 

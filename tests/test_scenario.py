@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from helpers import grad, invoke, show_json, tensor
+from helpers import as_read, grad, invoke, show_json, tensor
 
 import gradtrace
 
@@ -92,7 +91,7 @@ def test_printing_never_corrupts_json(tmp_path: Path) -> None:
                            "x = torch.tensor(1.0, requires_grad=True)\ny = x * 2\n")
     result = invoke("show", path, "--json")
     assert result.exit_code == 0
-    data = json.loads(result.stdout)
+    data = as_read(result.stdout)
     assert "{not json" in data["stdout"] and "to stderr" in data["stdout"]
     assert "careful" in data["stdout"]
 

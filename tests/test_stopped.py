@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import invoke
+from helpers import as_read, invoke
 
 from gradtrace.api import load_scenario
 from gradtrace.capture.runner import ScenarioStopped
@@ -40,7 +40,7 @@ def test_passes_before_an_error_are_shown_then_exit_2(tmp_path: Path) -> None:
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 2
     assert f"{scenario}:6: the scenario raised TypeError" in result.stderr
-    trace = json.loads(result.stdout)
+    trace = as_read(result.stdout)
     assert len(trace["passes"]) == 2
     # both passes reached x: its .grad is 2 + 2 before the failing assignment
     assert [t["grad"]["values"] for t in trace["tensors"] if t["name"] == "x"] == [[4.0] * 3]
@@ -102,7 +102,7 @@ def test_a_time_limit_shows_the_passes_made_so_far(tmp_path: Path) -> None:
     proc, took = _gradtrace("show", scenario, "--timeout", "2", "--passes", "all", "--json")
     assert proc.returncode == 2, proc.stderr
     assert "did not finish within 2 s: it was at" in proc.stderr
-    trace = json.loads(proc.stdout)
+    trace = as_read(proc.stdout)
     assert len(trace["passes"]) >= 1
     assert "did not finish within 2 s" in _stopped(trace)[0]["message"]
     assert took < 60
@@ -125,7 +125,7 @@ def test_threads_the_scenario_starts_are_waited_for(tmp_path: Path) -> None:
         "    time.sleep(0.5)\n"
         "    (w * 5).sum().backward()\n"
         "threading.Thread(target=later).start()\n"))
-    trace = json.loads(invoke("show", scenario, "--json").stdout)
+    trace = as_read(invoke("show", scenario, "--json").stdout)
     assert len(trace["passes"]) == 1
     assert [t["grad"]["values"] for t in trace["tensors"] if t["name"] == "w"] == [[5.0, 5.0]]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import as_read
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,7 +130,7 @@ def run_show_json(tmp_path: Path, body: str) -> dict:
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)
+    return as_read(proc.stdout)
 
 
 @pytest.mark.slow

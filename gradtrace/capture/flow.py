@@ -34,11 +34,11 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,
     raw = memo.get(key)
     if raw is None:
         raw = memo[key] = grad_stats(g, table)
-    elif raw.values is not None or raw.shape != tuple(g.shape):
+    elif raw.shape != tuple(g.shape) or (raw.values is not None and g.dim() > 1):
         # the same memory through a reshape or transpose: same statistics, but small
-        # values are copied again, in this tensor's order
+        # values are copied again, in this tensor's order (one order for 0-d and 1-d)
         raw = RawStats(tuple(g.shape), raw.place,
-                       None if raw.values is None else g.detach().clone())
+                       None if raw.values is None else grad_stats(g, table).values)
     return raw
 
 

@@ -74,7 +74,7 @@ class RawStats(NamedTuple):
 
     shape: tuple[int, ...]
     place: StatsRow | None
-    values: torch.Tensor | None
+    values: torch.Tensor | complex | None  # a number for a 0-d gradient (no clone)
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -106,6 +106,9 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     """
     d = t.detach() if t.requires_grad else t
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
+        if not d.dim() and type(d) is torch.Tensor and d.layout == torch.strided \
+                and d.device.type == "cpu" and not d.is_quantized:
+            return RawStats((), None, d.item())  # a number: no tensor to clone and keep
         return RawStats(tuple(d.shape), None,
                         (d.to_dense() if d.layout != torch.strided else d).clone())
     if d.dtype in _BLAS and d.layout == torch.strided and d.is_contiguous():  # hot: kept short
@@ -135,6 +138,9 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         shape, place, values = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
+            if not isinstance(values, torch.Tensor):  # a 0-d gradient's number
+                made[id(raw)] = _small_summary(shape, values)
+                continue
             try:
                 made[id(raw)] = _small_summary(shape, values.tolist())
             except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import TraceFileError
@@ -20,14 +21,22 @@ from .records import (
     TensorInfo,
     Trace,
 )
-from .validate import validate_trace
+from .validate import as_schema_1, validate_trace
 from .values import json_float, json_values, py_float, py_values
 
-SCHEMA = "gradtrace.trace/1"
+SCHEMA = "gradtrace.trace/2"
+READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is read as it always was
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The JSON contract's dict (schema gradtrace.trace/1), keys in a fixed order."""
+    """The JSON contract's dict (schema gradtrace.trace/2), keys in a fixed order.
+
+    Each source line and each flow gradient is written once, in a table, and referred to by
+    its index; fields at their defaults are left out (see the README's contract)."""
+    sources: dict[Source, int] = {}
+    gradients = _GradientTable()
+    nodes = [_node_dict(n, sources) for n in trace.nodes]  # fills sources first
+    passes = [_pass_dict(p, gradients) for p in trace.passes]  # fills gradients first
     return {
         "schema": SCHEMA,
         "gradtrace_version": trace.gradtrace_version,
@@ -36,13 +45,12 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "outputs": list(trace.outputs),
         "output_names": list(trace.output_names),
         "root_reason": trace.root_reason,
-        "nodes": [_node_dict(n) for n in trace.nodes],
-        "edges": [
-            {"src": e.src, "dst": e.dst, "dst_input": e.dst_input, "src_output": e.src_output}
-            for e in trace.edges
-        ],
+        "sources": [{"file": s.file, "line": s.line, "code": s.code} for s in sources],
+        "nodes": nodes,
+        "edges": [_edge_dict(e) for e in trace.edges],
         "tensors": [_tensor_dict(t) for t in trace.tensors],
-        "passes": [_pass_dict(p) for p in trace.passes],
+        "gradients": gradients.dicts,
+        "passes": passes,
         "findings": [_finding_dict(f) for f in trace.findings],
         "functions": [
             {"function": c.function, "node": c.node, "line": c.line, "inputs": list(c.inputs)}
@@ -56,13 +64,16 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 
 def trace_from_dict(data: Any) -> Trace:
     """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not a valid one."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TraceFileError(
-            f"not a gradtrace trace (schema {found!r:.60}, expected {SCHEMA!r})",
+            f"not a gradtrace trace (schema {found!r:.60}, expected {' or '.join(READS)})",
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
+    if data["schema"] == SCHEMA:
+        data = as_schema_1(data)  # tables resolved, defaults filled: one validator for both
     validate_trace(data)
+    summaries = _Summaries()
     try:
         return Trace(
             scenario=data["scenario"],
@@ -84,7 +95,7 @@ def trace_from_dict(data: Any) -> Trace:
                 for e in data["edges"]
             ),
             tensors=tuple(_tensor_from(t) for t in data["tensors"]),
-            passes=tuple(_pass_from(p) for p in data["passes"]),
+            passes=tuple(_pass_from(p, summaries) for p in data["passes"]),
             findings=tuple(
                 Finding(
                     f["code"], f["severity"], f["message"],
@@ -107,22 +118,61 @@ def trace_from_dict(data: Any) -> Trace:
         ) from exc
 
 
-def _node_dict(n: Node) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "type": n.type,
-        "kind": n.kind,
-        "tensor": n.tensor,
-        "saved": [
-            {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes,
-             "status": s.status}
-            for s in n.saved
-        ],
-        "module": n.module,
-        **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
-        "source": None if n.source is None else
-        {"file": n.source.file, "line": n.source.line, "code": n.source.code},
-    }
+class _GradientTable:
+    """The flow's gradient summaries, each once, referred to by index: one object is looked
+    up by identity (a gradient sent along an edge and received at its other end), equal ones
+    by their JSON text (as a reader merges them: a trace read back writes the same table)."""
+
+    def __init__(self) -> None:
+        self.dicts: list[dict[str, Any]] = []
+        self._by_id: dict[int, int] = {}
+        self._by_text: dict[str, int] = {}
+        self._kept: list[GradSummary] = []  # alive while indexed by id()
+
+    def ref(self, g: GradSummary | None) -> int | None:
+        if g is None:
+            return None
+        i = self._by_id.get(id(g))
+        if i is None:
+            d = summary_dict(g)
+            assert d is not None
+            i = self._by_id[id(g)] = self._by_text.setdefault(json.dumps(d, sort_keys=True),
+                                                              len(self.dicts))
+            if i == len(self.dicts):
+                self.dicts.append(d)
+            self._kept.append(g)
+        return i
+
+
+def _node_dict(n: Node, sources: dict[Source, int]) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": n.id, "type": n.type, "kind": n.kind}
+    if n.tensor is not None:
+        d["tensor"] = n.tensor
+    if n.saved:
+        d["saved"] = [_saved_dict(s) for s in n.saved]
+    if n.module is not None:
+        d["module"] = n.module
+    if n.recomputed:
+        d["recomputed"] = True
+    if n.source is not None:
+        d["source"] = sources.setdefault(n.source, len(sources))
+    return d
+
+
+def _saved_dict(s: SavedTensor) -> dict[str, Any]:
+    d = {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes}
+    if s.status != "ok":
+        d["status"] = s.status
+    return d
+
+
+def _edge_dict(e: Edge) -> dict[str, Any]:
+    d: dict[str, Any] = {"src": e.src, "dst": e.dst}
+    if e.dst_input:
+        d["dst_input"] = e.dst_input
+    if e.src_output:
+        d["src_output"] = e.src_output
+    return d
 
 
 def _source_from(d: dict[str, Any] | None) -> Source | None:
@@ -137,6 +187,9 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
     """A GradSummary as JSON data; non-finite floats become the strings "nan", "inf", "-inf"."""
     if g is None:
         return None
+    if not g.shape and g.finite and g.note is None and isinstance(g.values, float) \
+            and g.norm == abs(g.values) and g.min == g.max == g.values:
+        return {"shape": [], "values": g.values}  # a number: the rest follows from it
     d: dict[str, Any] = {
         "shape": list(g.shape),
         "norm": json_float(g.norm),
@@ -186,7 +239,8 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     )
 
 
-def _pass_dict(p: Pass) -> dict[str, Any]:
+def _pass_dict(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
+    ref = gradients.ref
     return {
         "kind": p.kind,
         "roots": list(p.roots),
@@ -195,8 +249,8 @@ def _pass_dict(p: Pass) -> dict[str, Any]:
         "error": p.error,
         "flow": {
             node: {
-                "grad_outputs": [summary_dict(g) for g in f.grad_outputs],
-                "grad_inputs": [summary_dict(g) for g in f.grad_inputs],
+                "grad_outputs": [ref(g) for g in f.grad_outputs],
+                "grad_inputs": [ref(g) for g in f.grad_inputs],
                 "order": f.order,
             }
             for node, f in p.flow.items()
@@ -212,7 +266,25 @@ def _pass_dict(p: Pass) -> dict[str, Any]:
     }
 
 
-def _pass_from(d: dict[str, Any]) -> Pass:
+class _Summaries:
+    """Flow summaries as read: one GradSummary for equal ones (a /2 table entry, or a /1
+    gradient written at both ends of an edge), so writing it again makes the same table."""
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, GradSummary | None] = {}
+        self._by_id: dict[int, GradSummary | None] = {}
+
+    def get(self, d: dict[str, Any] | None) -> GradSummary | None:
+        if d is None:
+            return None
+        found = self._by_id.get(id(d))  # the dicts live as long as the data read
+        if found is None:
+            text = json.dumps(d, sort_keys=True)
+            found = self._by_id[id(d)] = self._by_text.setdefault(text, summary_from(d))
+        return found
+
+
+def _pass_from(d: dict[str, Any], summaries: _Summaries) -> Pass:
     return Pass(
         kind=d["kind"],
         roots=tuple(d["roots"]),
@@ -221,8 +293,8 @@ def _pass_from(d: dict[str, Any]) -> Pass:
         error=d["error"],
         flow={
             node: NodeFlow(
-                tuple(summary_from(g) for g in f["grad_outputs"]),
-                tuple(summary_from(g) for g in f["grad_inputs"]),
+                tuple(summaries.get(g) for g in f["grad_outputs"]),
+                tuple(summaries.get(g) for g in f["grad_inputs"]),
                 f.get("order", 0),
             )
             for node, f in d["flow"].items()

@@ -19,7 +19,7 @@ def _compact(value: Any, ascii_only: bool = False) -> str:
 
 @gc_paused
 def to_json(trace: Trace) -> str:
-    """JSON of the trace (schema gradtrace.trace/1), byte-identical for the same trace.
+    """JSON of the trace (schema gradtrace.trace/2), byte-identical for the same trace.
 
     One top-level key per line and one list item (node, edge, tensor, ...) per line: readable
     and diff-friendly, and written by json's C encoder (indent= would use the slow Python one).

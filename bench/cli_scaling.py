@@ -1,0 +1,78 @@
+"""The whole CLI against the plain script: time, peak RSS and JSON bytes a node.
+
+For chains of N ops (`y = y * 1.0001`, then `y.backward()`) and the wide graph (10,000
+leaves × 3 ops), each as a new process: `python scenario.py` (torch import included), then
+`gradtrace show scenario.py --json` and `gradtrace dot scenario.py -o graph.svg`. Ratios are
+against the plain script measured in the same run (these machines are noisy).
+
+    .venv/bin/python bench/cli_scaling.py [--chains 10000,100000,1000000] [--no-wide]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from measure import measured
+
+CHAIN = """import torch
+
+x = torch.tensor(1.0, requires_grad=True)
+y = x
+for _ in range({n}):
+    y = y * 1.0001
+y.backward()
+"""
+
+WIDE = """import torch
+
+leaves = [torch.randn((), requires_grad=True) for _ in range(10_000)]
+loss = torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()
+loss.backward()
+"""
+
+GOALS = "goals: show --json ≤ 2× plain, ≤ 250 B a node, ≤ 1.5 KB a node over plain's RSS"
+
+
+def row(name: str, nodes: int, path: Path, folder: Path) -> None:
+    """Print plain, show --json and dot -o .svg figures for one scenario."""
+    gradtrace = [sys.executable, "-m", "gradtrace"]
+    _, plain_s, plain_mib = measured([sys.executable, str(path)])
+    out = folder / "trace.json"
+    code, show_s, show_mib = measured(["sh", "-c", f'"$0" "$@" > {out}', *gradtrace, "show",
+                                       str(path), "--json"])
+    size = out.stat().st_size if code == 0 else 0
+    svg = folder / "graph.svg"
+    dot_code, dot_s, dot_mib = measured([*gradtrace, "dot", str(path), "-o", str(svg)])
+    extra = (show_mib - plain_mib) * 1024 * 1024 / nodes
+    print(f"{name:>16} {nodes:>9,} {plain_s:>7.2f} {plain_mib:>6.0f} | {show_s:>7.2f} "
+          f"{show_s / plain_s:>5.2f}× {show_mib:>6.0f} {extra:>7.0f} B {size / nodes:>6.0f} B"
+          f" {code:>2} | {dot_s:>7.2f} {dot_s / plain_s:>5.2f}× {dot_mib:>6.0f} {dot_code:>2}")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chains", default="10000,100000,1000000")
+    parser.add_argument("--no-wide", action="store_true")
+    args = parser.parse_args()
+    print(GOALS)
+    print(f"{'graph':>16} {'nodes':>9} {'plain s':>7} {'MiB':>6} | {'show s':>7} {'ratio':>6} "
+          f"{'MiB':>6} {'RSS/node':>9} {'JSON/node':>8} {'rc':>2} | {'dot s':>7} "
+          f"{'ratio':>6} {'MiB':>6} {'rc':>2}")
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        for n in map(int, args.chains.split(",")):
+            path = folder / f"chain_{n}.py"
+            path.write_text(CHAIN.format(n=n))
+            row(f"chain {n:,}", n + 1, path, folder)  # n MulBackward0 and one leaf
+        if not args.no_wide:
+            path = folder / "wide.py"
+            path.write_text(WIDE)
+            row("10,000 leaves×3", 40_002, path, folder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The JSON contract, schema gradtrace.trace/2: tables written once, /1 still read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import SCENARIOS, as_read, invoke
+
+
+def chain_json(tmp_path: Path, n: int = 50) -> str:
+    path = tmp_path / "chain.py"
+    path.write_text("import torch\nx = torch.tensor(1.0, requires_grad=True)\ny = x\n"
+                    f"for _ in range({n}):\n    y = y * 1.0001\ny.backward()\n")
+    result = invoke("show", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_each_gradient_and_source_line_is_written_once(tmp_path: Path) -> None:
+    data = json.loads(chain_json(tmp_path))
+    assert data["schema"] == "gradtrace.trace/2"
+    assert len(data["sources"]) == 1 and data["sources"][0]["code"] == "y = y * 1.0001"
+    # 50 products: 51 distinct gradients (1, then one more per node), each sent and received
+    assert len(data["gradients"]) == 51
+    assert data["gradients"][0] == {"shape": [], "values": 1.0}  # a number, in short
+    flow = data["passes"][0]["flow"]
+    assert flow["n0"]["grad_inputs"][0] == flow["n1"]["grad_outputs"][0] == 1
+    assert data["nodes"][1] == {"id": "n1", "type": "MulBackward0", "kind": "op",
+                                "saved": [{"name": "other", "shape": [], "dtype": "float64",
+                                           "bytes": 8}], "source": 0}
+    assert data["edges"][0] == {"src": "n1", "dst": "n0"}
+
+
+def test_a_schema_1_trace_is_still_read(tmp_path: Path) -> None:
+    text = invoke("show", SCENARIOS / "two_paths_add_up.py", "--json").stdout
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(as_read(text)))  # the /1 shape, as gradtrace wrote it before
+    assert json.loads(old.read_text())["schema"] == "gradtrace.trace/1"
+    new = tmp_path / "new.json"
+    new.write_text(text)
+    assert invoke("show", old).stdout == invoke("show", new).stdout
+    assert invoke("show", old, "--json").stdout == text  # read /1, written as /2
+
+
+def test_an_index_past_a_table_is_named_by_its_path(tmp_path: Path) -> None:
+    data = json.loads(chain_json(tmp_path, 3))
+    data["passes"][0]["flow"]["n1"]["grad_inputs"][0] = 99
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = invoke("show", path)
+    assert result.exit_code == 2
+    assert "passes[0].flow['n1'].grad_inputs[0]: points at gradients[99], past the end " \
+        "(4 entries)" in result.stderr
+    data = json.loads(chain_json(tmp_path, 3))
+    data["nodes"][0]["source"] = "0"
+    path.write_text(json.dumps(data))
+    result = invoke("show", path)
+    assert result.exit_code == 2 and "nodes[0].source: expected a whole number" in result.stderr
