@@ -184,7 +184,7 @@ def test_json_contract_keys() -> None:
     for key in ("schema", "gradtrace_version", "torch_version", "scenario", "outputs",
                 "sources", "nodes", "edges", "tensors", "gradients", "passes", "findings"):
         assert key in data
-    assert set(data["nodes"][0]) >= {"id", "type", "kind"}  # the rest when not a default
+    assert set(data["nodes"][0]) >= {"id", "type"}  # the rest when not a default
     assert set(data["edges"][0]) >= {"src", "dst"}
     assert set(data["tensors"][0]) >= {"name", "shape", "dtype", "requires_grad", "is_leaf",
                                        "retains_grad", "grad_fn", "node", "grad"}

@@ -150,9 +150,15 @@ def _saved_record(name: str, t: torch.Tensor) -> SavedTensor:
     return SavedTensor(name, tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size())
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """ "float32" rather than "torch.float32"."""
-    return str(dtype).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:  # str(dtype) is slow for a call made once per saved tensor
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def readable_grad(t: torch.Tensor) -> torch.Tensor | None:

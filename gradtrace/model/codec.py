@@ -22,7 +22,7 @@ from .records import (
     Trace,
 )
 from .validate import as_schema_1, validate_trace
-from .values import json_float, json_values, py_float, py_values
+from .values import dense_bytes, json_float, json_values, py_float, py_values
 
 SCHEMA = "gradtrace.trace/2"
 READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is read as it always was
@@ -145,7 +145,9 @@ class _GradientTable:
 
 
 def _node_dict(n: Node, sources: dict[Source, int]) -> dict[str, Any]:
-    d: dict[str, Any] = {"id": n.id, "type": n.type, "kind": n.kind}
+    d: dict[str, Any] = {"id": n.id, "type": n.type}
+    if n.kind != "op":
+        d["kind"] = n.kind
     if n.tensor is not None:
         d["tensor"] = n.tensor
     if n.saved:
@@ -160,7 +162,9 @@ def _node_dict(n: Node, sources: dict[Source, int]) -> dict[str, Any]:
 
 
 def _saved_dict(s: SavedTensor) -> dict[str, Any]:
-    d = {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes}
+    d: dict[str, Any] = {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype}
+    if s.bytes != dense_bytes(s.shape, s.dtype):
+        d["bytes"] = s.bytes
     if s.status != "ok":
         d["status"] = s.status
     return d
@@ -251,9 +255,9 @@ def _pass_dict(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
             node: {
                 "grad_outputs": [ref(g) for g in f.grad_outputs],
                 "grad_inputs": [ref(g) for g in f.grad_inputs],
-                "order": f.order,
+                **({} if f.order == i else {"order": f.order}),  # in run order: left out
             }
-            for node, f in p.flow.items()
+            for i, (node, f) in enumerate(p.flow.items())
         },
         "by": p.by,
         "root_names": list(p.root_names),

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..errors import TraceFileError
+from .values import dense_bytes
 
 MAX_NAME = 1_000  # ids, names, types, dtypes, module paths, source lines
 MAX_TEXT = 1_000_000  # messages, hints, errors (stdout is only cut when shown)
@@ -302,12 +303,21 @@ def _index(value: Any, path: str, table: list[Any], what: str) -> Any:
 
 
 def _node_1(node: dict[str, Any], path: str, sources: list[Any]) -> dict[str, Any]:
-    full = {"tensor": None, "saved": [], "module": None, "source": None, **node}
+    full = {"kind": "op", "tensor": None, "saved": [], "module": None, "source": None, **node}
     if node.get("source") is not None:
         full["source"] = _index(node["source"], f"{path}.source", sources, "sources")
     if isinstance(full["saved"], list):
-        full["saved"] = [{"status": "ok", **s} if isinstance(s, dict) else s
-                         for s in full["saved"]]
+        full["saved"] = [_saved_1(s) for s in full["saved"]]
+    return full
+
+
+def _saved_1(saved: Any) -> Any:
+    if not isinstance(saved, dict):
+        return saved
+    full = {"status": "ok", **saved}
+    if "bytes" not in saved and (size := dense_bytes(saved.get("shape"), saved.get("dtype"))) \
+            is not None:
+        full["bytes"] = size
     return full
 
 
@@ -331,8 +341,8 @@ def _pass_1(p: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any
     out = dict(p)
     flow = p.get("flow")
     if isinstance(flow, dict):
-        out["flow"] = {node: _flow_1(f, f"{path}.flow[{node!r:.40}]", gradients)
-                       if isinstance(f, dict) else f for node, f in flow.items()}
+        out["flow"] = {node: _flow_1(f, i, f"{path}.flow[{node!r:.40}]", gradients)
+                       if isinstance(f, dict) else f for i, (node, f) in enumerate(flow.items())}
     changes = p.get("grad_changes")
     if isinstance(changes, list):
         out["grad_changes"] = [
@@ -341,8 +351,9 @@ def _pass_1(p: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any
     return out
 
 
-def _flow_1(f: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any]:
-    out = dict(f)
+def _flow_1(f: dict[str, Any], position: int, path: str,
+            gradients: list[Any]) -> dict[str, Any]:
+    out = {"order": position, **f}  # entries are in run order: order is left out then
     for key in ("grad_outputs", "grad_inputs"):
         if key in f:
             out[key] = [None if g is None else _index(g, f"{path}.{key}[{j}]", gradients,
