@@ -119,8 +119,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                       (src, dst, f"{label} {grad_text(g)}" if label else grad_text(g))
                       for (src, dst, label), g in zip(out.arrows, sent, strict=True)]
     if folded_into:
-        out.arrows = [(drawn(src), drawn(dst), label) for src, dst, label in out.arrows
-                      if drawn(src) != drawn(dst)]  # not inside a folded chain
+        out.arrows = _merged([(drawn(src), drawn(dst), label) for src, dst, label in out.arrows
+                              if drawn(src) != drawn(dst)])  # not inside a folded chain
     ends = dict(zip(trace.outputs, trace.output_names, strict=False))
     for p in trace.passes:  # named roots of passes too: "x.grad" for a create_graph gradient
         for node_id, name in zip(p.roots, p.root_names, strict=False):
@@ -299,7 +299,8 @@ def _cluster(node: Node, depth: int | None) -> str | None:
 
 
 def _fold(trace: Trace, keep: list[str], edges: Sequence[Edge]) -> dict[str, tuple[str, tuple]]:
-    """Runs of a repeated op or short op pattern along a linear chain, folded into one box.
+    """Parallel identical branches into one node, then runs of a repeated op or short op
+    pattern along a linear chain, each folded into one box.
 
     Returns node id -> (id of the box drawn for its run, the box's lines).
     """
@@ -310,12 +311,14 @@ def _fold(trace: Trace, keep: list[str], edges: Sequence[Edge]) -> dict[str, tup
         inputs[e.dst].append(e)
     outputs = set(trace.outputs)
     types = {n.id: n.type for n in trace.nodes}
+    # a named tensor's node is always drawn (a model's parameters side by side stay apart)
+    shown = outputs | {n.id for n in trace.nodes if n.tensor is not None}
+    folded = _fold_fans(keep, consumers, inputs, shown, types)
 
     def linear(node_id: str) -> bool:
         return (len(inputs[node_id]) == 1 and len(consumers[node_id]) == 1
-                and node_id not in outputs)
+                and node_id not in outputs and node_id not in folded)
 
-    folded: dict[str, tuple[str, tuple]] = {}
     for start in keep:
         if not linear(start):
             continue
@@ -330,6 +333,57 @@ def _fold(trace: Trace, keep: list[str], edges: Sequence[Edge]) -> dict[str, tup
             chain.append(nxt)
         _fold_chain(chain, [types[c] for c in chain], folded)
     return folded
+
+
+def _fold_fans(keep: list[str], consumers: dict[str, list[Edge]],
+               inputs: dict[str, list[Edge]], shown: set[str],
+               types: dict[str, str]) -> dict[str, tuple[str, tuple]]:
+    """Branches of the same op types that feed one node side by side (a stack of 10,000
+    leaves, each through mul → sin → exp), folded into one box: ×10000 (AccumulateGrad →
+    MulBackward0 → …). A branch goes up from an input of a node with several, through nodes
+    with one consumer each and no tensor name (shown); each node is on at most one branch,
+    so this is linear."""
+    groups: dict[tuple[Any, ...], list[list[str]]] = defaultdict(list)
+    for node_id in keep:
+        if len(consumers[node_id]) != 1 or node_id in shown:
+            continue
+        consumer = consumers[node_id][0].dst
+        if len(inputs[consumer]) < FOLD_MIN_REPEATS:
+            continue
+        branch = [node_id]
+        while len(inputs[branch[-1]]) == 1:
+            nxt = inputs[branch[-1]][0].src
+            if len(consumers[nxt]) != 1 or nxt in shown:
+                break
+            branch.append(nxt)
+        far = tuple(e.src for e in inputs[branch[-1]])  # what the branches share, if any
+        groups[consumer, tuple(types[b] for b in branch), far].append(branch)
+    folded: dict[str, tuple[str, tuple]] = {}
+    for (_, kinds, _), branches in groups.items():
+        if len(branches) < FOLD_MIN_REPEATS:
+            continue
+        names = list(reversed(kinds))  # from the far end, the way the arrows go
+        if len(names) > 4:
+            names = [*names[:2], "…", names[-1]]
+        lines = (f"×{len(branches)} ({' → '.join(names)})", "identical branches side by side")
+        for branch in branches:
+            for node_id in branch:
+                folded[node_id] = (branches[0][0], lines)
+    return folded
+
+
+def _merged(arrows: list[Arrow]) -> list[Arrow]:
+    """One arrow per (from, to) pair: the branches of a folded fan arrive as one, "×N"."""
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for src, dst, _ in arrows:
+        count[src, dst] += 1
+    if len(count) == len(arrows):
+        return arrows  # the common case: no fan was folded
+    first: dict[tuple[str, str], Arrow] = {}
+    for src, dst, label in arrows:
+        n = count[src, dst]
+        first.setdefault((src, dst), (src, dst, label if n == 1 else f"×{n}"))
+    return list(first.values())
 
 
 def _fold_chain(chain: list[str], kinds: list[str], folded: dict) -> None:

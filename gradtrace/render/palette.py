@@ -26,7 +26,7 @@ PALETTE: dict[BoxKind, Look] = {
     "custom": Look("custom autograd.Function", "#f8bbd0", "#ad1457", border="bold"),
     "gradient": Look("node of a gradient's graph (create_graph=True)", "#fff3e0", "#e65100",
                      border="dashed"),
-    "folded": Look("folded repeated chain", "#e1f5fe", "#0277bd", shape="box3d",
+    "folded": Look("folded repeats (a chain, or branches)", "#e1f5fe", "#0277bd", shape="box3d",
                    rounded=False),
     "more": Look("nodes left out", "#fffde7", "#f9a825", shape="note", rounded=False),
 }
