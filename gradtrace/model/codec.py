@@ -70,10 +70,11 @@ def trace_from_dict(data: Any) -> Trace:
             f"not a gradtrace trace (schema {found!r:.60}, expected {' or '.join(READS)})",
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
-    if data["schema"] == SCHEMA:
+    schema_1 = data["schema"] != SCHEMA
+    if not schema_1:
         data = as_schema_1(data)  # tables resolved, defaults filled: one validator for both
     validate_trace(data)
-    summaries = _Summaries()
+    summaries = _Summaries(by_value=schema_1)
     try:
         return Trace(
             scenario=data["scenario"],
@@ -274,7 +275,8 @@ class _Summaries:
     """Flow summaries as read: one GradSummary for equal ones (a /2 table entry, or a /1
     gradient written at both ends of an edge), so writing it again makes the same table."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_value: bool) -> None:
+        self._by_value = by_value  # /1: equal summaries are separate dicts
         self._by_text: dict[str, GradSummary | None] = {}
         self._by_id: dict[int, GradSummary | None] = {}
 
@@ -283,8 +285,10 @@ class _Summaries:
             return None
         found = self._by_id.get(id(d))  # the dicts live as long as the data read
         if found is None:
-            text = json.dumps(d, sort_keys=True)
-            found = self._by_id[id(d)] = self._by_text.setdefault(text, summary_from(d))
+            found = summary_from(d)
+            if self._by_value:
+                found = self._by_text.setdefault(json.dumps(d, sort_keys=True), found)
+            self._by_id[id(d)] = found
         return found
 
 

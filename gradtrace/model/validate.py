@@ -233,13 +233,16 @@ def _pass(raw: Any, path: str, ids: set[str]) -> None:
     _bool(p["create_graph"], f"{path}.create_graph")
     _str(p["error"], f"{path}.error", null=True, limit=MAX_TEXT)
     flow = _obj(p["flow"], f"{path}.flow", ())
+    checked: set[int] = set()  # a /2 gradient referred to many times is checked once
     for node_id, raw_flow in flow.items():
         where = f"{path}.flow[{node_id!r:.40}]"
         _ref(node_id, where, ids)
         f = _obj(raw_flow, where, ("grad_outputs", "grad_inputs"))
         for key in ("grad_outputs", "grad_inputs"):
             for j, summary in enumerate(_list(f[key], f"{where}.{key}")):
-                _summary(summary, f"{where}.{key}[{j}]")
+                if id(summary) not in checked:
+                    _summary(summary, f"{where}.{key}[{j}]")
+                    checked.add(id(summary))
         _int(f.get("order", 0), f"{where}.order")
     _choice(p.get("by", "scenario"), f"{path}.by", ("scenario", "gradtrace"))
     for i, name in enumerate(_list(p.get("root_names", []), f"{path}.root_names")):
