@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -21,12 +22,19 @@ def gc_paused(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def paused(*args: P.args, **kwargs: P.kwargs) -> R:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return func(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     return paused
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector off inside the block (a generator's body, too)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
@@ -93,15 +94,17 @@ def _stdout_to_devnull() -> None:
             os.close(null)  # descriptor 1 keeps its own copy
 
 
-def write_stdout(data: str | bytes) -> None:
-    """Write a command's output (JSON, DOT) to stdout."""
+def write_stdout(data: str | bytes | Iterable[str]) -> None:
+    """Write a command's output (JSON, DOT) to stdout; pieces as they are made."""
     if sys.stdout is None:
         raise GradtraceError("standard output is closed",
                              "redirect it to a file (> out.json), or give -o FILE")
     if isinstance(data, bytes):
         sys.stdout.buffer.write(data)
-    else:
+    elif isinstance(data, str):
         sys.stdout.write(data)
+    else:
+        sys.stdout.writelines(data)
 
 
 app = typer.Typer(

@@ -90,9 +90,9 @@ def show(
                                 run=RunChoices(script_args, passes, timeout))
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
-        from ..render.json import to_json
+        from ..render.json import json_chunks
 
-        write_stdout(to_json(trace))
+        write_stdout(json_chunks(trace))
     elif out_format == "github":
         from ..render.github import github_annotations
 

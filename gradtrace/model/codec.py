@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import TraceFileError
@@ -33,33 +34,39 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 
     Each source line and each flow gradient is written once, in a table, and referred to by
     its index; fields at their defaults are left out (see the README's contract)."""
-    sources: dict[Source, int] = {}
+    return {key: list(value) if isinstance(value, Iterator) else value
+            for key, value in trace_sections(trace)}
+
+
+def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
+    """The contract's top-level keys and values, in order; each list (nodes, edges,
+    gradients …) an iterator that makes its items one at a time, so a writer can stream."""
+    sources = {s: i for i, s in enumerate(dict.fromkeys(
+        n.source for n in trace.nodes if n.source is not None))}
     gradients = _GradientTable()
-    nodes = [_node_dict(n, sources) for n in trace.nodes]  # fills sources first
-    passes = [_pass_dict(p, gradients) for p in trace.passes]  # fills gradients first
-    return {
-        "schema": SCHEMA,
-        "gradtrace_version": trace.gradtrace_version,
-        "torch_version": trace.torch_version,
-        "scenario": trace.scenario,
-        "outputs": list(trace.outputs),
-        "output_names": list(trace.output_names),
-        "root_reason": trace.root_reason,
-        "sources": [{"file": s.file, "line": s.line, "code": s.code} for s in sources],
-        "nodes": nodes,
-        "edges": [_edge_dict(e) for e in trace.edges],
-        "tensors": [_tensor_dict(t) for t in trace.tensors],
-        "gradients": gradients.dicts,
-        "passes": passes,
-        "findings": [_finding_dict(f) for f in trace.findings],
-        "functions": [
+    flows = [_flow_refs(p, gradients) for p in trace.passes]  # the table, before it is written
+    yield from (
+        ("schema", SCHEMA),
+        ("gradtrace_version", trace.gradtrace_version),
+        ("torch_version", trace.torch_version),
+        ("scenario", trace.scenario),
+        ("outputs", list(trace.outputs)),
+        ("output_names", list(trace.output_names)),
+        ("root_reason", trace.root_reason),
+        ("sources", ({"file": s.file, "line": s.line, "code": s.code} for s in sources)),
+        ("nodes", (_node_dict(n, sources) for n in trace.nodes)),
+        ("edges", map(_edge_dict, trace.edges)),
+        ("tensors", map(_tensor_dict, trace.tensors)),
+        ("gradients", map(summary_dict, gradients.kept)),
+        ("passes", map(_pass_dict, trace.passes, flows)),
+        ("findings", map(_finding_dict, trace.findings)),
+        ("functions", (
             {"function": c.function, "node": c.node, "line": c.line, "inputs": list(c.inputs)}
-            for c in trace.functions
-        ],
-        "stdout": trace.stdout,
-        "second_order": _second_order_dict(trace.second_order),
-        "saved_read": trace.saved_read,
-    }
+            for c in trace.functions)),
+        ("stdout", trace.stdout),
+        ("second_order", _second_order_dict(trace.second_order)),
+        ("saved_read", trace.saved_read),
+    )
 
 
 def trace_from_dict(data: Any) -> Trace:
@@ -125,23 +132,22 @@ class _GradientTable:
     by their JSON text (as a reader merges them: a trace read back writes the same table)."""
 
     def __init__(self) -> None:
-        self.dicts: list[dict[str, Any]] = []
+        self.kept: list[GradSummary] = []  # in index order (alive while indexed by id())
         self._by_id: dict[int, int] = {}
         self._by_text: dict[str, int] = {}
-        self._kept: list[GradSummary] = []  # alive while indexed by id()
+        self._alive: list[GradSummary] = []
 
     def ref(self, g: GradSummary | None) -> int | None:
         if g is None:
             return None
         i = self._by_id.get(id(g))
         if i is None:
-            d = summary_dict(g)
-            assert d is not None
-            i = self._by_id[id(g)] = self._by_text.setdefault(json.dumps(d, sort_keys=True),
-                                                              len(self.dicts))
-            if i == len(self.dicts):
-                self.dicts.append(d)
-            self._kept.append(g)
+            text = json.dumps(summary_dict(g), sort_keys=True)
+            i = self._by_id[id(g)] = self._by_text.setdefault(text, len(self.kept))
+            if i == len(self.kept):
+                self.kept.append(g)
+            else:
+                self._alive.append(g)  # its id() stays its own while indexed
         return i
 
 
@@ -158,7 +164,7 @@ def _node_dict(n: Node, sources: dict[Source, int]) -> dict[str, Any]:
     if n.recomputed:
         d["recomputed"] = True
     if n.source is not None:
-        d["source"] = sources.setdefault(n.source, len(sources))
+        d["source"] = sources[n.source]
     return d
 
 
@@ -244,22 +250,27 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     )
 
 
-def _pass_dict(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
+def _flow_refs(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
+    """A pass's flow with each gradient as its index in the table."""
     ref = gradients.ref
+    return {
+        node: {
+            "grad_outputs": [ref(g) for g in f.grad_outputs],
+            "grad_inputs": [ref(g) for g in f.grad_inputs],
+            **({} if f.order == i else {"order": f.order}),  # in run order: left out
+        }
+        for i, (node, f) in enumerate(p.flow.items())
+    }
+
+
+def _pass_dict(p: Pass, flow: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": p.kind,
         "roots": list(p.roots),
         "retain_graph": p.retain_graph,
         "create_graph": p.create_graph,
         "error": p.error,
-        "flow": {
-            node: {
-                "grad_outputs": [ref(g) for g in f.grad_outputs],
-                "grad_inputs": [ref(g) for g in f.grad_inputs],
-                **({} if f.order == i else {"order": f.order}),  # in run order: left out
-            }
-            for i, (node, f) in enumerate(p.flow.items())
-        },
+        "flow": flow,
         "by": p.by,
         "root_names": list(p.root_names),
         "line": p.line,

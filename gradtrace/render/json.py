@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from json import encoder as json_encoder
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
-from ..gcpause import gc_paused
-from ..model.codec import trace_to_dict
+from ..gcpause import collector_paused, gc_paused
+from ..model.codec import trace_sections
 from ..model.records import Trace
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -32,24 +33,45 @@ def _refuse(value: Any) -> Any:
 
 @gc_paused
 def to_json(trace: Trace) -> str:
-    """JSON of the trace (schema gradtrace.trace/2), byte-identical for the same trace.
+    """JSON of the trace (schema gradtrace.trace/2), byte-identical for the same trace."""
+    return "".join(json_chunks(trace))
 
-    One top-level key per line and one list item (node, edge, tensor, ...) per line: readable
-    and diff-friendly, and written by json's C encoder (indent= would use the slow Python one).
+
+def json_chunks(trace: Trace) -> Iterator[str]:
+    """The trace's JSON text in pieces, made as they are written (no whole-trace dict).
+
+    One top-level key per line and one list item (node, edge, gradient ...) per line:
+    readable and diff-friendly, and written by json's C encoder.
     """
-    data = trace_to_dict(trace)
-    text = _lines(data)
-    # A lone surrogate (from a trace's "\ud800") cannot be written as UTF-8: escape all then.
-    return text if text.isascii() or not _SURROGATE.search(text) else _lines(data, True)
+    compact, ascii_compact = _encoder(False), _encoder(True)
+
+    def text(value: Any) -> str:
+        out = compact(value)
+        # A lone surrogate (from a trace's "\ud800") cannot be written as UTF-8: escape it.
+        return out if out.isascii() or not _SURROGATE.search(out) else ascii_compact(value)
+
+    with collector_paused():
+        yield from _chunks(trace, text)
 
 
-def _lines(data: dict[str, Any], ascii_only: bool = False) -> str:
-    compact = _encoder(ascii_only)
-    lines = []
-    for key, value in data.items():
+def _chunks(trace: Trace, text: Callable[[Any], str]) -> Iterator[str]:
+    yield "{\n"
+    for k, (key, value) in enumerate(trace_sections(trace)):
+        yield ",\n  " if k else "  "
         if isinstance(value, list) and value:
-            items = ",\n    ".join(map(compact, value))
-            lines.append(f"  {compact(key)}: [\n    {items}\n  ]")
+            value = iter(value)
+        if isinstance(value, Iterator):
+            first = next(value, _END)
+            if first is _END:
+                yield f"{text(key)}: []"
+                continue
+            yield f"{text(key)}: [\n    {text(first)}"
+            for item in value:
+                yield f",\n    {text(item)}"
+            yield "\n  ]"
         else:
-            lines.append(f"  {compact(key)}: {compact(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+            yield f"{text(key)}: {text(value)}"
+    yield "\n}\n"
+
+
+_END = object()
