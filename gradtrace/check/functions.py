@@ -239,9 +239,7 @@ def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOption
     if sample is not None:
         return _sampled_check(fn, inputs, options, scenario, sample)
     try:
-        torch.autograd.gradcheck(fn, tuple(inputs), eps=options.eps, atol=options.atol,
-                                 rtol=options.rtol, fast_mode=options.fast,
-                                 raise_exception=True)
+        _torch_check(torch.autograd.gradcheck, fn, inputs, options)
     except GradcheckError as exc:
         found = MISMATCH.search(str(exc))
         if found is None:
@@ -255,6 +253,13 @@ def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOption
     return CheckOutcome("pass")
 
 
+def _torch_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list[Any],
+                 options: CheckOptions) -> None:
+    """torch's gradcheck or gradgradcheck with the options; raises what it finds."""
+    check(fn, tuple(inputs), eps=options.eps, atol=options.atol, rtol=options.rtol,
+          fast_mode=options.fast, raise_exception=True)
+
+
 def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...],
                   options: CheckOptions, scenario: str) -> CheckOutcome:
     """gradgradcheck: the first-order check of backward itself (sampled when over budget)."""
@@ -265,9 +270,7 @@ def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...
         return _sampled_check(backward_of(fn, len(inputs)), [*inputs, *grads], options,
                               scenario, SAMPLE, second=True)
     try:
-        torch.autograd.gradgradcheck(fn, tuple(inputs), eps=options.eps, atol=options.atol,
-                                     rtol=options.rtol, fast_mode=options.fast,
-                                     raise_exception=True)
+        _torch_check(torch.autograd.gradgradcheck, fn, inputs, options)
     except GradcheckError as exc:
         found = MISMATCH.search(str(exc))
         return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
