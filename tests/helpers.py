@@ -26,12 +26,11 @@ def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
 
 
 def as_read(text: str) -> dict[str, Any]:
-    """A trace's JSON text as gradtrace reads it: schema /2's tables resolved and left-out
-    defaults filled in (the /1 shape, saved as /1 if a test writes it back)."""
+    """A trace's JSON text as gradtrace reads it: schema /2's gradient table resolved (the /1
+    shape, saved as /1 if a test writes it back)."""
     data = as_schema_1(json.loads(text))
     data["schema"] = "gradtrace.trace/1"
-    for key in ("sources", "gradients"):
-        data.pop(key, None)
+    data.pop("gradients", None)
     return data
 
 

@@ -181,11 +181,12 @@ def test_json_has_no_nan_literals() -> None:
 
 def test_json_contract_keys() -> None:
     data = json.loads(to_json(chain_rule_trace()))
-    for key in ("schema", "gradtrace_version", "torch_version", "scenario", "outputs",
-                "sources", "nodes", "edges", "tensors", "gradients", "passes", "findings"):
+    for key in ("schema", "gradtrace_version", "torch_version", "scenario", "outputs", "nodes",
+                "edges", "tensors", "gradients", "passes", "findings"):
         assert key in data
-    assert set(data["nodes"][0]) >= {"id", "type"}  # the rest when not a default
-    assert set(data["edges"][0]) >= {"src", "dst"}
+    assert set(data["nodes"][0]) >= {"id", "type", "kind", "tensor", "saved", "module",
+                                     "source"}
+    assert set(data["edges"][0]) >= {"src", "dst", "dst_input", "src_output"}
     assert set(data["tensors"][0]) >= {"name", "shape", "dtype", "requires_grad", "is_leaf",
                                        "retains_grad", "grad_fn", "node", "grad"}
     assert set(data["passes"][0]) >= {"kind", "roots", "retain_graph", "create_graph", "error",

@@ -23,7 +23,7 @@ from .records import (
     Trace,
 )
 from .validate import as_schema_1, validate_trace
-from .values import dense_bytes, json_float, json_values, py_float, py_values
+from .values import json_float, json_values, py_float, py_values
 
 SCHEMA = "gradtrace.trace/2"
 READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is read as it always was
@@ -32,8 +32,8 @@ READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is read as it always was
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
     """The JSON contract's dict (schema gradtrace.trace/2), keys in a fixed order.
 
-    Each source line and each flow gradient is written once, in a table, and referred to by
-    its index; fields at their defaults are left out (see the README's contract)."""
+    Each flow gradient is written once, in a table, and referred to by its index (see the
+    README's contract)."""
     return {key: list(value) if isinstance(value, Iterator) else value
             for key, value in trace_sections(trace)}
 
@@ -41,8 +41,6 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
     """The contract's top-level keys and values, in order; each list (nodes, edges,
     gradients …) an iterator that makes its items one at a time, so a writer can stream."""
-    sources = {s: i for i, s in enumerate(dict.fromkeys(
-        n.source for n in trace.nodes if n.source is not None))}
     gradients = _GradientTable()
     flows = [_flow_refs(p, gradients) for p in trace.passes]  # the table, before it is written
     yield from (
@@ -53,8 +51,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("outputs", list(trace.outputs)),
         ("output_names", list(trace.output_names)),
         ("root_reason", trace.root_reason),
-        ("sources", ({"file": s.file, "line": s.line, "code": s.code} for s in sources)),
-        ("nodes", (_node_dict(n, sources) for n in trace.nodes)),
+        ("nodes", map(_node_dict, trace.nodes)),
         ("edges", map(_edge_dict, trace.edges)),
         ("tensors", map(_tensor_dict, trace.tensors)),
         ("gradients", map(summary_dict, gradients.kept)),
@@ -151,39 +148,26 @@ class _GradientTable:
         return i
 
 
-def _node_dict(n: Node, sources: dict[Source, int]) -> dict[str, Any]:
-    d: dict[str, Any] = {"id": n.id, "type": n.type}
-    if n.kind != "op":
-        d["kind"] = n.kind
-    if n.tensor is not None:
-        d["tensor"] = n.tensor
-    if n.saved:
-        d["saved"] = [_saved_dict(s) for s in n.saved]
-    if n.module is not None:
-        d["module"] = n.module
-    if n.recomputed:
-        d["recomputed"] = True
-    if n.source is not None:
-        d["source"] = sources[n.source]
-    return d
-
-
-def _saved_dict(s: SavedTensor) -> dict[str, Any]:
-    d: dict[str, Any] = {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype}
-    if s.bytes != dense_bytes(s.shape, s.dtype):
-        d["bytes"] = s.bytes
-    if s.status != "ok":
-        d["status"] = s.status
-    return d
+def _node_dict(n: Node) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "type": n.type,
+        "kind": n.kind,
+        "tensor": n.tensor,
+        "saved": [
+            {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes,
+             **({"status": s.status} if s.status != "ok" else {})}
+            for s in n.saved
+        ],
+        "module": n.module,
+        **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
+        "source": None if n.source is None else
+        {"file": n.source.file, "line": n.source.line, "code": n.source.code},
+    }
 
 
 def _edge_dict(e: Edge) -> dict[str, Any]:
-    d: dict[str, Any] = {"src": e.src, "dst": e.dst}
-    if e.dst_input:
-        d["dst_input"] = e.dst_input
-    if e.src_output:
-        d["src_output"] = e.src_output
-    return d
+    return {"src": e.src, "dst": e.dst, "dst_input": e.dst_input, "src_output": e.src_output}
 
 
 def _source_from(d: dict[str, Any] | None) -> Source | None:
@@ -198,9 +182,6 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
     """A GradSummary as JSON data; non-finite floats become the strings "nan", "inf", "-inf"."""
     if g is None:
         return None
-    if not g.shape and g.finite and g.note is None and isinstance(g.values, float) \
-            and g.norm == abs(g.values) and g.min == g.max == g.values:
-        return {"shape": [], "values": g.values}  # a number: the rest follows from it
     d: dict[str, Any] = {
         "shape": list(g.shape),
         "norm": json_float(g.norm),

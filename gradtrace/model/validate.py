@@ -11,7 +11,6 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..errors import TraceFileError
-from .values import dense_bytes
 
 MAX_NAME = 1_000  # ids, names, types, dtypes, module paths, source lines
 MAX_TEXT = 1_000_000  # messages, hints, errors (stdout is only cut when shown)
@@ -274,84 +273,26 @@ def _second_order(raw: Any, path: str) -> None:
 
 
 def as_schema_1(data: dict[str, Any]) -> dict[str, Any]:
-    """A /2 trace in the /1 shape: source and gradient indexes replaced by what they point
-    at, left-out defaults filled in, number summaries written out. A bad index is named by
-    its JSON path; anything else malformed is left for validate_trace to name."""
+    """A /2 trace in the /1 shape: each flow gradient index replaced by the summary it points
+    at, and each flow entry's order (left out: its position) filled in. A bad index is named
+    by its JSON path; anything else malformed is left for validate_trace to name."""
     try:
-        return _as_schema_1(data)
+        gradients = _list(data.get("gradients", []), "gradients")
+        passes = _list(data.get("passes", []), "passes")
+        return {**data, "passes": [_pass_1(p, f"passes[{i}]", gradients)
+                                   if isinstance(p, dict) else p for i, p in enumerate(passes)]}
     except _Invalid as exc:
         raise TraceFileError(f"invalid trace: {exc}",
                              "regenerate it with `gradtrace show SCENARIO --json`") from None
 
 
-def _as_schema_1(data: dict[str, Any]) -> dict[str, Any]:
-    sources = _list(data.get("sources", []), "sources")
-    gradients = [_full_summary(g) for g in _list(data.get("gradients", []), "gradients")]
-    out = dict(data)
-    out["nodes"] = [_node_1(n, f"nodes[{i}]", sources) if isinstance(n, dict) else n
-                    for i, n in enumerate(_list(data.get("nodes", []), "nodes"))]
-    out["edges"] = [{"dst_input": 0, "src_output": 0, **e} if isinstance(e, dict) else e
-                    for e in _list(data.get("edges", []), "edges")]
-    out["tensors"] = [_tensor_1(t) for t in _list(data.get("tensors", []), "tensors")]
-    out["passes"] = [_pass_1(p, f"passes[{i}]", gradients) if isinstance(p, dict) else p
-                     for i, p in enumerate(_list(data.get("passes", []), "passes"))]
-    return out
-
-
-def _index(value: Any, path: str, table: list[Any], what: str) -> Any:
-    _int(value, path)
-    if value >= len(table):
-        raise _Invalid(path, f"points at {what}[{value}], past the end ({len(table)} entries)")
-    return table[value]
-
-
-def _node_1(node: dict[str, Any], path: str, sources: list[Any]) -> dict[str, Any]:
-    full = {"kind": "op", "tensor": None, "saved": [], "module": None, "source": None, **node}
-    if node.get("source") is not None:
-        full["source"] = _index(node["source"], f"{path}.source", sources, "sources")
-    if isinstance(full["saved"], list):
-        full["saved"] = [_saved_1(s) for s in full["saved"]]
-    return full
-
-
-def _saved_1(saved: Any) -> Any:
-    if not isinstance(saved, dict):
-        return saved
-    full = {"status": "ok", **saved}
-    if "bytes" not in saved and (size := dense_bytes(saved.get("shape"), saved.get("dtype"))) \
-            is not None:
-        full["bytes"] = size
-    return full
-
-
-def _full_summary(value: Any) -> Any:
-    """{"shape": [], "values": v} (a finite number) as the full summary it stands for."""
-    if isinstance(value, dict) and value.get("shape") == [] and "norm" not in value \
-            and isinstance(value.get("values"), (int, float)) \
-            and not isinstance(value["values"], bool):
-        v = value["values"]
-        return {"shape": [], "norm": abs(v), "min": v, "max": v, "finite": True, **value}
-    return value
-
-
-def _tensor_1(t: Any) -> Any:
-    if not isinstance(t, dict):
-        return t
-    return {**t, **{k: _full_summary(t[k]) for k in ("grad", "grad_before", "value") if k in t}}
-
-
 def _pass_1(p: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any]:
-    out = dict(p)
     flow = p.get("flow")
-    if isinstance(flow, dict):
-        out["flow"] = {node: _flow_1(f, i, f"{path}.flow[{node!r:.40}]", gradients)
-                       if isinstance(f, dict) else f for i, (node, f) in enumerate(flow.items())}
-    changes = p.get("grad_changes")
-    if isinstance(changes, list):
-        out["grad_changes"] = [
-            {**c, **{k: _full_summary(c[k]) for k in ("before", "after") if k in c}}
-            if isinstance(c, dict) else c for c in changes]
-    return out
+    if not isinstance(flow, dict):
+        return p
+    return {**p, "flow": {node: _flow_1(f, i, f"{path}.flow[{node!r:.40}]", gradients)
+                          if isinstance(f, dict) else f
+                          for i, (node, f) in enumerate(flow.items())}}
 
 
 def _flow_1(f: dict[str, Any], position: int, path: str,
@@ -359,7 +300,14 @@ def _flow_1(f: dict[str, Any], position: int, path: str,
     out = {"order": position, **f}  # entries are in run order: order is left out then
     for key in ("grad_outputs", "grad_inputs"):
         if key in f:
-            out[key] = [None if g is None else _index(g, f"{path}.{key}[{j}]", gradients,
-                                                      "gradients")
+            out[key] = [None if g is None else _index(g, f"{path}.{key}[{j}]", gradients)
                         for j, g in enumerate(_list(f[key], f"{path}.{key}"))]
     return out
+
+
+def _index(value: Any, path: str, table: list[Any]) -> Any:
+    _int(value, path)
+    if value >= len(table):
+        raise _Invalid(path, f"points at gradients[{value}], past the end ({len(table)} "
+                       "entries)")
+    return table[value]

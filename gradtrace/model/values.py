@@ -1,9 +1,7 @@
-"""Nested lists of numbers: flattening, the JSON spelling of non-finite floats, and the
-bytes a dense tensor of a dtype takes."""
+"""Nested lists of numbers: flattening, and the JSON spelling of non-finite floats."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -62,19 +60,3 @@ def py_float(x: float | str | None) -> float | None:
 def py_values(v: Any) -> Any:
     """Inverse of json_values."""
     return map_leaves(v, py_float)
-
-
-# Bytes an element of each dtype takes: a trace leaves out a saved tensor's bytes when they
-# are numel times this.
-ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "complex128": 16,
-              "complex64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
-              "bool": 1}
-
-
-def dense_bytes(shape: Any, dtype: Any) -> int | None:
-    """numel × the dtype's element size, when both are known (and shape is a list of ints)."""
-    size = ITEM_BYTES.get(dtype) if isinstance(dtype, str) else None
-    if size is None or not isinstance(shape, (list, tuple)) or not all(
-            isinstance(k, int) and not isinstance(k, bool) for k in shape):
-        return None
-    return math.prod(shape) * size
