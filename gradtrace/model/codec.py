@@ -156,7 +156,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
         "tensor": n.tensor,
         "saved": [
             {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes,
-             **({"status": s.status} if s.status != "ok" else {})}
+             "status": s.status}
             for s in n.saved
         ],
         "module": n.module,
