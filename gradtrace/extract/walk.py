@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -95,7 +94,10 @@ def node_kind(node: Any) -> NodeKind:
     return kind
 
 
-_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+# Per node class: its (attribute, name) pairs of saved tensors, or None for a custom
+# Function's node (its saved_tensors property). Looked up once per class: hasattr and dir
+# on a node cost more than reading what it saved.
+_SAVED_ATTRS: dict[type, tuple[tuple[str, str], ...] | None] = {}
 
 
 def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
@@ -104,16 +106,24 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     Built-in nodes show them only as private `_saved_<name>` attributes (checked on torch
     2.13); this is the one place that reads them.
     """
-    if hasattr(node, "_forward_cls"):
-        return _read_saved("saved_tensors", lambda: node.saved_tensors)
-    attrs = _SAVED_ATTRS.get(type(node))
+    kind = type(node)
+    attrs = _SAVED_ATTRS.get(kind, ())
+    if attrs == ():
+        attrs = _SAVED_ATTRS[kind] = None if hasattr(node, "_forward_cls") else tuple(
+            (a, a[len("_saved_"):]) for a in dir(node) if a.startswith("_saved_"))
     if attrs is None:
-        attrs = _SAVED_ATTRS[type(node)] = tuple(
-            a for a in dir(node) if a.startswith("_saved_")
-        )
+        return _read_saved("saved_tensors", lambda: node.saved_tensors)
     out: list[SavedTensor] = []
-    for attr in attrs:
-        out.extend(_read_saved(attr[len("_saved_"):], partial(getattr, node, attr)))
+    for attr, name in attrs:
+        try:
+            value = getattr(node, attr)
+        except RuntimeError as exc:
+            out.append(_unreadable(name, exc))
+            continue
+        if type(value) is torch.Tensor:  # the common case, first
+            out.append(_saved_record(name, value))
+        elif value is not None:
+            out.extend(_saved_values(name, value))
     return tuple(out)
 
 
@@ -132,10 +142,18 @@ def _read_saved(name: str, read: Callable[[], Any]) -> tuple[SavedTensor, ...]:
     try:
         value = read()
     except RuntimeError as exc:
-        # Reading raises once backward freed the buffers, or when a saved tensor was changed
-        # in place; both are facts worth showing.
-        status: SavedStatus = "modified in place" if "inplace" in str(exc) else "freed"
-        return (SavedTensor(name, None, None, 0, status),)
+        return (_unreadable(name, exc),)
+    return _saved_values(name, value)
+
+
+def _unreadable(name: str, exc: RuntimeError) -> SavedTensor:
+    # Reading raises once backward freed the buffers, or when a saved tensor was changed in
+    # place; both are facts worth showing.
+    status: SavedStatus = "modified in place" if "inplace" in str(exc) else "freed"
+    return SavedTensor(name, None, None, 0, status)
+
+
+def _saved_values(name: str, value: Any) -> tuple[SavedTensor, ...]:
     if isinstance(value, torch.Tensor):
         return (_saved_record(name, value),)
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
