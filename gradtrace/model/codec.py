@@ -76,7 +76,7 @@ def trace_from_dict(data: Any) -> Trace:
         )
     schema_1 = data["schema"] != SCHEMA
     if not schema_1:
-        data = as_schema_1(data)  # tables resolved, defaults filled: one validator for both
+        data = as_schema_1(data)  # gradient indexes resolved: one validator for both
     validate_trace(data)
     summaries = _Summaries(by_value=schema_1)
     try:
