@@ -316,3 +316,17 @@ def test_the_fused_conv_bn_tutorial_gets_every_verdict_by_default() -> None:
             assert r["gradgradcheck"] == "fail" and "ctx.sqrt_var" in r["smells"][0]
     big = [r for r in results if r["inputs"][0] == "tensor float32[4, 32, 26, 26]"]
     assert big and "104,960 inputs" in big[0]["sampled"]
+
+
+def test_sampling_skips_arguments_and_outputs_that_have_no_gradient(tmp_path: Path) -> None:
+    path = tmp_path / "scale.py"
+    path.write_text(
+        "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x, k, flag):\n        ctx.k = k\n"
+        "        return x * k, (x > 0).long()\n\n    @staticmethod\n"
+        "    def backward(ctx, g, _):\n        return g * ctx.k, None, None\n\n\n"
+        "x = torch.randn(40, 40, requires_grad=True)\ny, mask = Scale.apply(x, 3, True)\n")
+    code, report = check_json(str(path))
+    (result,) = report["results"]
+    assert code == 0 and result["ok"]
+    assert "gradcheck 32/1,600 inputs × 32/1,600 outputs" in result["sampled"]

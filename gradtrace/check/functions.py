@@ -22,7 +22,15 @@ from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
-from .jacobian import Block, as_tuple, blocks, differentiable, disagreeing, entries
+from .jacobian import (
+    Block,
+    as_tuple,
+    blocks,
+    differentiable,
+    disagreeing,
+    entries,
+    floating,
+)
 from .limits import MAX_JACOBIAN, SAMPLE, TABLE_LIMIT
 from .straight import straight_through
 
@@ -304,7 +312,7 @@ def _sampled_check(fn: Callable[..., Any], inputs: list[Any], options: CheckOpti
     except Exception as exc:
         return CheckOutcome("error", _explain(exc, scenario, "backward"))
     n_in = sum(inputs[i].numel() for i in differentiable(inputs))
-    n_out = sum(o.numel() for o in as_tuple(fn(*inputs)) if isinstance(o, torch.Tensor))
+    n_out = sum(o.numel() for o in as_tuple(fn(*inputs)) if floating(o))
     k_in = len({(b.input, r) for b in found for r in b.rows})
     k_out = len({(b.output, c) for b in found for c in b.cols})
     counts = (k_in, n_in, k_out, n_out)

@@ -26,19 +26,20 @@ def as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def _wide(t: Any) -> bool:
+def floating(t: Any) -> bool:
+    """A tensor of floating or complex numbers: one that can have a gradient."""
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
 
 
 def differentiable(values: Sequence[Any]) -> list[int]:
     """Positions of the floating tensors that require grad."""
-    return [i for i, v in enumerate(values) if _wide(v) and v.requires_grad]
+    return [i for i, v in enumerate(values) if floating(v) and v.requires_grad]
 
 
 def entries(inputs: Sequence[Any], outputs: Sequence[Any]) -> int:
     """How many entries the full Jacobian of outputs with respect to inputs has."""
     n_in = sum(inputs[i].numel() for i in differentiable(inputs))
-    n_out = sum(o.numel() for o in outputs if _wide(o))
+    n_out = sum(o.numel() for o in outputs if floating(o))
     return n_in * n_out
 
 
@@ -73,7 +74,7 @@ def blocks(fn: Callable[..., Any], inputs: list[Any], eps: float,
     Costs 2 forwards per input coordinate and 1 backward per output coordinate; memory is
     that of the blocks."""
     outs = as_tuple(fn(*inputs))
-    out_ids = [o for o, t in enumerate(outs) if _wide(t)]
+    out_ids = [o for o, t in enumerate(outs) if floating(t)]
     in_ids = differentiable(inputs)
     wanted = set(pairs) if pairs is not None else {(o, i) for o in out_ids for i in in_ids}
     in_ids = [i for i in in_ids if any(p[1] == i for p in wanted)]
