@@ -85,6 +85,7 @@ def blocks(fn: Callable[..., Any], inputs: list[Any], eps: float,
     numerical = {(o, i): torch.zeros(len(rows[i]), len(cols[o]), dtype=torch.float64)
                  for o in out_ids for i in in_ids}
     where = {o: torch.tensor(cols[o], dtype=torch.long) for o in out_ids}
+    picks = {i: torch.tensor(rows[i], dtype=torch.long) for i in in_ids}
     for i in in_ids:
         flat = inputs[i].detach().view(-1)  # moved in place: fn may need grad mode itself
         for k, r in enumerate(rows[i]):
@@ -111,7 +112,7 @@ def blocks(fn: Callable[..., Any], inputs: list[Any], eps: float,
                                         allow_unused=True)
             for i, g in zip(in_ids, grads, strict=True):
                 if g is not None:
-                    analytical[o, i][:, m] = g.reshape(-1)[torch.tensor(rows[i])].real.double()
+                    analytical[o, i][:, m] = g.reshape(-1)[picks[i]].real.double()
     return [Block(o, i, rows[i], cols[o], numerical[o, i], analytical[o, i])
             for o in out_ids for i in in_ids if (o, i) in wanted]
 
