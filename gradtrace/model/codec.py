@@ -129,10 +129,10 @@ class _GradientTable:
     by their JSON text (as a reader merges them: a trace read back writes the same table)."""
 
     def __init__(self) -> None:
-        self.kept: list[GradSummary] = []  # in index order (alive while indexed by id())
+        # by id(): the Trace being written holds every summary, so no id is reused meanwhile
+        self.kept: list[GradSummary] = []  # in index order
         self._by_id: dict[int, int] = {}
         self._by_text: dict[str, int] = {}
-        self._alive: list[GradSummary] = []
 
     def ref(self, g: GradSummary | None) -> int | None:
         if g is None:
@@ -143,8 +143,6 @@ class _GradientTable:
             i = self._by_id[id(g)] = self._by_text.setdefault(text, len(self.kept))
             if i == len(self.kept):
                 self.kept.append(g)
-            else:
-                self._alive.append(g)  # its id() stays its own while indexed
         return i
 
 
