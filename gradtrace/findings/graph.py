@@ -96,8 +96,7 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
         more = ", …" if len(by_module) > 6 else ""
         return [UNREACHED_LEAF.finding(
                         f"{len(unreached_names)} tensors require grad, but no output depends "
-                        "on them, "
-                        f"so their .grad stays None; by module: {shown}{more}",
+                        f"on them, so their .grad stays None; by module: {shown}{more}",
                         hint="a module whose output does not reach the loss (an unused "
                         "branch: DDP's find_unused_parameters case), or pick a root that "
                         "uses it (--root NAME)")]
