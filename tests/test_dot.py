@@ -221,12 +221,17 @@ def test_written_files_get_ordinary_permissions(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["g.dot"]  # no temporary file left
 
 
-def test_identical_branches_side_by_side_fold_into_one_box(tmp_path: Path) -> None:
-    path = tmp_path / "wide.py"
-    path.write_text("import torch\nleaves = [torch.randn((), requires_grad=True) "
-                    "for _ in range(300)]\n"
+def wide(folder: Path, leaves: int) -> Path:
+    """A scenario of `leaves` leaves, each through mul → sin → exp, stacked and summed."""
+    path = folder / "wide.py"
+    path.write_text(f"import torch\nleaves = [torch.randn((), requires_grad=True) "
+                    f"for _ in range({leaves})]\n"
                     "loss = torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()\n")
-    text = dot_text(path)
+    return path
+
+
+def test_identical_branches_side_by_side_fold_into_one_box(tmp_path: Path) -> None:
+    text = dot_text(wide(tmp_path, 300))
     assert "×300 (AccumulateGrad → MulBackward0 → SinBackward0 → ExpBackward0)" in text
     assert '[label="×300"]' in text  # one arrow for the 300 that arrive side by side
     assert text.count("[label=") < 12  # sum, stack, the box, the output and the legend
@@ -249,10 +254,6 @@ def test_branches_that_differ_or_are_named_stay_apart(tmp_path: Path) -> None:
 @needs_dot
 def test_ten_thousand_leaves_become_a_small_svg(tmp_path: Path) -> None:
     """Regression: 10,000 leaves × 3 ops (40,002 boxes) did not lay out in 75 s."""
-    path = tmp_path / "wide.py"
-    path.write_text("import torch\nleaves = [torch.randn((), requires_grad=True) "
-                    "for _ in range(10_000)]\n"
-                    "loss = torch.stack([(leaf * 2).sin().exp() for leaf in leaves]).sum()\n")
     out = tmp_path / "wide.svg"
-    assert invoke("dot", path, "-o", out).exit_code == 0
+    assert invoke("dot", wide(tmp_path, 10_000), "-o", out).exit_code == 0
     assert "×10000 (AccumulateGrad" in out.read_text()
