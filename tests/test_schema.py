@@ -58,3 +58,19 @@ def test_an_index_past_a_table_is_named_by_its_path(tmp_path: Path) -> None:
     result = invoke("show", path)
     assert result.exit_code == 2
     assert "grad_inputs[0]: expected a whole number ≥ 0" in result.stderr
+
+
+def test_equal_gradients_share_an_entry_and_signed_zeros_do_not(tmp_path: Path) -> None:
+    data = json.loads(chain_json(tmp_path, 3))
+    zero = {"shape": [], "norm": 0.0, "min": 0.0, "max": 0.0, "finite": True, "values": 0.0}
+    data["gradients"][1:4] = [zero, dict(zero), {**zero, "min": -0.0, "max": -0.0,
+                                                  "values": -0.0}]
+    path = tmp_path / "zeros.json"
+    path.write_text(json.dumps(data))
+    written = json.loads(invoke("show", path, "--json").stdout)
+    assert written["gradients"][1:] == [zero, {**zero, "min": -0.0, "max": -0.0,
+                                               "values": -0.0}]
+    assert str(written["gradients"][2]["values"]) == "-0.0"
+    flow = written["passes"][0]["flow"]
+    assert flow["n0"]["grad_inputs"] == flow["n1"]["grad_inputs"] == [1, None]
+    assert flow["n2"]["grad_inputs"] == [2, None]
