@@ -13,44 +13,50 @@ from pathlib import Path
 from ..errors import ExportError
 from ..model.records import Trace
 from .dot import render, to_dot
-from .drawing import DrawOptions, drawing
+from .drawing import Drawing, DrawOptions, drawing
 from .json import to_json
 from .mermaid import to_mermaid
 
-# trace, what to draw, layout direction -> the file's bytes
-Exporter = Callable[[Trace, DrawOptions, str], bytes]
+# a drawing, layout direction -> the file's bytes
+Drawer = Callable[[Drawing, str], bytes]
 
 
 @dataclass(frozen=True, slots=True)
 class ExportFormat:
-    """One output format of `gradtrace dot`."""
+    """One output format of `gradtrace dot` (and of `gradtrace diff -o`)."""
 
     name: str
     suffixes: tuple[str, ...]
     description: str
-    export: Exporter
+    draw: Drawer | None  # None: not a picture, the trace's JSON
     binary: bool = False  # not for a terminal: only written to a file
     graphviz: bool = False  # laid out by Graphviz's `dot` program
-    whole_trace: bool = False  # holds every recorded fact (saved tensors, gradient flow)
+
+    @property
+    def whole_trace(self) -> bool:
+        """Whether it holds every recorded fact (saved tensors, gradient flow)."""
+        return self.draw is None
+
+    def export(self, trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
+        """The file's bytes for trace."""
+        if self.draw is None:
+            return to_json(trace).encode("utf-8")
+        return self.draw(drawing(trace, options), rankdir)
 
 
-def _dot(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
-    return to_dot(drawing(trace, options), rankdir).encode("utf-8")
+def _dot(picture: Drawing, rankdir: str) -> bytes:
+    return to_dot(picture, rankdir).encode("utf-8")
 
 
-def _mermaid(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
-    return to_mermaid(drawing(trace, options), rankdir).encode("utf-8")
+def _mermaid(picture: Drawing, rankdir: str) -> bytes:
+    return to_mermaid(picture, rankdir).encode("utf-8")
 
 
-def _json(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
-    return to_json(trace).encode("utf-8")
+def _laid_out(fmt: str) -> Drawer:
+    def draw(picture: Drawing, rankdir: str) -> bytes:
+        return render(to_dot(picture, rankdir), fmt)
 
-
-def _laid_out(fmt: str) -> Exporter:
-    def export(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
-        return render(to_dot(drawing(trace, options), rankdir), fmt)
-
-    return export
+    return draw
 
 
 FORMATS: tuple[ExportFormat, ...] = (
@@ -60,7 +66,7 @@ FORMATS: tuple[ExportFormat, ...] = (
                  graphviz=True),
     ExportFormat("pdf", (".pdf",), "PDF document", _laid_out("pdf"), binary=True,
                  graphviz=True),
-    ExportFormat("json", (".json",), "the whole trace as JSON", _json, whole_trace=True),
+    ExportFormat("json", (".json",), "the whole trace as JSON", None),
     ExportFormat("mmd", (".mmd", ".mermaid"), "Mermaid flowchart (GitHub renders it)",
                  _mermaid),
 )
