@@ -56,7 +56,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("tensors", map(_tensor_dict, trace.tensors)),
         ("gradients", map(summary_dict, gradients.kept)),
         ("passes", map(_pass_dict, trace.passes, flows)),
-        ("findings", map(_finding_dict, trace.findings)),
+        ("findings", map(finding_dict, trace.findings)),
         ("functions", (
             {"function": c.function, "node": c.node, "line": c.line, "inputs": list(c.inputs)}
             for c in trace.functions)),
@@ -327,7 +327,7 @@ def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
     )
 
 
-def _finding_dict(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding) -> dict[str, Any]:
     d: dict[str, Any] = {"code": f.code, "severity": f.severity, "message": f.message}
     for key in ("tensor", "node", "hint", "file", "line"):
         if getattr(f, key) is not None:

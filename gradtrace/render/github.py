@@ -18,17 +18,22 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def annotation(level: str, title: str, message: str, file: str | None = None,
+               line: int | None = None) -> str:
+    """One `::error file=…,line=…,title=…::message` line; level is error, warning or notice."""
+    where = []
+    if file is not None:
+        where.append(f"file={_property(file)}")
+        if line is not None:
+            where.append(f"line={line}")
+    where.append(f"title={_property(title)}")
+    return f"::{level} {','.join(where)}::{_data(message)}\n"
+
+
 def github_annotations(findings: tuple[Finding, ...]) -> str:
-    """One `::error file=…,line=…,title=…::message` line per finding, most severe first."""
+    """One annotation per finding, most severe first."""
     order = {"error": 0, "warning": 1, "info": 2}
-    lines = []
-    for f in sorted(findings, key=lambda f: order.get(f.severity, 3)):
-        where = []
-        if f.file is not None:
-            where.append(f"file={_property(f.file)}")
-            if f.line is not None:
-                where.append(f"line={f.line}")
-        where.append(f"title={_property(f'gradtrace {f.code}')}")
-        message = f.message + (f"\n{f.hint}" if f.hint else "")
-        lines.append(f"::{LEVEL.get(f.severity, 'notice')} {','.join(where)}::{_data(message)}")
-    return "".join(line + "\n" for line in lines)
+    return "".join(
+        annotation(LEVEL.get(f.severity, "notice"), f"gradtrace {f.code}",
+                   f.message + (f"\n{f.hint}" if f.hint else ""), f.file, f.line)
+        for f in sorted(findings, key=lambda f: order.get(f.severity, 3)))

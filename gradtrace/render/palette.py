@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-BoxKind = Literal["output", "op", "leaf", "custom", "gradient", "folded", "more"]
+BoxKind = Literal["output", "op", "leaf", "custom", "gradient", "folded", "more", "added",
+                  "removed", "changed"]
 
 
 class Look(NamedTuple):
@@ -29,4 +30,8 @@ PALETTE: dict[BoxKind, Look] = {
     "folded": Look("folded repeats (a chain, or branches)", "#e1f5fe", "#0277bd", shape="box3d",
                    rounded=False),
     "more": Look("nodes left out", "#fffde7", "#f9a825", shape="note", rounded=False),
+    # gradtrace diff's union graph
+    "added": Look("only in B (added)", "#a5d6a7", "#1b5e20", border="bold"),
+    "removed": Look("only in A (removed)", "#ef9a9a", "#b71c1c", border="dashed"),
+    "changed": Look("in both, changed", "#ffe082", "#ff6f00", border="bold"),
 }

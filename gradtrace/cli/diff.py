@@ -1,0 +1,100 @@
+"""`gradtrace diff`: what changed between two graphs, their gradients and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import GradtraceError
+from ..render.diffs import SHOWN
+from ..render.formats import find_format, suffix_list
+from .core import (
+    DEBUG,
+    NO_BACKWARD,
+    PASSES,
+    ROOT,
+    TIMEOUT,
+    ExitCode,
+    app,
+    stdout_console,
+    write_stdout,
+)
+from .files import absolute, input_file, write_atomic
+from .inputs import RunChoices, load_trace
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace diff before.json after.json\n\n"
+    "  gradtrace diff tests/golden/mlp.json scenarios/mlp_modules.py\n\n"
+    "  gradtrace diff scenarios/chain_rule.py scenarios/chain_rule.py --json\n\n"
+    "  gradtrace diff old.json new.json --rtol 1e-3 -o changes.svg\n\n"
+    "  gradtrace diff old.json new.json --format github     annotations in a CI log\n\n"
+    "Nodes are matched by what they are (type, module, tensor, the code that made them, their "
+    "place among their neighbours), not by their ids. A gradient differs when "
+    "|a − b| > atol + rtol·|b| for its norm, min, max or a kept element.\n\n"
+    "Exit codes: 0 the same, 1 different, 2 bad input or a scenario that cannot run.",
+)
+def diff(
+    a: str = typer.Argument(..., metavar="A", help="The old side: a scenario .py file, "
+                            "FILE::FUNC, or a trace .json saved by `gradtrace show --json`."),
+    b: str = typer.Argument(..., metavar="B", help="The new side, the same kinds."),
+    rtol: float = typer.Option(1e-4, "--rtol", min=0.0, help="Relative tolerance for "
+                               "gradients (float32 sums move by ~1e-6 between machines)."),
+    atol: float = typer.Option(1e-6, "--atol", min=0.0, help="Absolute tolerance."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="Print the diff as JSON (schema gradtrace.diff/1)."),
+    out_format: str = typer.Option("text", "--format", metavar="FMT",
+                                   help="text (the report), or github: each difference as a "
+                                   "GitHub Actions annotation."),
+    out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
+                                    help="Also draw both graphs in one picture: added nodes "
+                                    "green, removed red, changed amber; the suffix picks the "
+                                    f"format ({suffix_list()}; .json writes the diff)."),
+    show_all: bool = typer.Option(False, "--all", help="List every difference (by default "
+                                  f"each section lists {SHOWN} and says how many more)."),
+    root: list[str] | None = ROOT,
+    no_backward: bool = NO_BACKWARD,
+    timeout: float | None = TIMEOUT,
+    passes: str = PASSES,
+    debug_flag: bool = DEBUG,  # read by the error boundary
+) -> None:
+    """Compare two graphs: nodes, edges, modules, tensors, gradients and findings."""
+    from ..diff.compare import compare
+    from ..diff.match import match_nodes
+    from ..render.diffs import diff_annotations, diff_json, diff_report
+
+    if out_format not in ("text", "github"):
+        raise GradtraceError(f"--format {out_format!r}: use text or github")
+    sources = [input_file(a), input_file(b)]
+    target = None if out is None else absolute(out)
+    chosen = None if out is None else find_format(out, None)
+    run = RunChoices(None, passes, timeout)
+    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run)
+              for side in (a, b)]
+    trace_a, trace_b = loaded[0].trace, loaded[1].trace
+    matching = match_nodes(trace_a, trace_b)
+    result = compare(trace_a, trace_b, a, b, rtol, atol, matching)
+    if as_json:
+        write_stdout(diff_json(result))
+    elif out_format == "github":
+        write_stdout(diff_annotations(result))
+    else:
+        stdout_console().print(diff_report(result, every=show_all))
+    if target is not None and chosen is not None:
+        if chosen.draw is None:
+            data = diff_json(result).encode("utf-8")
+        else:
+            from ..diff.union import union_trace
+            from ..render.diffs import diff_drawing
+
+            union = union_trace(trace_a, trace_b, matching, result.nodes)
+            data = chosen.draw(diff_drawing(union), "TB")
+        write_atomic(target, data, protected=sources)
+    for side in loaded:
+        if side.stopped is not None:
+            raise side.stopped
+    if not result.same:
+        raise typer.Exit(ExitCode.FAILED)
+

@@ -1,0 +1,1 @@
+"""Two traces compared: which node is which, and what changed (torch-free)."""
