@@ -69,7 +69,8 @@ def help_examples() -> list[str]:
     """Every example line of the app's and each command's --help, in the order shown."""
     wide = {"COLUMNS": "200"}  # one example a line, however long
     texts = [invoke("--help", env=wide).stdout]
-    texts += [invoke(name, "--help", env=wide).stdout for name in ("show", "dot", "check")]
+    texts += [invoke(name, "--help", env=wide).stdout
+              for name in ("show", "dot", "check", "diff")]
     examples = []
     for text in texts:
         for line in text.splitlines():

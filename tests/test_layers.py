@@ -1,6 +1,7 @@
 """The one-way flow of the package, read off every module's imports (ast, no import needed).
 
-capture (run + record) -> extract (walk) -> model (plain Trace) -> findings -> render -> cli.
+capture (run + record) -> extract (walk) -> model (plain Trace) -> findings -> diff -> render
+-> cli.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ LAYER_OF = {
     "gradtrace._version": "base", "gradtrace.errors": "base", "gradtrace.gcpause": "base",
     "gradtrace.model": "model",
     "gradtrace.findings": "findings",
+    "gradtrace.diff": "diff",
     "gradtrace.render": "render",
     "gradtrace.extract": "extract",
     "gradtrace.capture": "capture",
@@ -31,16 +33,17 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "base": {"base"},
     "model": {"base", "model"},
     "findings": {"base", "model", "findings"},
-    "render": {"base", "model", "findings", "render"},
+    "diff": {"base", "model", "findings", "diff"},
+    "render": {"base", "model", "findings", "diff", "render"},
     "extract": {"base", "model", "findings", "extract"},
     "capture": {"base", "model", "findings", "extract", "capture"},
     "check": {"base", "model", "findings", "extract", "capture", "check"},
     "api": {"base", "model", "findings", "render", "extract", "capture", "api"},
-    "cli": {"base", "model", "findings", "render", "extract", "capture", "check", "cli"},
+    "cli": {"base", "model", "findings", "diff", "render", "extract", "capture", "check", "cli"},
     "package": {"base", "api", "cli"},
 }
 THIRD_PARTY = {  # outside the standard library
-    "base": set(), "model": set(), "findings": set(),
+    "base": set(), "model": set(), "findings": set(), "diff": set(),
     "render": {"rich", "graphviz"},
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},

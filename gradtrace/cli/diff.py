@@ -26,11 +26,12 @@ from .inputs import RunChoices, load_trace
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace diff before.json after.json\n\n"
-    "  gradtrace diff tests/golden/mlp.json scenarios/mlp_modules.py\n\n"
-    "  gradtrace diff scenarios/chain_rule.py scenarios/chain_rule.py --json\n\n"
-    "  gradtrace diff old.json new.json --rtol 1e-3 -o changes.svg\n\n"
-    "  gradtrace diff old.json new.json --format github     annotations in a CI log\n\n"
+    "  gradtrace diff scenarios/diff/mlp_relu.py scenarios/diff/mlp_tanh.py\n\n"
+    "  gradtrace show scenarios/diff/mlp_relu.py --json > before.json\n\n"
+    "  gradtrace diff before.json scenarios/diff/mlp_relu.py      a saved trace: the same\n\n"
+    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py -o changes.svg\n\n"
+    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --json --rtol 1e-3\n\n"
+    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github\n\n"
     "Nodes are matched by what they are (type, module, tensor, the code that made them, their "
     "place among their neighbours), not by their ids. A gradient differs when "
     "|a − b| > atol + rtol·|b| for its norm, min, max or a kept element.\n\n"
