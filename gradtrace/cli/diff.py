@@ -72,7 +72,8 @@ def diff(
     target = None if out is None else absolute(out)
     chosen = None if out is None else find_format(out, None)
     run = RunChoices(None, passes, timeout)
-    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run)
+    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run,
+                         lean=True)
               for side in (a, b)]
     trace_a, trace_b = loaded[0].trace, loaded[1].trace
     matching = match_nodes(trace_a, trace_b)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from ..capture.target import DEFAULT_PASSES, parse_target
 from ..errors import GradtraceError, TraceFileError
+from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
 from ..model.records import Pass, Trace
 
@@ -40,8 +41,9 @@ def pass_limit(text: str) -> int | None:
 
 def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
                saved: bool = True, flow: bool = True,
-               run: RunChoices = RunChoices()) -> Loaded:
-    """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace."""
+               run: RunChoices = RunChoices(), lean: bool = False) -> Loaded:
+    """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace
+    (lean: only what `diff` compares, see trace_from_dict)."""
     passes = pass_limit(run.passes)
     if source.endswith(".json"):
         if roots or run.args:
@@ -49,7 +51,8 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
                                  "saved traces",
                                  f"drop them, or pass the scenario instead of {source}")
         try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
+            with collector_paused():  # 100,000s of dicts, none in a cycle
+                data = json.loads(Path(source).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise TraceFileError(f"no such file: {source}") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -57,7 +60,8 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
         except RecursionError:
             raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
                                  "regenerate it with `gradtrace show SCENARIO --json`") from None
-        return Loaded(trace_from_dict(data))
+        with collector_paused():
+            return Loaded(trace_from_dict(data, lean))
     from ..capture.runner import ScenarioStopped, run_scenario  # imports torch
 
     try:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from ..gcpause import gc_paused
 from ..model.diffs import EdgeChange, GradientChange, NodeChange, TensorChange, TraceDiff
 from ..model.labels import number
 from ..model.records import Finding, GradSummary, Trace
@@ -19,6 +20,7 @@ RTOL = 1e-4
 ATOL = 1e-6
 
 
+@gc_paused
 def compare(a: Trace, b: Trace, a_name: str, b_name: str, rtol: float = RTOL,
             atol: float = ATOL, matching: Matching | None = None) -> TraceDiff:
     """What differs between a and b; gradients differ when |a − b| > atol + rtol·|b|."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import NamedTuple
 
+from ..gcpause import gc_paused
 from ..model.records import Node, Trace
 
 Identity = tuple[str, "str | None", "str | None", "str | None"]
@@ -51,6 +52,7 @@ class Matching(NamedTuple):
     only_b: list[str]
 
 
+@gc_paused
 def match_nodes(a: Trace, b: Trace) -> Matching:
     """Pair the nodes of a and b (see the module docstring)."""
     ga, gb = _Graph(a), _Graph(b)

@@ -22,7 +22,7 @@ from .records import (
     TensorInfo,
     Trace,
 )
-from .validate import as_schema_1, validate_trace
+from .validate import as_schema_1, leaf_flow_only, validate_trace
 from .values import json_float, json_values, py_float, py_values
 
 SCHEMA = "gradtrace.trace/2"
@@ -66,8 +66,11 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
     )
 
 
-def trace_from_dict(data: Any) -> Trace:
-    """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not a valid one."""
+def trace_from_dict(data: Any, lean: bool = False) -> Trace:
+    """Rebuild a Trace from its JSON dict; raises TraceFileError if it is not a valid one.
+
+    lean: only what `diff` compares is read (and so checked): no saved tensors, and the flow
+    of leaf nodes only (a big trace's flow is most of it)."""
     if not isinstance(data, dict) or data.get("schema") not in READS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TraceFileError(
@@ -75,9 +78,11 @@ def trace_from_dict(data: Any) -> Trace:
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
     schema_1 = data["schema"] != SCHEMA
+    if lean:
+        data = leaf_flow_only(data)
     if not schema_1:
         data = as_schema_1(data)  # gradient indexes resolved: one validator for both
-    validate_trace(data)
+    validate_trace(data, saved=not lean)
     summaries = _Summaries(by_value=schema_1)
     try:
         return Trace(
@@ -90,7 +95,7 @@ def trace_from_dict(data: Any) -> Trace:
             nodes=tuple(
                 Node(
                     n["id"], n["type"], n["kind"], n["tensor"],
-                    tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
+                    () if lean else tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
                     n.get("recomputed", False), _source_from(n.get("source")),
                 )
                 for n in data["nodes"]
@@ -114,7 +119,7 @@ def trace_from_dict(data: Any) -> Trace:
             ),
             stdout=data.get("stdout", ""),
             second_order=_second_order_from(data.get("second_order")),
-            saved_read=data.get("saved_read", True),
+            saved_read=data.get("saved_read", True) and not lean,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFileError(

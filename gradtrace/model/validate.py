@@ -7,7 +7,7 @@ without recursion and bounded in depth; names and ids are bounded in length.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..errors import TraceFileError
@@ -20,17 +20,39 @@ NODE_ID = re.compile(r"n[0-9]{1,9}")  # the contract's ids: n0, n1, …
 
 
 class _Invalid(Exception):
+    """A problem at a JSON path; a list item is checked with paths relative to it, and its
+    loop puts its own path in front only when a problem is found (no path text is made for
+    the 100,000s of items that are fine)."""
+
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
+
+    def under(self, prefix: str) -> _Invalid:
+        """The same problem with its path inside prefix."""
+        if not self.path:
+            return _Invalid(prefix, self.problem)
+        return _Invalid(prefix + ("" if self.path.startswith("[") else ".") + self.path,
+                        self.problem)
 
 
-def validate_trace(data: Any) -> None:
-    """Raise TraceFileError naming the first place where data breaks the contract."""
+def validate_trace(data: Any, saved: bool = True) -> None:
+    """Raise TraceFileError naming the first place where data breaks the contract (saved:
+    False leaves nodes' saved tensors unchecked, for a reader that does not read them)."""
     try:
-        _trace(data)
+        _trace(data, saved)
     except _Invalid as exc:
         raise TraceFileError(f"invalid trace: {exc}",
                              "regenerate it with `gradtrace show SCENARIO --json`") from None
+
+
+def _each(items: Any, path: str, check: Callable[[Any], None]) -> None:
+    """check(item) for each item of the list at path; a problem's path is put under it."""
+    for i, item in enumerate(_list(items, path)):
+        try:
+            check(item)
+        except _Invalid as exc:
+            raise exc.under(f"{path}[{i}]") from None
 
 
 def _type_name(value: Any) -> str:
@@ -117,15 +139,18 @@ def _values(value: Any, path: str, shape: list[int] | None = None) -> None:
 def _summary(value: Any, path: str) -> None:
     if value is None:
         return
-    s = _obj(value, path, ("shape", "norm", "min", "max", "finite"))
-    _shape(s["shape"], f"{path}.shape")
-    _number(s["norm"], f"{path}.norm")
-    _number(s["min"], f"{path}.min", null=True)
-    _number(s["max"], f"{path}.max", null=True)
-    _bool(s["finite"], f"{path}.finite")
-    if "values" in s:
-        _values(s["values"], f"{path}.values", s["shape"])
-    _str(s.get("note"), f"{path}.note", null=True)
+    try:
+        s = _obj(value, "", ("shape", "norm", "min", "max", "finite"))
+        _shape(s["shape"], "shape")
+        _number(s["norm"], "norm")
+        _number(s["min"], "min", null=True)
+        _number(s["max"], "max", null=True)
+        _bool(s["finite"], "finite")
+        if "values" in s:
+            _values(s["values"], "values", s["shape"])
+        _str(s.get("note"), "note", null=True)
+    except _Invalid as exc:
+        raise exc.under(path) from None
 
 
 def _ref(value: Any, path: str, ids: set[str], null: bool = False) -> None:
@@ -136,124 +161,142 @@ def _ref(value: Any, path: str, ids: set[str], null: bool = False) -> None:
         raise _Invalid(path, f"points at {value!r:.40}, which is not a node id")
 
 
-def _trace(data: Any) -> None:
+def _trace(data: Any, saved: bool) -> None:
     top = _obj(data, "", ("schema", "gradtrace_version", "torch_version", "scenario",
                           "outputs", "nodes", "edges", "tensors", "passes", "findings"))
     for key in ("gradtrace_version", "torch_version"):
         _str(top[key], key)
     _str(top["scenario"], "scenario", null=True, limit=MAX_TEXT)
     ids: set[str] = set()
-    for i, raw in enumerate(_list(top["nodes"], "nodes")):
-        path = f"nodes[{i}]"
-        node = _obj(raw, path, ("id", "type", "kind", "tensor", "saved"))
-        _str(node["id"], f"{path}.id")
-        if not NODE_ID.fullmatch(node["id"]):
-            raise _Invalid(f"{path}.id", f"{node['id']!r:.40} is not a node id like n0, n1, …")
-        if node["id"] in ids:
-            raise _Invalid(f"{path}.id", f"{node['id']!r:.40} is used twice")
-        ids.add(node["id"])
-        _str(node["type"], f"{path}.type")
-        _choice(node["kind"], f"{path}.kind", ("op", "leaf", "custom"))
-        _str(node["tensor"], f"{path}.tensor", null=True)
-        _str(node.get("module"), f"{path}.module", null=True)
-        _bool(node.get("recomputed", False), f"{path}.recomputed")
-        if node.get("source") is not None:
-            source = _obj(node["source"], f"{path}.source", ("file", "line", "code"))
-            _str(source["file"], f"{path}.source.file")
-            _int(source["line"], f"{path}.source.line")
-            _str(source["code"], f"{path}.source.code")
-        for j, raw_saved in enumerate(_list(node["saved"], f"{path}.saved")):
-            where = f"{path}.saved[{j}]"
-            saved = _obj(raw_saved, where, ("name", "shape", "dtype", "bytes"))
-            _str(saved["name"], f"{where}.name")
-            _shape(saved["shape"], f"{where}.shape", null=True)
-            _str(saved["dtype"], f"{where}.dtype", null=True)
-            _int(saved["bytes"], f"{where}.bytes")
-            _choice(saved.get("status", "ok"), f"{where}.status",
-                    ("ok", "freed", "modified in place"))
+    _each(top["nodes"], "nodes", lambda node: _node(node, ids, saved))
     for i, node_id in enumerate(_list(top["outputs"], "outputs")):
         _ref(node_id, f"outputs[{i}]", ids)
     for i, name in enumerate(_list(top.get("output_names", []), "output_names")):
         _str(name, f"output_names[{i}]")
     _str(top.get("root_reason", ""), "root_reason")
-    for i, raw in enumerate(_list(top["edges"], "edges")):
-        path = f"edges[{i}]"
-        edge = _obj(raw, path, ("src", "dst", "dst_input", "src_output"))
-        _ref(edge["src"], f"{path}.src", ids)
-        _ref(edge["dst"], f"{path}.dst", ids)
-        _int(edge["dst_input"], f"{path}.dst_input")
-        _int(edge["src_output"], f"{path}.src_output")
-    for i, raw in enumerate(_list(top["tensors"], "tensors")):
-        path = f"tensors[{i}]"
-        t = _obj(raw, path, ("name", "shape", "dtype", "requires_grad", "is_leaf",
-                             "retains_grad", "grad_fn", "node", "grad"))
-        _str(t["name"], f"{path}.name")
-        _shape(t["shape"], f"{path}.shape")
-        _str(t["dtype"], f"{path}.dtype")
-        for flag in ("requires_grad", "is_leaf", "retains_grad"):
-            _bool(t[flag], f"{path}.{flag}")
-        _str(t["grad_fn"], f"{path}.grad_fn", null=True)
-        _ref(t["node"], f"{path}.node", ids, null=True)
-        for key in ("grad", "grad_before", "value"):
-            _summary(t.get(key), f"{path}.{key}")
-        _str(t.get("grad_note"), f"{path}.grad_note", null=True, limit=MAX_TEXT)
-    for i, raw in enumerate(_list(top["passes"], "passes")):
-        _pass(raw, f"passes[{i}]", ids)
-    for i, raw in enumerate(_list(top["findings"], "findings")):
-        path = f"findings[{i}]"
-        f = _obj(raw, path, ("code", "severity", "message"))
-        _str(f["code"], f"{path}.code")
-        _choice(f["severity"], f"{path}.severity", ("error", "warning", "info"))
-        _str(f["message"], f"{path}.message", limit=MAX_TEXT)
-        _str(f.get("tensor"), f"{path}.tensor", null=True)
-        _ref(f.get("node"), f"{path}.node", ids, null=True)
-        _str(f.get("hint"), f"{path}.hint", null=True, limit=MAX_TEXT)
-        _str(f.get("file"), f"{path}.file", null=True)
-        _int(f.get("line"), f"{path}.line", null=True)
-    for i, raw in enumerate(_list(top.get("functions", []), "functions")):
-        path = f"functions[{i}]"
-        c = _obj(raw, path, ("function", "inputs"))
-        _str(c["function"], f"{path}.function")
-        _ref(c.get("node"), f"{path}.node", ids, null=True)
-        _int(c.get("line"), f"{path}.line", null=True)
-        for j, text in enumerate(_list(c["inputs"], f"{path}.inputs")):
-            _str(text, f"{path}.inputs[{j}]")
+    _each(top["edges"], "edges", lambda edge: _edge(edge, ids))
+    _each(top["tensors"], "tensors", lambda t: _tensor(t, ids))
+    _each(top["passes"], "passes", lambda p: _pass(p, ids))
+    _each(top["findings"], "findings", lambda f: _finding(f, ids))
+    _each(top.get("functions", []), "functions", lambda c: _function(c, ids))
     _str(top.get("stdout", ""), "stdout", limit=2**62)
     _second_order(top.get("second_order"), "second_order")
     _bool(top.get("saved_read", True), "saved_read")
 
 
-def _pass(raw: Any, path: str, ids: set[str]) -> None:
-    p = _obj(raw, path, ("kind", "roots", "retain_graph", "create_graph", "error", "flow"))
-    _choice(p["kind"], f"{path}.kind", ("backward", "grad"))
-    for i, node_id in enumerate(_list(p["roots"], f"{path}.roots")):
-        _ref(node_id, f"{path}.roots[{i}]", ids)
-    _bool(p["retain_graph"], f"{path}.retain_graph")
-    _bool(p["create_graph"], f"{path}.create_graph")
-    _str(p["error"], f"{path}.error", null=True, limit=MAX_TEXT)
-    flow = _obj(p["flow"], f"{path}.flow", ())
+def _node(raw: Any, ids: set[str], saved: bool) -> None:
+    node = _obj(raw, "", ("id", "type", "kind", "tensor", "saved"))
+    _str(node["id"], "id")
+    if not NODE_ID.fullmatch(node["id"]):
+        raise _Invalid("id", f"{node['id']!r:.40} is not a node id like n0, n1, …")
+    if node["id"] in ids:
+        raise _Invalid("id", f"{node['id']!r:.40} is used twice")
+    ids.add(node["id"])
+    _str(node["type"], "type")
+    _choice(node["kind"], "kind", ("op", "leaf", "custom"))
+    _str(node["tensor"], "tensor", null=True)
+    _str(node.get("module"), "module", null=True)
+    _bool(node.get("recomputed", False), "recomputed")
+    if node.get("source") is not None:
+        source = _obj(node["source"], "source", ("file", "line", "code"))
+        _str(source["file"], "source.file")
+        _int(source["line"], "source.line")
+        _str(source["code"], "source.code")
+    if saved and node["saved"]:
+        _each(node["saved"], "saved", _saved)
+
+
+def _saved(raw: Any) -> None:
+    saved = _obj(raw, "", ("name", "shape", "dtype", "bytes"))
+    _str(saved["name"], "name")
+    _shape(saved["shape"], "shape", null=True)
+    _str(saved["dtype"], "dtype", null=True)
+    _int(saved["bytes"], "bytes")
+    _choice(saved.get("status", "ok"), "status", ("ok", "freed", "modified in place"))
+
+
+def _edge(raw: Any, ids: set[str]) -> None:
+    edge = _obj(raw, "", ("src", "dst", "dst_input", "src_output"))
+    _ref(edge["src"], "src", ids)
+    _ref(edge["dst"], "dst", ids)
+    _int(edge["dst_input"], "dst_input")
+    _int(edge["src_output"], "src_output")
+
+
+def _tensor(raw: Any, ids: set[str]) -> None:
+    t = _obj(raw, "", ("name", "shape", "dtype", "requires_grad", "is_leaf", "retains_grad",
+                       "grad_fn", "node", "grad"))
+    _str(t["name"], "name")
+    _shape(t["shape"], "shape")
+    _str(t["dtype"], "dtype")
+    for flag in ("requires_grad", "is_leaf", "retains_grad"):
+        _bool(t[flag], flag)
+    _str(t["grad_fn"], "grad_fn", null=True)
+    _ref(t["node"], "node", ids, null=True)
+    for key in ("grad", "grad_before", "value"):
+        _summary(t.get(key), key)
+    _str(t.get("grad_note"), "grad_note", null=True, limit=MAX_TEXT)
+
+
+def _finding(raw: Any, ids: set[str]) -> None:
+    f = _obj(raw, "", ("code", "severity", "message"))
+    _str(f["code"], "code")
+    _choice(f["severity"], "severity", ("error", "warning", "info"))
+    _str(f["message"], "message", limit=MAX_TEXT)
+    _str(f.get("tensor"), "tensor", null=True)
+    _ref(f.get("node"), "node", ids, null=True)
+    _str(f.get("hint"), "hint", null=True, limit=MAX_TEXT)
+    _str(f.get("file"), "file", null=True)
+    _int(f.get("line"), "line", null=True)
+
+
+def _function(raw: Any, ids: set[str]) -> None:
+    c = _obj(raw, "", ("function", "inputs"))
+    _str(c["function"], "function")
+    _ref(c.get("node"), "node", ids, null=True)
+    _int(c.get("line"), "line", null=True)
+    for j, text in enumerate(_list(c["inputs"], "inputs")):
+        _str(text, f"inputs[{j}]")
+
+
+def _pass(raw: Any, ids: set[str]) -> None:
+    p = _obj(raw, "", ("kind", "roots", "retain_graph", "create_graph", "error", "flow"))
+    _choice(p["kind"], "kind", ("backward", "grad"))
+    for i, node_id in enumerate(_list(p["roots"], "roots")):
+        _ref(node_id, f"roots[{i}]", ids)
+    _bool(p["retain_graph"], "retain_graph")
+    _bool(p["create_graph"], "create_graph")
+    _str(p["error"], "error", null=True, limit=MAX_TEXT)
     checked: set[int] = set()  # a /2 gradient referred to many times is checked once
-    for node_id, raw_flow in flow.items():
-        where = f"{path}.flow[{node_id!r:.40}]"
-        _ref(node_id, where, ids)
-        f = _obj(raw_flow, where, ("grad_outputs", "grad_inputs"))
-        for key in ("grad_outputs", "grad_inputs"):
-            for j, summary in enumerate(_list(f[key], f"{where}.{key}")):
-                if id(summary) not in checked:
-                    _summary(summary, f"{where}.{key}[{j}]")
-                    checked.add(id(summary))
-        _int(f.get("order", 0), f"{where}.order")
-    _choice(p.get("by", "scenario"), f"{path}.by", ("scenario", "gradtrace"))
-    for i, name in enumerate(_list(p.get("root_names", []), f"{path}.root_names")):
-        _str(name, f"{path}.root_names[{i}]", null=True)
-    _int(p.get("line"), f"{path}.line", null=True)
-    _str(p.get("code"), f"{path}.code", null=True)
-    for i, raw_change in enumerate(_list(p.get("grad_changes", []), f"{path}.grad_changes")):
-        where = f"{path}.grad_changes[{i}]"
-        c = _obj(raw_change, where, ("tensor", "before", "after"))
-        _str(c["tensor"], f"{where}.tensor")
-        _summary(c["before"], f"{where}.before")
-        _summary(c["after"], f"{where}.after")
+    for node_id, raw_flow in _obj(p["flow"], "flow", ()).items():
+        try:
+            _ref(node_id, "", ids)
+            _flow(raw_flow, checked)
+        except _Invalid as exc:
+            raise exc.under(f"flow[{node_id!r:.40}]") from None
+    _choice(p.get("by", "scenario"), "by", ("scenario", "gradtrace"))
+    for i, name in enumerate(_list(p.get("root_names", []), "root_names")):
+        _str(name, f"root_names[{i}]", null=True)
+    _int(p.get("line"), "line", null=True)
+    _str(p.get("code"), "code", null=True)
+    _each(p.get("grad_changes", []), "grad_changes", _grad_change)
+
+
+def _flow(raw: Any, checked: set[int]) -> None:
+    f = _obj(raw, "", ("grad_outputs", "grad_inputs"))
+    for key in ("grad_outputs", "grad_inputs"):
+        for j, summary in enumerate(_list(f[key], key)):
+            if id(summary) not in checked:
+                _summary(summary, f"{key}[{j}]")
+                checked.add(id(summary))
+    _int(f.get("order", 0), "order")
+
+
+def _grad_change(raw: Any) -> None:
+    c = _obj(raw, "", ("tensor", "before", "after"))
+    _str(c["tensor"], "tensor")
+    _summary(c["before"], "before")
+    _summary(c["after"], "after")
 
 
 def _second_order(raw: Any, path: str) -> None:
@@ -270,6 +313,26 @@ def _second_order(raw: Any, path: str) -> None:
         _str(b["b"], f"{where}.b")
         _values(b["values"], f"{where}.values")
     _str(s.get("error"), f"{path}.error", null=True, limit=MAX_TEXT)
+
+
+def leaf_flow_only(data: dict[str, Any]) -> dict[str, Any]:
+    """data with the flow of leaf nodes only; what is malformed in what is kept is left for
+    validate_trace to name."""
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        return data
+    leaves = {n.get("id") for n in nodes if isinstance(n, dict) and n.get("kind") == "leaf"}
+    passes = data.get("passes")
+    return {**data,
+            "passes": [{**p, "flow": _leaf_flow(p["flow"], leaves)}
+                       if isinstance(p, dict) and isinstance(p.get("flow"), dict) else p
+                       for p in passes] if isinstance(passes, list) else passes}
+
+
+def _leaf_flow(flow: dict[str, Any], leaves: set[Any]) -> dict[str, Any]:
+    # a /2 entry's order is its position when left out: kept, from the whole flow
+    return {node: {"order": i, **f} if isinstance(f, dict) else f
+            for i, (node, f) in enumerate(flow.items()) if node in leaves}
 
 
 def as_schema_1(data: dict[str, Any]) -> dict[str, Any]:
@@ -290,19 +353,29 @@ def _pass_1(p: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any
     flow = p.get("flow")
     if not isinstance(flow, dict):
         return p
-    return {**p, "flow": {node: _flow_1(f, i, f"{path}.flow[{node!r:.40}]", gradients)
-                          if isinstance(f, dict) else f
-                          for i, (node, f) in enumerate(flow.items())}}
+    out = {}
+    for i, (node, f) in enumerate(flow.items()):
+        try:
+            out[node] = _flow_1(f, i, gradients) if isinstance(f, dict) else f
+        except _Invalid as exc:
+            raise exc.under(f"{path}.flow[{node!r:.40}]") from None
+    return {**p, "flow": out}
 
 
-def _flow_1(f: dict[str, Any], position: int, path: str,
-            gradients: list[Any]) -> dict[str, Any]:
+def _flow_1(f: dict[str, Any], position: int, gradients: list[Any]) -> dict[str, Any]:
     out = {"order": position, **f}  # entries are in run order: order is left out then
     for key in ("grad_outputs", "grad_inputs"):
         if key in f:
-            out[key] = [None if g is None else _index(g, f"{path}.{key}[{j}]", gradients)
-                        for j, g in enumerate(_list(f[key], f"{path}.{key}"))]
+            out[key] = _resolved(_list(f[key], key), key, gradients)
     return out
+
+
+def _resolved(refs: list[Any], path: str, table: list[Any]) -> list[Any]:
+    """The table entries refs points at (None stays None); a bad index named by its path."""
+    n = len(table)
+    if all(g is None or (type(g) is int and 0 <= g < n) for g in refs):  # the common case
+        return [None if g is None else table[g] for g in refs]
+    return [None if g is None else _index(g, f"{path}[{j}]", table) for j, g in enumerate(refs)]
 
 
 def _index(value: Any, path: str, table: list[Any]) -> Any:
