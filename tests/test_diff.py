@@ -182,6 +182,12 @@ def test_bad_input_exits_2_and_inputs_are_never_overwritten(tmp_path: Path) -> N
     clash = invoke("diff", trace, TANH, "-o", trace)
     assert clash.exit_code == 2 and trace.read_bytes() == before
     assert invoke("diff", RELU, TANH, "--format", "xml").exit_code == 2
+    broken = json.loads(trace.read_text())
+    broken["nodes"][2]["type"] = 7  # diff reads nodes: checked as show checks them
+    bad_node = tmp_path / "bad_node.json"
+    bad_node.write_text(json.dumps(broken))
+    result = invoke("diff", bad_node, RELU)
+    assert result.exit_code == 2 and "nodes[2].type: expected a string, found int" in result.stderr
     garbage = tmp_path / "garbage.json"
     garbage.write_text('{"schema": "gradtrace.trace/2", "nodes": 3}')
     bad = invoke("diff", garbage, RELU)
@@ -223,3 +229,13 @@ def test_a_changed_op_in_a_chain_is_matched_in_place() -> None:
 @pytest.mark.parametrize("n", [0, 1, 3])
 def test_tiny_and_empty_graphs(n: int) -> None:
     assert compare(chain(n), chain(n), "a", "b").same
+
+
+def test_the_readme_transcript_is_what_diff_prints() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("$ gradtrace diff scenarios/diff/mlp_relu.py "
+                         "scenarios/diff/mlp_tanh.py\n", 1)[1].split("```", 1)[0]
+    shown = [line for line in block.splitlines() if line.strip() != "…"]
+    printed = invoke("diff", "scenarios/diff/mlp_relu.py", "scenarios/diff/mlp_tanh.py",
+                     env={"COLUMNS": "100"}).stdout.splitlines()
+    assert shown == [line for line in printed if line in shown] and len(shown) > 8

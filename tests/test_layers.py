@@ -26,6 +26,7 @@ LAYER_OF = {
     "gradtrace.capture": "capture",
     "gradtrace.check": "check",
     "gradtrace.api": "api",
+    "gradtrace.pytest_plugin": "plugin",
     "gradtrace": "package",  # __init__ and __main__
     "gradtrace.cli": "cli",
 }
@@ -41,6 +42,8 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "api": {"base", "model", "findings", "render", "extract", "capture", "api"},
     "cli": {"base", "model", "findings", "diff", "render", "extract", "capture", "check", "cli"},
     "package": {"base", "api", "cli"},
+    "plugin": {"base", "model", "findings", "diff", "render", "extract", "capture", "api",
+               "plugin"},
 }
 THIRD_PARTY = {  # outside the standard library
     "base": set(), "model": set(), "findings": set(), "diff": set(),
@@ -49,6 +52,7 @@ THIRD_PARTY = {  # outside the standard library
     "api": {"rich"},
     "cli": {"typer", "rich"},
     "package": set(),
+    "plugin": {"pytest", "rich"},
 }
 
 
