@@ -12,8 +12,8 @@ from helpers import SCENARIOS, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtrace.capture.flow import FlowCapture
-from gradtrace.extract.summary import to_summaries
+from gradtrace.capture.flow import FlowCapture, content_key
+from gradtrace.extract.summary import grad_stats, to_summaries
 from gradtrace.extract.walk import walk
 
 approx = pytest.approx
@@ -381,3 +381,25 @@ def test_an_earlier_pass_graph_shows_that_pass_gradients(tmp_path: Path) -> None
     assert "root of pass 1: loss  ·  gradients of pass 1" in out
     first = out.split("root of pass 1")[1]
     assert "MulBackward0  n2  line 4  grad in 1" in first and "no gradient" not in first
+
+
+def test_a_stale_sent_key_is_not_taken_for_a_new_gradient() -> None:
+    """What was sent to a node may be copied on its way (a view without a hook reshapes a
+    transposed gradient) and freed; a gradient the node then makes can take its memory, and
+    so its content key. Only the received tensor itself may reuse the sent summary: here the
+    stale key is the key of the very gradient the node sends on."""
+    a = torch.randn(32, 32, requires_grad=True)
+    b = a * 2
+    nodes, edges = walk([b.grad_fn])
+    capture = FlowCapture(nodes, edges, leaves_run=False)
+    mul = b.grad_fn
+    received = torch.full((32, 32), 3.0)
+    made = torch.full((32, 32), 6.0)  # what MulBackward0 sends: received * 2
+    stale = torch.full((32, 32), -1.0)  # what "was sent" to it, now gone, at made's address
+    capture._sent[id(mul), 0] = (content_key(made), grad_stats(stale, capture._table))
+    capture._summarise(mul, {}, (made, None), (received,))
+    record = capture.records[id(mul)]
+    got, sent = to_summaries([*record.received, *record.sent[:1]])
+    capture.remove()
+    assert (got.min, got.max) == (3.0, 3.0)
+    assert (sent.min, sent.max) == (6.0, 6.0)  # its own statistics, not the stale -1.0

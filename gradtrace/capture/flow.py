@@ -171,10 +171,14 @@ class FlowCapture:
             came = sent.pop((me, k), None)
             if g is None:
                 outs.append(None)
-            else:
-                if came is not None:
-                    memo.setdefault(*came)  # unchanged since it was sent: its summary serves
-                outs.append(_summary(memo, g, content_key(g), self._table))
+                continue
+            key = content_key(g)
+            if came is not None and came[0] == key:
+                # the very tensor that was sent, unchanged: its summary serves. (Another key
+                # may be stale: what was sent was copied on its way, by a view without a hook,
+                # and freed, so one of this node's new gradients may take its memory.)
+                memo.setdefault(key, came[1])
+            outs.append(_summary(memo, g, key, self._table))
         ins: list[RawStats | None] = []
         for slot, g in enumerate(grad_inputs):
             if g is None:
