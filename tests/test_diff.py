@@ -239,3 +239,25 @@ def test_the_readme_transcript_is_what_diff_prints() -> None:
     printed = invoke("diff", "scenarios/diff/mlp_relu.py", "scenarios/diff/mlp_tanh.py",
                      env={"COLUMNS": "100"}).stdout.splitlines()
     assert shown == [line for line in printed if line in shown] and len(shown) > 8
+
+
+def test_a_frozen_weight_flips_requires_grad_and_its_gradient_vanishes(tmp_path: Path) -> None:
+    frozen = tmp_path / "frozen.py"
+    frozen.write_text(RELU.read_text().replace(
+        "x = torch.randn(8, 3)", "model[2].weight.requires_grad_(False)\nx = torch.randn(8, 3)"))
+    code, data = diff_json(RELU, frozen)
+    assert code == 1
+    assert {"name": "model.2.weight", "change": "requires_grad", "before": True,
+            "after": False} in data["tensors"]
+    vanished = [(g["tensor"], g["pass"]) for g in data["gradients"] if g["change"] == "vanished"]
+    assert ("model.2.weight", 1) in vanished
+    # the weight's AccumulateGrad and the TBackward0 over it are gone from the graph
+    assert sorted(c["a"]["type"] for c in data["nodes"] if c["change"] == "removed") == [
+        "AccumulateGrad", "TBackward0"]
+
+
+def test_file_func_sides() -> None:
+    target = f"{SCENARIOS / 'real' / 'test_value_grads.py'}::test_sanity_check"
+    result = invoke("diff", target, target)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "same:" in result.stdout

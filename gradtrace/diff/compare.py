@@ -83,9 +83,10 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
     moved: set[str] = set()
     for i, (pa, pb) in enumerate(zip(a.passes, b.passes, strict=False), 1):
         for ta, tb in both:
-            if not (ta.is_leaf and tb.is_leaf and ta.node and tb.node):
+            if not (ta.is_leaf and tb.is_leaf):
                 continue
-            fa, fb = pa.flow.get(ta.node), pb.flow.get(tb.node)
+            fa = pa.flow.get(ta.node) if ta.node else None  # no node: not in the graph
+            fb = pb.flow.get(tb.node) if tb.node else None
             if fa is None and fb is None:
                 continue
             ga = fa.grad_outputs[0] if fa is not None and fa.grad_outputs else None
