@@ -80,3 +80,12 @@ def test_py_typed_is_shipped() -> None:
 
     assert (Path(gradtrace.__file__).parent / "py.typed").exists()
     assert '"py.typed"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_version_is_the_installed_one() -> None:
+    from importlib.metadata import version
+
+    from gradtrace import __version__
+
+    assert version("gradtrace") == __version__
+    assert invoke("--version").stdout.strip() == f"gradtrace {__version__}"

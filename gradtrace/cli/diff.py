@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from ..errors import GradtraceError
-from ..render.diffs import SHOWN
 from ..render.formats import find_format, suffix_list
 from .core import (
     DEBUG,
@@ -54,7 +53,7 @@ def diff(
                                     "green, removed red, changed amber; the suffix picks the "
                                     f"format ({suffix_list()}; .json writes the diff)."),
     show_all: bool = typer.Option(False, "--all", help="List every difference (by default "
-                                  f"each section lists {SHOWN} and says how many more)."),
+                                  "each section lists its first 20 and says how many more)."),
     root: list[str] | None = ROOT,
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
