@@ -1,7 +1,8 @@
 """Set-up and everyday tasks, with nothing but Python 3.11 needed to start.
 
     python3 dev.py demo    set up .venv, then show a bundled scenario and draw it to out/
-    python3 dev.py test    set up .venv, then run the test suite (extra args go to pytest)
+    python3 dev.py test    set up .venv (and Chromium for the page's browser tests), then run
+                           the test suite (extra args go to pytest)
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.1 is already importable there (an unpinned torch would pull a multi-GB CUDA
@@ -55,6 +56,21 @@ def ensure_graphviz() -> None:
         "needs it (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
 
 
+def ensure_chromium() -> None:
+    """The browser the interactive page is tested in (Debian's package; Playwright drives it,
+    with no browser download)."""
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    apt = shutil.which("apt-get")
+    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
+        say("installing Chromium for the page's browser tests (apt-get install -y chromium)")
+        if run(apt, "update", "-qq", check=False) == 0 and \
+                run(apt, "install", "-y", "-qq", "chromium", check=False) == 0:
+            return
+    say("Chromium is missing and could not be installed here: the browser tests of the "
+        "interactive page will be skipped (Debian/Ubuntu: apt-get install chromium)")
+
+
 def setup() -> None:
     if not PY.exists():
         say(f"creating {VENV.name}")
@@ -85,6 +101,7 @@ def main(argv: list[str]) -> int:
             if code == 0:
                 say(f"wrote {SVG}")
         return code
+    ensure_chromium()
     return run(PY, "-m", "pytest", "-q", *argv[1:], check=False)
 
 

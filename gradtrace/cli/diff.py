@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ..errors import GradtraceError
-from ..render.formats import find_format, suffix_list
+from ..render.formats import find_format
 from .core import (
     DEBUG,
     NO_BACKWARD,
@@ -51,7 +51,7 @@ def diff(
     out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
                                     help="Also draw both graphs in one picture: added nodes "
                                     "green, removed red, changed amber; the suffix picks the "
-                                    f"format ({suffix_list()}; .json writes the diff)."),
+                                    "format (.svg .png .pdf .dot .mmd; .json writes the diff)."),
     show_all: bool = typer.Option(False, "--all", help="List every difference (by default "
                                   "each section lists its first 20 and says how many more)."),
     root: list[str] | None = ROOT,
@@ -84,8 +84,11 @@ def diff(
     else:
         stdout_console().print(diff_report(result, every=show_all))
     if target is not None and chosen is not None:
-        if chosen.draw is None:
+        if chosen.name == "json":
             data = diff_json(result).encode("utf-8")
+        elif chosen.draw is None:
+            raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",
+                                 "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
         else:
             from ..diff.union import union_trace
             from ..render.diffs import diff_drawing

@@ -33,6 +33,7 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "  gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png\n\n"
     "  gradtrace dot scenarios/mlp_modules.py --focus model.0.weight -o near.svg\n\n"
     "  gradtrace dot trace.json -o graph.mmd                  Mermaid, from a saved trace\n\n"
+    "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html   interactive page\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
     "Exit codes: 0 success, 2 bad input or an output that cannot be written.",
@@ -73,7 +74,7 @@ def dot(
     passes: str = PASSES,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
-    """Export the autograd graph: DOT, SVG, PNG, PDF, JSON or Mermaid."""
+    """Export the autograd graph: DOT, SVG, PNG, PDF, JSON, Mermaid or an interactive page."""
     source = input_file(scenario)
     target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:

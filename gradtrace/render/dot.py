@@ -59,8 +59,10 @@ def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str]) -> list[str]
 
 
 @gc_paused
-def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
-    """DOT text; the same drawing gives the same bytes."""
+def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
+           ids: bool = False) -> str:
+    """DOT text; the same drawing gives the same bytes. ids: each box's SVG element takes
+    its box id, each arrow's "src->dst", each cluster's "cluster_<module>" (for the page)."""
     big = BIG_LAYOUT if len(drawing.boxes) > BIG else ""
     lines = [
         "digraph gradtrace {",
@@ -68,6 +70,8 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         f'  node [fontname="{FONT}", fontsize=10, margin="0.12,0.05"];',
         f'  edge [fontname="{FONT}", fontsize=9, color="#555555"];',
     ]
+    if ids:
+        lines.append('  node [id="\\N"]; edge [id="\\E"];')
     depth = 1
     for what, item in nested(drawing):
         indent = "  " * depth
@@ -76,7 +80,8 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True) -> str:
         elif what == "open":
             lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
             lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '
-                         'color="#90a4ae"; fontcolor="#546e7a";')
+                         'color="#90a4ae"; fontcolor="#546e7a";'
+                         + (f" id={quote('cluster_' + item)};" if ids else ""))
             depth += 1
         else:
             depth -= 1

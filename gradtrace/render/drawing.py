@@ -38,6 +38,7 @@ class Drawing:
     boxes: list[Box] = field(default_factory=list)  # a box's cluster is a module path
     arrows: list[Arrow] = field(default_factory=list)
     tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
+    members: dict[str, list[str]] = field(default_factory=dict)  # folded box -> its node ids
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -99,6 +100,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                      for box_id, lines, kind, cluster in out.boxes]
     folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
     if folded_into:  # a chain's first node is drawn as the whole chain; the others not
+        for node_id, (box_id, _) in folded_into.items():
+            out.members.setdefault(box_id, []).append(node_id)
         out.boxes = [(box_id, lines, kind, cluster) if box_id not in folded_into else
                      (box_id, folded_into[box_id][1], "folded", cluster)
                      for box_id, lines, kind, cluster in out.boxes

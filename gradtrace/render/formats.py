@@ -14,11 +14,14 @@ from ..errors import ExportError
 from ..model.records import Trace
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
+from .html import to_html
 from .json import to_json
 from .mermaid import to_mermaid
 
 # a drawing, layout direction -> the file's bytes
 Drawer = Callable[[Drawing, str], bytes]
+# the trace, what to draw, layout direction -> the file's bytes
+Exporter = Callable[[Trace, DrawOptions, str], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +31,21 @@ class ExportFormat:
     name: str
     suffixes: tuple[str, ...]
     description: str
-    draw: Drawer | None  # None: not a picture, the trace's JSON
+    draw: Drawer | None  # a picture of a Drawing; None: made from the whole trace
     binary: bool = False  # not for a terminal: only written to a file
     graphviz: bool = False  # laid out by Graphviz's `dot` program
+    whole: Exporter | None = None  # made from the whole trace (the JSON, the page)
 
     @property
     def whole_trace(self) -> bool:
         """Whether it holds every recorded fact (saved tensors, gradient flow)."""
-        return self.draw is None
+        return self.whole is not None
 
     def export(self, trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
         """The file's bytes for trace."""
-        if self.draw is None:
-            return to_json(trace).encode("utf-8")
+        if self.whole is not None:
+            return self.whole(trace, options, rankdir)
+        assert self.draw is not None  # each row has one or the other
         return self.draw(drawing(trace, options), rankdir)
 
 
@@ -50,6 +55,10 @@ def _dot(picture: Drawing, rankdir: str) -> bytes:
 
 def _mermaid(picture: Drawing, rankdir: str) -> bytes:
     return to_mermaid(picture, rankdir).encode("utf-8")
+
+
+def _json(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
+    return to_json(trace).encode("utf-8")
 
 
 def _laid_out(fmt: str) -> Drawer:
@@ -66,9 +75,11 @@ FORMATS: tuple[ExportFormat, ...] = (
                  graphviz=True),
     ExportFormat("pdf", (".pdf",), "PDF document", _laid_out("pdf"), binary=True,
                  graphviz=True),
-    ExportFormat("json", (".json",), "the whole trace as JSON", None),
+    ExportFormat("json", (".json",), "the whole trace as JSON", None, whole=_json),
     ExportFormat("mmd", (".mmd", ".mermaid"), "Mermaid flowchart (GitHub renders it)",
                  _mermaid),
+    ExportFormat("html", (".html", ".htm"), "interactive page: pan, zoom, search, details",
+                 None, graphviz=True, whole=to_html),
 )
 DEFAULT = FORMATS[0]
 

@@ -1,0 +1,84 @@
+"""The interactive page: the Graphviz SVG inlined, each box's details as JSON keyed by its
+SVG id, and a small script of our own for pan, zoom, search, a details panel, folded boxes
+and module clusters. One self-contained file: nothing is fetched."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from ..model.labels import grad_text, shape_text
+from ..model.records import Node, Trace
+from .dot import render, to_dot
+from .drawing import Drawing, DrawOptions, drawing
+from .escape import visible
+from .labels import received_text, size_text
+
+MEMBERS_LISTED = 200  # a folded box lists its first nodes; the count says how many in all
+_PROLOG = re.compile(r"\A.*?(?=<svg)", re.DOTALL)  # the XML declaration, DOCTYPE, comments
+
+
+def to_html(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
+    """The page for trace, drawn as options say."""
+    picture = drawing(trace, options)
+    svg = render(to_dot(picture, rankdir, ids=True), "svg").decode("utf-8")
+    data = page_data(trace, picture)
+    folder = resources.files(__package__)
+    page = (folder / "page.html").read_text(encoding="utf-8")
+    parts = {
+        "STYLE": (folder / "page.css").read_text(encoding="utf-8"),
+        "SCRIPT": (folder / "page.js").read_text(encoding="utf-8"),
+        "DATA": script_json(data),
+        "SVG": _PROLOG.sub("", svg, count=1),
+        "TITLE": _html_text(f"gradtrace: {trace.scenario or 'trace'}"),
+    }
+    # one pass over the template: a value is never searched for another placeholder
+    return re.sub(r"<!--gradtrace:(\w+)-->", lambda m: parts[m[1]], page).encode("utf-8")
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside <script>: no "<", ">" or "&" that could end or open a tag."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _html_text(text: str) -> str:
+    return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def page_data(trace: Trace, picture: Drawing) -> dict[str, Any]:
+    """What the script reads: each drawn box by its SVG id (its kind, label, module cluster
+    and the nodes it stands for), and the passes to choose from."""
+    nodes = {n.id: n for n in trace.nodes}
+    shapes = {t.name: shape_text(t.dtype, t.shape) for t in trace.tensors}
+    boxes = {}
+    for box_id, lines, kind, cluster in picture.boxes:
+        members = picture.members.get(box_id) or ([box_id] if box_id in nodes else [])
+        boxes[box_id] = {
+            "kind": kind, "label": list(lines), "cluster": cluster, "count": len(members),
+            "nodes": [_node_data(nodes[m], trace, shapes) for m in members[:MEMBERS_LISTED]],
+        }
+    passes = [f"pass {i}: {p.kind}" + (f" at line {p.line} {p.code}" if p.line else "")
+              + ("" if p.by == "scenario" else " (by gradtrace)")
+              for i, p in enumerate(trace.passes, 1)]
+    return {"boxes": boxes, "passes": passes, "scenario": trace.scenario}
+
+
+def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:
+    grads = []
+    for p in trace.passes:
+        f = p.flow.get(n.id)
+        grads.append(None if f is None else [received_text(f.grad_outputs),
+                                             [grad_text(g) for g in f.grad_inputs]])
+    return {
+        "id": n.id, "type": n.type, "kind": n.kind, "tensor": n.tensor,
+        "shape": shapes.get(n.tensor) if n.tensor else None, "module": n.module,
+        "source": None if n.source is None else
+        {"file": n.source.file, "line": n.source.line, "code": n.source.code},
+        "saved": [[s.name, shape_text(s.dtype, s.shape) if s.status == "ok" else s.status,
+                   size_text(s.bytes)] for s in n.saved],
+        "grads": grads,
+    }
+
