@@ -43,32 +43,32 @@ def has_torch() -> bool:
     return subprocess.run([str(PY), "-c", probe], capture_output=True).returncode == 0
 
 
-def ensure_graphviz() -> None:
-    if shutil.which("dot"):
+def ensure_system_package(commands: tuple[str, ...], package: str, missing: str) -> None:
+    """Install a Debian package with apt-get when none of its commands is found and this
+    user can; else say what is missing (missing: what goes without it)."""
+    if any(shutil.which(c) for c in commands):
         return
     apt = shutil.which("apt-get")
     if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
-        say("installing Graphviz (apt-get install -y graphviz)")
+        say(f"installing {package} (apt-get install -y {package})")
         if run(apt, "update", "-qq", check=False) == 0 and \
-                run(apt, "install", "-y", "-qq", "graphviz", check=False) == 0:
+                run(apt, "install", "-y", "-qq", package, check=False) == 0:
             return
-    say("Graphviz's `dot` is missing and could not be installed here: SVG/PNG/PDF export "
-        "needs it (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)")
+    say(f"{package} is missing and could not be installed here: {missing}")
+
+
+def ensure_graphviz() -> None:
+    ensure_system_package(("dot",), "graphviz", "SVG/PNG/PDF export needs its `dot` "
+                          "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install "
+                          "graphviz)")
 
 
 def ensure_chromium() -> None:
-    """The browser the interactive page is tested in (Debian's package; Playwright drives it,
-    with no browser download)."""
-    if shutil.which("chromium") or shutil.which("chromium-browser"):
-        return
-    apt = shutil.which("apt-get")
-    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
-        say("installing Chromium for the page's browser tests (apt-get install -y chromium)")
-        if run(apt, "update", "-qq", check=False) == 0 and \
-                run(apt, "install", "-y", "-qq", "chromium", check=False) == 0:
-            return
-    say("Chromium is missing and could not be installed here: the browser tests of the "
-        "interactive page will be skipped (Debian/Ubuntu: apt-get install chromium)")
+    """The browser the interactive page is tested in (Playwright drives it, with no browser
+    download)."""
+    ensure_system_package(("chromium", "chromium-browser"), "chromium",
+                          "the browser tests of the interactive page will be skipped "
+                          "(Debian/Ubuntu: apt-get install chromium)")
 
 
 def setup() -> None:
