@@ -182,6 +182,9 @@ def test_bad_input_exits_2_and_inputs_are_never_overwritten(tmp_path: Path) -> N
     clash = invoke("diff", trace, TANH, "-o", trace)
     assert clash.exit_code == 2 and trace.read_bytes() == before
     assert invoke("diff", RELU, TANH, "--format", "xml").exit_code == 2
+    page = invoke("diff", RELU, TANH, "-o", tmp_path / "d.html")
+    assert page.exit_code == 2 and "not made for a diff" in page.stderr
+    assert not (tmp_path / "d.html").exists()
     broken = json.loads(trace.read_text())
     broken["nodes"][2]["type"] = 7  # diff reads nodes: checked as show checks them
     bad_node = tmp_path / "bad_node.json"

@@ -70,6 +70,9 @@ def diff(
     sources = [input_file(a), input_file(b)]
     target = None if out is None else absolute(out)
     chosen = None if out is None else find_format(out, None)
+    if chosen is not None and chosen.name != "json" and chosen.draw is None:
+        raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",
+                             "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
     run = RunChoices(None, passes, timeout)
     loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run,
                          lean=True)
@@ -84,11 +87,8 @@ def diff(
     else:
         stdout_console().print(diff_report(result, every=show_all))
     if target is not None and chosen is not None:
-        if chosen.name == "json":
+        if chosen.draw is None:  # .json
             data = diff_json(result).encode("utf-8")
-        elif chosen.draw is None:
-            raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",
-                                 "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
         else:
             from ..diff.union import union_trace
             from ..render.diffs import diff_drawing

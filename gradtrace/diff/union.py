@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, NamedTuple
 
 from ..model.diffs import NodeChange, NodeChangeKind
@@ -54,7 +55,8 @@ def union_trace(a: Trace, b: Trace, m: Matching, changes: tuple[NodeChange, ...]
     rewired.update(((e.src, e.dst), "added") for e in b.edges
                    if e not in in_a and e.src in matched and e.dst in matched)
     names_b = {t.name for t in b.tensors}
-    tensors = b.tensors + tuple(t for t in a.tensors if t.name not in names_b)
+    tensors = b.tensors + tuple(replace(t, node=id_of.get(t.node) if t.node else None)
+                                for t in a.tensors if t.name not in names_b)
     union = Trace(None, b.gradtrace_version, b.torch_version, b.outputs, b.output_names,
                   "the outputs of B", nodes, tuple(edges), tensors, (), ())
     return Union(union, status, rewired)
