@@ -17,6 +17,7 @@ from ..extract.summary import summarize
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad, release, saved_reader, saved_tensors, walk
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
+from ..gcpause import gc_paused
 from ..model.records import (
     Finding,
     GradChange,
@@ -219,6 +220,7 @@ class Recorder:
                 names.setdefault(id(grad), f"{name}.grad")
         return [names.get(id(t)) for t in tensors]
 
+    @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
     def run_pass(
         self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
         call: Callable[[], Any], every_leaf: bool = True,
