@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -403,3 +404,27 @@ def test_a_stale_sent_key_is_not_taken_for_a_new_gradient() -> None:
     capture.remove()
     assert (got.min, got.max) == (3.0, 3.0)
     assert (sent.min, sent.max) == (6.0, 6.0)  # its own statistics, not the stale -1.0
+
+
+def test_scalar_gradients_are_one_entry_per_edge_and_keep_their_sign(tmp_path: Path) -> None:
+    """A 0-d gradient is summarised as its number: what a node sends and its input receives
+    is one table entry, a hook's change is still seen, and -0.0 stays apart from 0.0."""
+    path = tmp_path / "numbers.py"
+    path.write_text("import torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+                    "w = torch.tensor(1.0, requires_grad=True)\n"
+                    "y = x * 3\ny.register_hook(lambda g: g * 10)\n"
+                    "z = y * 4 + (w * -1.0) * 0.0\nz.backward()\n")
+    result = invoke("show", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    raw = json.loads(result.stdout)
+    ids = {t["name"]: t["node"] for t in raw["tensors"]}
+    flow = raw["passes"][0]["flow"]
+    table = raw["gradients"]
+    y_in, x_in = flow[ids["y"]]["grad_inputs"][0], flow[ids["x"]]["grad_outputs"][0]
+    assert y_in == x_in and table[x_in]["values"] == 120.0  # one entry, both ends
+    assert table[flow[ids["y"]]["grad_outputs"][0]]["values"] == 40.0  # after the hook
+    assert any(f["code"] == "hook-changed-gradient" for f in raw["findings"])
+    w_got = table[flow[ids["w"]]["grad_outputs"][0]]["values"]
+    assert w_got == 0.0 and math.copysign(1.0, w_got) == -1.0
+    assert any(g.get("values") == 0.0 and math.copysign(1.0, g["values"]) == 1.0
+               for g in table)  # the 0.0 that the multiplication by -1 received

@@ -42,6 +42,30 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,
     return raw
 
 
+def _is_number(g: torch.Tensor) -> bool:
+    """Whether g is a plain 0-d floating CPU tensor: its summary is its number (the gradient
+    of a scalar chain), made without a content key."""
+    return not g.dim() and type(g) is torch.Tensor and g.is_floating_point() and g.is_cpu \
+        and g.layout == torch.strided
+
+
+def _number(g: torch.Tensor, known: RawStats | None) -> RawStats:
+    """The summary of a 0-d gradient: known's when it holds the same number (what was sent
+    along the edge, or passed on to another input), else a new one."""
+    v = g.item()
+    if known is not None and known.shape == () and isinstance(known.values, float) \
+            and _same_number(known.values, v):
+        return known
+    return RawStats((), None, v)
+
+
+def _same_number(a: float, b: float) -> bool:
+    """Equal as JSON writes them: -0.0 is not 0.0, and every NaN is "nan"."""
+    if a != b:
+        return a != a and b != b
+    return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same
 # elements (the same norm, min and max), in another shape (or the same: clone passes it on).
 RELAYOUT = frozenset({
@@ -91,9 +115,10 @@ class FlowCapture:
     The hooks return None, so no gradient changes; they keep summaries, never gradients.
     Most gradients appear several times (sent along an edge, then received; passed on by Add
     to both inputs; reshaped or transposed by a view op), so a summary is reused when the
-    content key matches. Keys are compared only while both tensors are surely alive: within
-    one hook call, or along an edge while the engine holds the gradient in between (so its
-    memory cannot be reused); a hook's new tensor or an in-place change gets a new summary.
+    content key matches (for a 0-d gradient, when its number does). Keys are compared only
+    while both tensors are surely alive: within one hook call, or along an edge while the
+    engine holds the gradient in between (so its memory cannot be reused); a hook's new
+    tensor or an in-place change gets a new summary.
     watched: ids of nodes that always get a hook (the grad_fns of named tensors, which may
     carry the user's own hooks).
     """
@@ -106,7 +131,7 @@ class FlowCapture:
         self._collecting = gc.isenabled()
         gc.disable()
         self.records: dict[int, FlowRecord] = {}
-        self._sent: dict[tuple[int, int], tuple[Key, RawStats]] = {}
+        self._sent: dict[tuple[int, int], tuple[Key | None, RawStats]] = {}  # None: a number
         self._table = StatsTable()
         self.failures: list[str] = []  # nodes whose gradients could not be summarised
         ways_in = [0] * len(nodes)
@@ -166,11 +191,16 @@ class FlowCapture:
         """Summarise what node received (grad_outputs) and sent (grad_inputs)."""
         sent, me = self._sent, id(node)
         memo: dict[Key, RawStats] = {}
+        last: RawStats | None = None  # the latest number summarised in this call
         outs: list[RawStats | None] = []
         for k, g in enumerate(grad_outputs):
             came = sent.pop((me, k), None)
             if g is None:
                 outs.append(None)
+                continue
+            if _is_number(g):
+                last = _number(g, None if came is None else came[1])
+                outs.append(last)
                 continue
             key = content_key(g)
             if came is not None and came[0] == key:
@@ -184,12 +214,16 @@ class FlowCapture:
             if g is None:
                 ins.append(None)
                 continue
-            key = content_key(g)
-            raw = _summary(memo, g, key, self._table)
+            sent_key: Key | None = None
+            if _is_number(g):
+                raw = last = _number(g, last)
+            else:
+                sent_key = content_key(g)
+                raw = _summary(memo, g, sent_key, self._table)
             ins.append(raw)
             target = targets.get(slot)
             if target is not None:
-                sent[target] = (key, raw)
+                sent[target] = (sent_key, raw)
         self.records[me] = FlowRecord(node, len(self.records), outs, ins)
 
     def remove(self) -> None:
