@@ -203,12 +203,13 @@ def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
 def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     records = sorted((r for r in p.flow.values() if r.node in node_ids),
                      key=lambda r: r.order)
-    raws = [g for r in records for g in (*r.received, *r.sent)]
-    summaries = iter(to_summaries(raws))
+    summaries = to_summaries([g for r in records for g in (*r.received, *r.sent)])
     flow = {}
-    for node, order, received, sent in records:
-        flow[node_ids.of(node)] = NodeFlow(tuple(next(summaries) for _ in received),
-                                          tuple(next(summaries) for _ in sent), order)
+    end = 0
+    for node, order, received, sent in records:  # each record's slice of the summaries
+        start, middle, end = end, end + len(received), end + len(received) + len(sent)
+        flow[node_ids.of(node)] = NodeFlow(tuple(summaries[start:middle]),
+                                          tuple(summaries[middle:end]), order)
     return flow
 
 

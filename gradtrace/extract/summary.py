@@ -138,7 +138,11 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         shape, place, values = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
-            if not isinstance(values, torch.Tensor):  # a 0-d gradient's number
+            if type(values) is float:  # a 0-d gradient's number: the common case, short
+                made[id(raw)] = GradSummary((), abs(values), values, values,
+                                            math.isfinite(values), values)
+                continue
+            if not isinstance(values, torch.Tensor):  # a complex number
                 made[id(raw)] = _small_summary(shape, values)
                 continue
             try:

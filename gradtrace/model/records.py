@@ -106,9 +106,9 @@ class GradChange:
     after: GradSummary | None
 
 
-@dataclass(frozen=True, slots=True)
-class NodeFlow:
-    """What one node received (per output) and sent (per input) during a pass."""
+class NodeFlow(NamedTuple):
+    """What one node received (per output) and sent (per input) during a pass (a named
+    tuple: a pass over a big graph makes one per node)."""
 
     grad_outputs: tuple[GradSummary | None, ...]
     grad_inputs: tuple[GradSummary | None, ...]
