@@ -120,24 +120,32 @@ def _unused_module(name: str, unused: set[str], wanting: list[str]) -> str:
 
 def hook_changes(trace: Trace) -> list[Finding]:
     """Edges whose gradient arrived different from what was sent: a hook changed it."""
-    findings: list[Finding] = []
-    if not any(p.flow for p in trace.passes):
-        return findings
-    nodes = {n.id: n for n in trace.nodes}
-    fan_in = Counter((e.src, e.src_output) for e in trace.edges)
+    changed: list[tuple[int, Edge, GradSummary, GradSummary]] = []
     for i, p in enumerate(trace.passes, 1):
-        for e in trace.edges:
-            if fan_in[(e.src, e.src_output)] != 1 or e.src not in p.flow or e.dst not in p.flow:
+        flow = p.flow
+        for e in trace.edges if flow else ():
+            f_dst, f_src = flow.get(e.dst), flow.get(e.src)
+            if f_dst is None or f_src is None:
                 continue
-            sent, received = p.sent(e), p.received(e)
-            if sent is not None and received is not None and not same_gradient(sent, received):
-                node = nodes[e.src]
-                findings.append(HOOK_CHANGED_GRADIENT.finding(
-                    f"pass {i}: a hook changed the gradient into {node_title(node)} "
-                    f"({node.id}): {grad_text(sent)} was sent, {grad_text(received)} arrived",
-                    tensor=node.tensor, node=node.id,
-                ))
-    return findings
+            sent = f_dst.grad_inputs[e.dst_input] if e.dst_input < len(f_dst.grad_inputs) \
+                else None
+            received = f_src.grad_outputs[e.src_output] \
+                if e.src_output < len(f_src.grad_outputs) else None
+            # the flow shares one summary between the ends of an unchanged edge: the common
+            # case, told apart without a comparison
+            if sent is not received and sent is not None and received is not None \
+                    and not same_gradient(sent, received):
+                changed.append((i, e, sent, received))
+    if not changed:
+        return []
+    fan_in = Counter((e.src, e.src_output) for e in trace.edges)
+    nodes = {n.id: n for n in trace.nodes}
+    return [HOOK_CHANGED_GRADIENT.finding(
+                f"pass {i}: a hook changed the gradient into {node_title(nodes[e.src])} "
+                f"({e.src}): {grad_text(sent)} was sent, {grad_text(received)} arrived",
+                tensor=nodes[e.src].tensor, node=e.src)
+            for i, e, sent, received in changed
+            if fan_in[(e.src, e.src_output)] == 1]  # else what arrived is a sum
 
 
 def _finite(g: GradSummary | None) -> bool:
@@ -148,12 +156,7 @@ def nan_origins(trace: Trace) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
     a non-finite one."""
     findings: list[Finding] = []
-    if not any(p.flow for p in trace.passes):
-        return findings
-    nodes = {n.id: n for n in trace.nodes}
-    inputs: dict[str, list[Edge]] = {}
-    for e in trace.edges:
-        inputs.setdefault(e.dst, []).append(e)
+    maps = None  # made when a NaN is found: a big graph's maps cost more than the search
     for i, p in enumerate(trace.passes, 1):
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
             if not all(_finite(g) for g in f.grad_outputs):
@@ -164,13 +167,24 @@ def nan_origins(trace: Trace) -> list[Finding]:
                 break
             bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
             if bad:
-                findings.append(_nan_finding(i, p, nodes[node_id], bad, inputs, nodes))
+                maps = maps or _graph_maps(trace)
+                findings.append(_nan_finding(i, p, node_id, bad, maps))
                 break
     return findings
 
 
-def _nan_finding(i: int, p: Pass, node: Node, bad: list[int], inputs: dict[str, list[Edge]],
-                 nodes: dict[str, Node]) -> Finding:
+def _graph_maps(trace: Trace) -> tuple[dict[str, Node], dict[str, list[Edge]]]:
+    """The trace's nodes by id, and the edges into each node."""
+    inputs: dict[str, list[Edge]] = {}
+    for e in trace.edges:
+        inputs.setdefault(e.dst, []).append(e)
+    return {n.id: n for n in trace.nodes}, inputs
+
+
+def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int],
+                 maps: tuple[dict[str, Node], dict[str, list[Edge]]]) -> Finding:
+    nodes, inputs = maps
+    node = nodes[node_id]
     around = [f"[{e.dst_input}] {node_title(nodes[e.src])}"
               for e in inputs.get(node.id, ()) if e.dst_input in bad]
     sent = ", ".join(grad_text(p.flow[node.id].grad_inputs[k]) for k in bad)
