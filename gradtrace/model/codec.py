@@ -131,23 +131,33 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
 class _GradientTable:
     """The flow's gradient summaries, each once, referred to by index: one object is looked
     up by identity (a gradient sent along an edge and received at its other end), equal ones
-    by their repr (as exact as their JSON text, a quarter of the cost: 0.0 and -0.0 differ)."""
+    by their content (as exact as their JSON text: 0.0 and -0.0 differ)."""
 
     def __init__(self) -> None:
         # by id(): the Trace being written holds every summary, so no id is reused meanwhile
         self.kept: list[GradSummary] = []  # in index order
         self._by_id: dict[int, int] = {}
-        self._by_repr: dict[str, int] = {}
+        self._by_content: dict[Any, int] = {}
 
-    def ref(self, g: GradSummary | None) -> int | None:
-        if g is None:
-            return None
-        i = self._by_id.get(id(g))
-        if i is None:
-            i = self._by_id[id(g)] = self._by_repr.setdefault(repr(g), len(self.kept))
-            if i == len(self.kept):
-                self.kept.append(g)
-        return i
+    def refs(self, summaries: tuple[GradSummary | None, ...]) -> list[int | None]:
+        """The index of each summary (None for None), adding the new ones to the table."""
+        by_id, out = self._by_id, []
+        for g in summaries:
+            i = None if g is None else by_id.get(id(g))
+            if i is None and g is not None:
+                i = by_id[id(g)] = self._by_content.setdefault(_content(g), len(self.kept))
+                if i == len(self.kept):
+                    self.kept.append(g)
+            out.append(i)
+        return out
+
+
+def _content(g: GradSummary) -> Any:
+    """A dict key equal for summaries with the same JSON text: the summary itself (a tuple
+    of numbers) unless it holds a list or a zero, whose sign == ignores; then its repr."""
+    if type(g.values) is list or 0.0 in (g.norm, g.min, g.max, g.values):
+        return repr(g)
+    return g
 
 
 def _node_dict(n: Node) -> dict[str, Any]:
@@ -235,11 +245,11 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
 
 def _flow_refs(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
     """A pass's flow with each gradient as its index in the table."""
-    ref = gradients.ref
+    refs = gradients.refs
     return {
         node: {
-            "grad_outputs": [ref(g) for g in f.grad_outputs],
-            "grad_inputs": [ref(g) for g in f.grad_inputs],
+            "grad_outputs": refs(f.grad_outputs),
+            "grad_inputs": refs(f.grad_inputs),
             **({} if f.order == i else {"order": f.order}),  # in run order: left out
         }
         for i, (node, f) in enumerate(p.flow.items())
