@@ -262,11 +262,15 @@ def _records(make_loss: Callable[[], torch.Tensor], skip: bool) -> tuple[list, i
     hooked = len(capture._handles)
     loss.backward()
     capture.remove()
+    orders = [capture.records[id(node)].order for node in nodes]
+    # in a run order: each number once, every node after the node it receives from
+    assert sorted(orders) == list(range(len(nodes)))
+    assert all(orders[src] > orders[dst] for src, dst, _, _ in edges)
     out = []
     for node in nodes:
         _, _, outs, ins = capture.records[id(node)]
-        out.append([(s.shape, s.norm, s.min, s.max) if s else None
-                    for s in to_summaries(outs + ins)])
+        out.append([len(outs), *((s.shape, s.norm, s.min, s.max) if s else None
+                                 for s in to_summaries(outs + ins))])
     return out, hooked
 
 
@@ -274,8 +278,8 @@ def _assert_same_records(make_loss: Callable[[], torch.Tensor]) -> tuple[int, in
     hooked_all, every = _records(make_loss, skip=False)
     read_off, fewer = _records(make_loss, skip=True)
     for a, b in zip(hooked_all, read_off, strict=True):
-        assert len(a) == len(b)
-        for sa, sb in zip(a, b, strict=True):
+        assert a[0] == b[0]  # as many gradients received
+        for sa, sb in zip(a[1:], b[1:], strict=True):
             assert (sa is None) == (sb is None)
             if sa is not None:
                 assert sa[0] == sb[0]
@@ -312,6 +316,25 @@ def test_selects_and_slices_read_off_add_zeros(sign: float) -> None:
 
     every, fewer = _assert_same_records(loss)
     assert fewer < every
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 50), st.booleans()),
+                min_size=1, max_size=30), st.integers(0, 2**31 - 1), st.booleans())
+def test_records_read_off_neighbours_equal_hooked_ones(recipe: list, seed: int,
+                                                      scalar: bool) -> None:
+    """Chains, views and single-edge leaves without hooks: on random graphs (runs of single
+    edges, sums, shared nodes; 0-d or not) every record and run order is the hooked one."""
+    def loss() -> torch.Tensor:
+        g = torch.Generator().manual_seed(seed)
+        shape = () if scalar else (3,)
+        pool = [torch.randn(shape, generator=g, requires_grad=True) for _ in range(2)]
+        for op, i, chain in recipe:  # a link of a chain, or a sum with an earlier tensor
+            t = OPS[op](pool[-1])
+            pool.append(t * 1.5 if chain else t + pool[i % len(pool)])
+        return pool[-1].sum()
+
+    _assert_same_records(loss)
 
 
 def test_a_hook_on_a_named_view_is_seen(tmp_path: Path) -> None:
@@ -428,3 +451,17 @@ def test_scalar_gradients_are_one_entry_per_edge_and_keep_their_sign(tmp_path: P
     assert w_got == 0.0 and math.copysign(1.0, w_got) == -1.0
     assert any(g.get("values") == 0.0 and math.copysign(1.0, g["values"]) == 1.0
                for g in table)  # the 0.0 that the multiplication by -1 received
+
+
+def test_a_chain_needs_a_hook_on_every_other_node() -> None:
+    x = torch.tensor(0.5, requires_grad=True)
+
+    def loss() -> torch.Tensor:
+        x.grad = None
+        y = x
+        for k in range(100):  # ones - y sends to its second input: a slot without an edge
+            y = y.sin() if k % 2 else y * 1.5 if k % 3 else torch.ones(()) - y
+        return y
+
+    every, fewer = _assert_same_records(loss)
+    assert every == 101 and fewer <= 51  # the leaf too is read off its sender

@@ -109,6 +109,58 @@ class Relayout(NamedTuple):
     shape: tuple[int, ...]  # what it sends
 
 
+class Link(NamedTuple):
+    """A node without a hook in a run of single edges: what it received is what its consumer
+    sent, and what it sent is what each of its inputs received."""
+
+    node: Any
+    consumer: Any
+    slot: int  # the consumer's input this node feeds
+    slots: int  # how many gradients it sends (one per next_functions entry)
+    inputs: list[tuple[Any, int, int]]  # (input node, the slot it is fed from, output_nr)
+
+
+def _links(nodes: list[Any], ways_in: list[int], parent: list[tuple[int, int]],
+           children: list[list[tuple[int, int, int]]], skipped: list[bool],
+           watched: frozenset[int]) -> list[bool]:
+    """Which nodes can go without a hook, their records read off hooked neighbours: every
+    other node of a chain. Only between edges nothing else feeds (no sum), away from leaves
+    and named tensors (whose own hooks may change a gradient on its way), for built-in ops
+    with one output; only in a full backward (every node that is reached runs)."""
+    links = [False] * len(nodes)
+    hooked = [False] * len(nodes)  # an input of a link: it must keep its hook
+    for i, node in enumerate(nodes):  # walk order: a node's one consumer comes before it
+        if hooked[i] or skipped[i] or ways_in[i] != 1 or not children[i] \
+                or id(node) in watched:
+            continue
+        consumer = parent[i][0]
+        if links[consumer] or skipped[consumer]:
+            continue
+        if any(skipped[c] or ways_in[c] != 1 or id(nodes[c]) in watched
+               or hasattr(nodes[c], "variable") for c, _, _ in children[i]):
+            continue
+        if hasattr(node, "_forward_cls") or len(node._input_metadata) != 1:
+            continue  # a custom Function's node, or an op with several outputs
+        links[i] = True
+        for c, _, _ in children[i]:
+            hooked[c] = True
+    return links
+
+
+def _link_record(records: dict[int, FlowRecord], link: Link) -> FlowRecord | None:
+    """A link's record from its neighbours' (None when it did not run: they did not)."""
+    consumer = records.get(id(link.consumer))
+    if consumer is None or link.slot >= len(consumer.sent):
+        return None
+    sent: list[RawStats | None] = [None] * link.slots  # a slot without an edge sends None
+    for node, slot, k in link.inputs:
+        record = records.get(id(node))
+        if record is None or k >= len(record.received):
+            return None
+        sent[slot] = record.received[k]
+    return FlowRecord(link.node, consumer.order, [consumer.sent[link.slot]], sent)
+
+
 class FlowCapture:
     """Hooks on the nodes of a pass; `records` maps id(node) to its FlowRecord.
 
@@ -136,11 +188,12 @@ class FlowCapture:
         self.failures: list[str] = []  # nodes whose gradients could not be summarised
         ways_in = [0] * len(nodes)
         parent: list[tuple[int, int]] = [(-1, -1)] * len(nodes)  # (consumer, its slot)
-        children: list[list[tuple[int, int]]] = [[] for _ in nodes]  # (input, output_nr)
+        # (input, its output_nr, the slot it feeds)
+        children: list[list[tuple[int, int, int]]] = [[] for _ in nodes]
         for src, dst, slot, k in edges:
             ways_in[src] += 1
             parent[src] = (dst, slot)
-            children[dst].append((src, k))
+            children[dst].append((src, k, slot))
         # A re-layout node (view, transpose, select …) with one way in and one input needs no
         # hook: its record is what its consumer sent, re-shaped (or embedded in zeros). Only
         # large gradients (whose values are not kept) and only unnamed tensors (a named one
@@ -152,7 +205,7 @@ class FlowCapture:
             node = nodes[i]
             if skip_relayout and ways_in[i] == 1 and len(children[i]) == 1 \
                     and type(node).__name__ in _MAY_PASS_ON and id(node) not in watched:
-                c, k = children[i][0]
+                c, k, _ = children[i][0]
                 shape = received[i] = _received_shape(node)
                 if math.prod(shape) > VALUES_LIMIT:
                     # metadata is slow to read: in a chain of views, what one sends is what
@@ -160,11 +213,17 @@ class FlowCapture:
                     sent = received.get(c) if k == 0 else None
                     sends[i] = sent if sent is not None else _received_shape(nodes[c], k)
                     skipped[i] = _passes_on(node, shape, sends[i])
+        links = _links(nodes, ways_in, parent, children, skipped, watched) \
+            if skip_relayout and leaves_run else [False] * len(nodes)
         targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
         for src, dst, slot, k in edges:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
-                src, k = children[src][0]
-            targets[dst][slot] = (id(nodes[src]), k)
+                src, k, _ = children[src][0]
+            if not links[src]:  # a link has no hook to take what is sent to it
+                targets[dst][slot] = (id(nodes[src]), k)
+        self._links = [Link(node, nodes[parent[i][0]], parent[i][1], len(node.next_functions),
+                            [(nodes[c], slot, k) for c, k, slot in children[i]])
+                       for i, node in enumerate(nodes) if links[i]]
         self._relayout = [Relayout(node, i, nodes[parent[i][0]], parent[i][0], parent[i][1],
                                    skipped[parent[i][0]], sends[i])
                           for i, node in enumerate(nodes) if skipped[i]]  # in walk order
@@ -174,7 +233,8 @@ class FlowCapture:
         self._quiet = [node for i, node in enumerate(nodes)
                        if leaves_run and ways_in[i] == 1 and hasattr(node, "variable")
                        and not node.variable._backward_hooks]
-        quiet = {id(node) for node in self._quiet} | {id(r.node) for r in self._relayout}
+        quiet = {id(node) for node in self._quiet} | {id(r.node) for r in self._relayout} \
+            | {id(link.node) for link in self._links}
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))
                          for i, node in enumerate(nodes) if id(node) not in quiet]
 
@@ -231,6 +291,12 @@ class FlowCapture:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        hooked = len(self.records)
+        for link in self._links:  # before the leaves and re-layouts that may read them
+            record = _link_record(self.records, link)
+            if record is not None:
+                self.records[id(link.node)] = record
+        self._links.clear()
         for leaf in self._quiet:
             came = self._sent.get((id(leaf), 0))
             if came is not None:  # its sender ran: the leaf accumulated exactly that
@@ -259,5 +325,10 @@ class FlowCapture:
             sent_by[r.position] = (sent, order)
         self._relayout.clear()
         self._sent.clear()
+        if len(self.records) > hooked:
+            # records read off a neighbour took its order: number them all in run order
+            # (a stable sort: each after the neighbour it was read off)
+            ordered = sorted(self.records.values(), key=lambda r: r.order)
+            self.records = {id(r.node): r._replace(order=i) for i, r in enumerate(ordered)}
         if self._collecting:
             gc.enable()
