@@ -14,6 +14,7 @@ from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad
 from ..extract.walk import RawEdge
 
 Key = tuple[Any, ...]  # what content_key returns: compared for equality only
+Targets = tuple[tuple[int, int] | None, ...]  # by slot: (id of the input fed, output_nr)
 
 
 def content_key(g: torch.Tensor) -> Key:
@@ -215,12 +216,16 @@ class FlowCapture:
                     skipped[i] = _passes_on(node, shape, sends[i])
         links = _links(nodes, ways_in, parent, children, skipped, watched) \
             if skip_relayout and leaves_run else [False] * len(nodes)
-        targets: list[dict[int, tuple[int, int]]] = [{} for _ in nodes]
+        # tuples, and only for senders: a big graph has 100,000s (a dict each costs ~200 B)
+        targets: list[Targets] = [()] * len(nodes)
         for src, dst, slot, k in edges:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
                 src, k, _ = children[src][0]
             if not links[src]:  # a link has no hook to take what is sent to it
-                targets[dst][slot] = (id(nodes[src]), k)
+                have = targets[dst]
+                if slot >= len(have):
+                    have += (None,) * (slot + 1 - len(have))
+                targets[dst] = (*have[:slot], (id(nodes[src]), k), *have[slot + 1:])
         self._links = [Link(node, nodes[parent[i][0]], parent[i][1], len(node.next_functions),
                             [(nodes[c], slot, k) for c, k, slot in children[i]])
                        for i, node in enumerate(nodes) if links[i]]
@@ -238,7 +243,7 @@ class FlowCapture:
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))
                          for i, node in enumerate(nodes) if id(node) not in quiet]
 
-    def _on_grads(self, node: Any, targets: dict[int, tuple[int, int]],
+    def _on_grads(self, node: Any, targets: Targets,
                   grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """The hook. It never raises: a failure to summarise must not fail the user's pass."""
         try:
@@ -246,7 +251,7 @@ class FlowCapture:
         except Exception as exc:  # noqa: BLE001 - whatever it is, the backward goes on
             self.failures.append(f"{type(node).__name__}: {type(exc).__name__}: {exc}")
 
-    def _summarise(self, node: Any, targets: dict[int, tuple[int, int]],
+    def _summarise(self, node: Any, targets: Targets,
                    grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """Summarise what node received (grad_outputs) and sent (grad_inputs)."""
         sent, me = self._sent, id(node)
@@ -281,7 +286,7 @@ class FlowCapture:
                 sent_key = content_key(g)
                 raw = _summary(memo, g, sent_key, self._table)
             ins.append(raw)
-            target = targets.get(slot)
+            target = targets[slot] if slot < len(targets) else None
             if target is not None:
                 sent[target] = (sent_key, raw)
         self.records[me] = FlowRecord(node, len(self.records), outs, ins)

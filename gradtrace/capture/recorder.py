@@ -24,6 +24,7 @@ from ..model.records import (
     GradSummary,
     PassBy,
     PassKind,
+    SavedTensor,
     SecondOrder,
     Source,
     Trace,
@@ -335,9 +336,13 @@ class Recorder:
         # Saved tensors are readable only until a backward frees them: read them now.
         if not self.read_saved:
             return
+        seen = self.saved_before
+        alike: dict[tuple[SavedTensor, ...], tuple[SavedTensor, ...]] = {}
         for node in nodes:
-            if id(node) not in self.saved_before:
-                self.saved_before[id(node)] = (node, saved_tensors(node))
+            if id(node) not in seen:
+                saved = saved_tensors(node)
+                # one record for equal ones: a chain's nodes mostly save alike
+                seen[id(node)] = (node, alike.setdefault(saved, saved))
 
 
 def _callable_name(args: tuple[Any, ...]) -> str:

@@ -19,9 +19,9 @@ LEAF: Final = "leaf"
 CUSTOM: Final = "custom"
 
 
-@dataclass(frozen=True, slots=True)
-class SavedTensor:
-    """A tensor a node saved for backward; status says whether it can still be read."""
+class SavedTensor(NamedTuple):
+    """A tensor a node saved for backward; status says whether it can still be read (a named
+    tuple, like Node: a big graph has one per node or more)."""
 
     name: str
     shape: tuple[int, ...] | None
