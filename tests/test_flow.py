@@ -262,10 +262,11 @@ def _records(make_loss: Callable[[], torch.Tensor], skip: bool) -> tuple[list, i
     hooked = len(capture._handles)
     loss.backward()
     capture.remove()
-    orders = [capture.records[id(node)].order for node in nodes]
-    # in a run order: each number once, every node after the node it receives from
-    assert sorted(orders) == list(range(len(nodes)))
-    assert all(orders[src] > orders[dst] for src, dst, _, _ in edges)
+    # sorted stably by order, the records are in a run order: each node after the node it
+    # receives from
+    ran = sorted(capture.records.values(), key=lambda r: r.order)
+    position = {id(r.node): i for i, r in enumerate(ran)}
+    assert all(position[id(nodes[src])] > position[id(nodes[dst])] for src, dst, _, _ in edges)
     out = []
     for node in nodes:
         _, _, outs, ins = capture.records[id(node)]

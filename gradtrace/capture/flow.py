@@ -296,7 +296,6 @@ class FlowCapture:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        hooked = len(self.records)
         for link in self._links:  # before the leaves and re-layouts that may read them
             record = _link_record(self.records, link)
             if record is not None:
@@ -330,10 +329,5 @@ class FlowCapture:
             sent_by[r.position] = (sent, order)
         self._relayout.clear()
         self._sent.clear()
-        if len(self.records) > hooked:
-            # records read off a neighbour took its order: number them all in run order
-            # (a stable sort: each after the neighbour it was read off)
-            ordered = sorted(self.records.values(), key=lambda r: r.order)
-            self.records = {id(r.node): r._replace(order=i) for i, r in enumerate(ordered)}
         if self._collecting:
             gc.enable()

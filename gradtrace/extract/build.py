@@ -40,7 +40,9 @@ class FlowRecord(NamedTuple):
     """What one node received (per output) and sent (per input) in a pass, as raw stats."""
 
     node: Any
-    order: int  # position in the pass's execution order, 0 first
+    # where it ran: records sorted by it, stably, are in run order (a record read off a
+    # neighbour's takes its order and comes after it)
+    order: int
     received: list[RawStats | None]
     sent: list[RawStats | None]
 
@@ -201,15 +203,17 @@ def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
 
 
 def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
+    """The pass's flow by node id, in run order (each node's order its position in it)."""
     records = sorted((r for r in p.flow.values() if r.node in node_ids),
                      key=lambda r: r.order)
     summaries = to_summaries([g for r in records for g in (*r.received, *r.sent)])
     flow = {}
     end = 0
-    for node, order, received, sent in records:  # each record's slice of the summaries
+    for position, (node, _, received, sent) in enumerate(records):
         start, middle, end = end, end + len(received), end + len(received) + len(sent)
+        # each record's slice of the summaries
         flow[node_ids.of(node)] = NodeFlow(tuple(summaries[start:middle]),
-                                          tuple(summaries[middle:end]), order)
+                                          tuple(summaries[middle:end]), position)
     return flow
 
 
