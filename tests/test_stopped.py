@@ -148,7 +148,7 @@ def test_an_error_of_gradtraces_own_is_not_blamed_on_the_script(
     from gradtrace.capture import recorder
     from gradtrace.extract.walk import dtype_name
 
-    monkeypatch.setattr(recorder, "walk", dtype_name)  # gradtrace's pass recording now fails
+    monkeypatch.setattr(recorder, "indexed_walk", dtype_name)  # gradtrace's pass recording fails
     scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\n")
     result = invoke("show", scenario)

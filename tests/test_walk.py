@@ -13,7 +13,7 @@ from helpers import as_read
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtrace.extract.walk import walk
+from gradtrace.extract.walk import Walk, indexed_walk, walk
 
 UNARY = [torch.sin, torch.exp, lambda t: t * 2.0, lambda t: t**2, torch.tanh]
 BINARY = [torch.add, torch.mul, torch.sub]
@@ -157,3 +157,17 @@ def test_50_layer_diamond_goes_through_show_json(tmp_path: Path) -> None:
     """)
     assert len(trace["nodes"]) == 3 * 50 + 1
     assert len(trace["edges"]) == 4 * 50
+
+
+def test_a_kept_walk_serves_only_the_same_roots() -> None:
+    """A pass's walk is used again for the trace when it starts from the same roots and
+    reaches every other root; a root beyond it needs a new walk."""
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    z = (y * 3).sum()
+    other = (x + 1).sum()
+    roots = [z.grad_fn]
+    kept = Walk(roots, *indexed_walk(roots))
+    assert kept.covers([z.grad_fn, None], [y.grad_fn, z.grad_fn, None])
+    assert not kept.covers([y.grad_fn], [])  # other first roots: another order
+    assert not kept.covers([z.grad_fn], [other.grad_fn])  # a root it never reached

@@ -15,7 +15,14 @@ import torch
 from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.summary import summarize
 from ..extract.tensors import Named
-from ..extract.walk import readable_grad, release, saved_reader, saved_tensors, walk
+from ..extract.walk import (
+    Walk,
+    indexed_walk,
+    readable_grad,
+    release,
+    saved_reader,
+    saved_tensors,
+)
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..gcpause import gc_paused
 from ..model.records import (
@@ -77,6 +84,7 @@ class Recorder:
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
         self._inplace_told: set[tuple[str | None, int | None]] = set()  # (tensor, line)
         self.freed = FreedGraphs()
+        self.last_walk: Walk | None = None  # the latest pass's walk (released by release())
         self.failed: BaseException | None = None  # the error of the pass that stopped the run
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.pass_limit: int | None = None  # stop the scenario at its pass after this many
@@ -260,7 +268,8 @@ class Recorder:
                     self.second_order = second_derivatives(root, name, named)
                 finally:
                     self._muted -= 1
-        nodes, edges = walk(root_nodes)
+        walked = Walk(root_nodes, *indexed_walk(root_nodes))
+        nodes, edges = walked.order, walked.edges
         self._snapshot_saved(nodes)
         self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
@@ -293,22 +302,29 @@ class Recorder:
             record.grad_changes = _grad_changes(before)
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
-            release(nodes)
+            if self.last_walk is not None:
+                release(self.last_walk.order)
+            self.last_walk = walked  # the trace's walk, when it starts from the same roots
         return result
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "") -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls."""
+        walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         return build_trace(
             scenario=scenario, named=named, outputs=outputs, root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
             saved_before=self.saved_before if self.read_saved else None,
             grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,
-            modules=modules, recomputed=self.recomputed, source_of=self.source_of)
+            modules=modules, recomputed=self.recomputed, source_of=self.source_of,
+            walked=walked)
 
     def release(self) -> None:
         """Drop every torch object held (the scenario's graph dies with its run)."""
         self.saved_before.clear()
+        if self.last_walk is not None:
+            release(self.last_walk.order)
+            self.last_walk = None
         self.recomputed.clear()
         self.last_roots.clear()
         self._inplace_nodes.clear()

@@ -33,7 +33,7 @@ from ..model.records import (
 )
 from .summary import RawStats, to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
-from .walk import NodeIds, RawEdge, indexed_walk, node_kind, release, saved_reader
+from .walk import NodeIds, RawEdge, Walk, indexed_walk, node_kind, release, saved_reader
 
 
 class FlowRecord(NamedTuple):
@@ -94,6 +94,7 @@ def build_trace(
     modules: dict[int, str] | None = None,
     recomputed: dict[int, Any] | None = None,
     source_of: Callable[[Any], Source | None] | None = None,
+    walked: Walk | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
 
@@ -101,11 +102,14 @@ def build_trace(
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
     recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions;
-    source_of(node) is the scenario line that made a node.
+    source_of(node) is the scenario line that made a node. walked: a pass's walk, used
+    again when it starts from the same roots.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
-    order, raw_edges, index = indexed_walk(output_nodes, [r for p in passes for r in p.roots])
+    pass_roots = [r for p in passes for r in p.roots]
+    order, raw_edges, index = walked[1:] if walked is not None \
+        and walked.covers(output_nodes, pass_roots) else indexed_walk(output_nodes, pass_roots)
     try:
         nodes, node_ids = _nodes(order, index, named, modules, saved_before, source_of)
         if recomputed:

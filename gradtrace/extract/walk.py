@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -55,6 +55,25 @@ def indexed_walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[RawEdge],
                 link((j, i, slot, output_nr))
         start = len(order)
     return order, edges, index
+
+
+class Walk(NamedTuple):
+    """An indexed_walk() kept with the roots it started from, to be used again."""
+
+    roots: list[Any]
+    order: list[Any]
+    edges: list[RawEdge]
+    positions: dict[Any, int]  # indexed_walk's index
+
+    def covers(self, roots: list[Any], more: list[Any]) -> bool:
+        """Whether indexed_walk(roots, more) would give this walk: the same first roots, and
+        every further root already reached (a graph never changes below a node)."""
+        return _distinct(self.roots) == _distinct(roots) \
+            and all(r is None or r in self.positions for r in more)
+
+
+def _distinct(roots: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(r for r in roots if r is not None))
 
 
 def release(nodes: list[Any]) -> None:
