@@ -49,10 +49,8 @@ def nan_values(trace: Trace) -> list[Finding]:
         return []  # the common case: no map of a big graph's nodes and edges
     values = {t.name: t.value for t in trace.tensors}
     by_node = {t.node: t.name for t in trace.tensors if t.node is not None}
-    nodes = {n.id: n for n in trace.nodes}
-    inputs: dict[str, list[str]] = {}
-    for e in trace.edges:
-        inputs.setdefault(e.dst, []).append(e.src)
+    nodes, into = _around(trace, set(by_node))  # the named tensors' nodes only
+    inputs = {dst: [e.src for e in edges] for dst, edges in into.items()}
     for t in trace.tensors:
         if t.value is None or t.value.finite:
             continue
@@ -156,7 +154,6 @@ def nan_origins(trace: Trace) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
     a non-finite one."""
     findings: list[Finding] = []
-    maps = None  # made when a NaN is found: a big graph's maps cost more than the search
     for i, p in enumerate(trace.passes, 1):
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
             if not all(_finite(g) for g in f.grad_outputs):
@@ -167,23 +164,24 @@ def nan_origins(trace: Trace) -> list[Finding]:
                 break
             bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
             if bad:
-                maps = maps or _graph_maps(trace)
-                findings.append(_nan_finding(i, p, node_id, bad, maps))
+                findings.append(_nan_finding(i, p, node_id, bad, trace))
                 break
     return findings
 
 
-def _graph_maps(trace: Trace) -> tuple[dict[str, Node], dict[str, list[Edge]]]:
-    """The trace's nodes by id, and the edges into each node."""
+def _around(trace: Trace, ids: set[str]) -> tuple[dict[str, Node], dict[str, list[Edge]]]:
+    """The nodes ids and their inputs, by id, and the edges into each of ids: two scans of
+    the graph, no map of all of it (a million-node graph's would take a second)."""
     inputs: dict[str, list[Edge]] = {}
     for e in trace.edges:
-        inputs.setdefault(e.dst, []).append(e)
-    return {n.id: n for n in trace.nodes}, inputs
+        if e.dst in ids:
+            inputs.setdefault(e.dst, []).append(e)
+    wanted = ids | {e.src for edges in inputs.values() for e in edges}
+    return {n.id: n for n in trace.nodes if n.id in wanted}, inputs
 
 
-def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int],
-                 maps: tuple[dict[str, Node], dict[str, list[Edge]]]) -> Finding:
-    nodes, inputs = maps
+def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) -> Finding:
+    nodes, inputs = _around(trace, {node_id})
     node = nodes[node_id]
     around = [f"[{e.dst_input}] {node_title(nodes[e.src])}"
               for e in inputs.get(node.id, ()) if e.dst_input in bad]
