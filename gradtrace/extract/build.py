@@ -103,7 +103,7 @@ def build_trace(
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
     recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions;
     source_of(node) is the scenario line that made a node. walked: a pass's walk, used
-    again when it starts from the same roots.
+    again when it starts from the same roots. Each pass's raw flow is let go of once read.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
@@ -111,12 +111,15 @@ def build_trace(
     order, raw_edges, index = walked[1:] if walked is not None \
         and walked.covers(output_nodes, pass_roots) else indexed_walk(output_nodes, pass_roots)
     try:
-        nodes, node_ids = _nodes(order, index, named, modules, saved_before, source_of)
+        node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
+        # the passes first: each lets go of its raw flow records as it is made, before the
+        # nodes are (for a big graph, the two together were the peak of memory)
+        trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
+        nodes = _nodes(order, node_ids, named, modules, saved_before, source_of)
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
                      for n, obj in zip(nodes, order, strict=True)]
         edges = _edges(raw_edges, node_ids.ids)
-        trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
         reached = {node for p in trace_passes for node in p.flow}
         filled = {c.tensor for p in trace_passes for c in p.grad_changes if c.after is not None}
         detached = detached_sources(named)
@@ -164,12 +167,12 @@ def build_trace(
     return replace(trace, findings=located(trace, (*trace.findings, *trace_findings(trace))))
 
 
-def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[int, str],
+def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],
            saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
-           source_of: Callable[[Any], Source | None] | None = None,
-           ) -> tuple[list[Node], NodeIds]:
-    """Node records, built column by column with map and zip: a big graph has 100,000s."""
-    ids = [f"n{i}" for i in range(len(order))]
+           source_of: Callable[[Any], Source | None] | None = None) -> list[Node]:
+    """Node records, built column by column with map and zip: a big graph has 100,000s.
+    Fills node_ids' leaf index (a leaf's id by its tensor)."""
+    ids, leaf_index = node_ids.ids, node_ids.leaf_index
     classes = list(map(type, order))
     one_of_each = dict(zip(classes, order, strict=True))
     names = {cls: cls.__name__ for cls in one_of_each}
@@ -180,7 +183,6 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
             name_of.setdefault(id(t.grad_fn), name)
         name_of.setdefault(id(t), name)
     keys: list[int] = []  # what names and modules are keyed by: id(grad_fn), id(leaf tensor)
-    leaf_index: dict[int, int] = {}
     # Without names or modules nothing asks for a leaf by its tensor: a big graph's 10,000s
     # of .variable reads are saved.
     if name_of or modules:
@@ -197,7 +199,7 @@ def _nodes(order: list[Any], index: dict[Any, int], named: Named, modules: dict[
                   map(modules.get, keys) if modules else repeat(None), repeat(False),
                   map(source_of, order) if source_of else repeat(None),
                   strict=False)  # ids set the length; repeat() never ends
-    return list(map(tuple.__new__, repeat(Node), columns)), NodeIds(index, leaf_index, ids)
+    return list(map(tuple.__new__, repeat(Node), columns))
 
 
 def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
@@ -210,6 +212,7 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     """The pass's flow by node id, in run order (each node's order its position in it)."""
     records = sorted((r for r in p.flow.values() if r.node in node_ids),
                      key=lambda r: r.order)
+    p.flow = {}  # let go of the raw records (and their stats) as the summaries are made
     summaries = to_summaries([g for r in records for g in (*r.received, *r.sent)])
     flow = {}
     end = 0

@@ -139,8 +139,9 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
             if type(values) is float:  # a 0-d gradient's number: the common case, short
-                made[id(raw)] = GradSummary((), abs(values), values, values,
-                                            math.isfinite(values), values)
+                norm = values if values > 0 else abs(values)  # one float object, if it can
+                made[id(raw)] = GradSummary((), norm, values, values, math.isfinite(values),
+                                            values)
                 continue
             if not isinstance(values, torch.Tensor):  # a complex number
                 made[id(raw)] = _small_summary(shape, values)
