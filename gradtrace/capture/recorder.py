@@ -16,6 +16,7 @@ from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.summary import summarize
 from ..extract.tensors import Named
 from ..extract.walk import (
+    SavedCache,
     Walk,
     indexed_walk,
     readable_grad,
@@ -71,7 +72,7 @@ class Recorder:
         # the (name, tensor) roots of the scenario's latest pass: the default graph
         self.last_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
-        self.saved_before: dict[int, tuple[Any, Any]] = {}
+        self.saved_before: SavedCache = {}  # holds the nodes: released by release()
         self.grad_before: dict[str, GradSummary | None] | None = None
         self.order = 1  # 2: compute second derivatives of the first pass's root
         self.order_root: str | None = None  # … or of this named tensor (--root)
@@ -355,10 +356,10 @@ class Recorder:
         seen = self.saved_before
         alike: dict[tuple[SavedTensor, ...], tuple[SavedTensor, ...]] = {}
         for node in nodes:
-            if id(node) not in seen:
+            if node not in seen:
                 saved = saved_tensors(node)
                 # one record for equal ones: a chain's nodes mostly save alike
-                seen[id(node)] = (node, alike.setdefault(saved, saved))
+                seen[node] = alike.setdefault(saved, saved)
 
 
 def _callable_name(args: tuple[Any, ...]) -> str:

@@ -33,7 +33,16 @@ from ..model.records import (
 )
 from .summary import RawStats, to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
-from .walk import NodeIds, RawEdge, Walk, indexed_walk, node_kind, release, saved_reader
+from .walk import (
+    NodeIds,
+    RawEdge,
+    SavedCache,
+    Walk,
+    indexed_walk,
+    node_kind,
+    release,
+    saved_reader,
+)
 
 
 class FlowRecord(NamedTuple):
@@ -87,7 +96,7 @@ def build_trace(
     passes: Sequence[RawPass],
     calls: Sequence[RawCall],
     findings: Sequence[Finding],
-    saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+    saved_before: SavedCache | None,
     grad_before: dict[str, GradSummary | None],
     stdout: str = "",
     second_order: SecondOrder | None = None,
@@ -168,7 +177,7 @@ def build_trace(
 
 
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],
-           saved_before: dict[int, tuple[Any, tuple[SavedTensor, ...]]] | None,
+           saved_before: SavedCache | None,
            source_of: Callable[[Any], Source | None] | None = None) -> list[Node]:
     """Node records, built column by column with map and zip: a big graph has 100,000s.
     Fills node_ids' leaf index (a leaf's id by its tensor)."""

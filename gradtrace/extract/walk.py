@@ -146,13 +146,15 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     return tuple(out)
 
 
-def saved_reader(cache: dict[int, tuple[Any, tuple[SavedTensor, ...]]],
-                 ) -> Callable[[Any], tuple[SavedTensor, ...]]:
-    """A node's saved tensors, from what was read before a backward freed them (cache, by
-    id(node), holding the node so its id stays its own) or read now."""
+SavedCache = dict[Any, tuple[SavedTensor, ...]]  # by node (autograd nodes hash by identity)
+
+
+def saved_reader(cache: SavedCache) -> Callable[[Any], tuple[SavedTensor, ...]]:
+    """A node's saved tensors, from what was read before a backward freed them (cache) or
+    read now."""
     def saved_of(node: Any) -> tuple[SavedTensor, ...]:
-        cached = cache.get(id(node))
-        return cached[1] if cached is not None and cached[0] is node else saved_tensors(node)
+        cached = cache.get(node)
+        return cached if cached is not None else saved_tensors(node)
 
     return saved_of
 
