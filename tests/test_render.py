@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 from rich.console import Console
 
@@ -13,12 +14,13 @@ from gradtrace.model import (
     GradChange,
     GradSummary,
     Node,
+    NodeFlow,
     Pass,
     SavedTensor,
     TensorInfo,
     Trace,
 )
-from gradtrace.model.codec import trace_from_dict
+from gradtrace.model.codec import trace_from_dict, trace_to_dict
 from gradtrace.render.json import to_json
 from gradtrace.render.report import findings_view, passes_view
 from gradtrace.render.table import tensor_table
@@ -163,6 +165,30 @@ def test_json_round_trip_is_exact() -> None:
     text = to_json(trace)
     assert trace_from_dict(json.loads(text)) == trace
     assert to_json(trace_from_dict(json.loads(text))) == text
+
+
+def test_streamed_json_is_the_dict_json_writes() -> None:
+    """Each pass's flow is written entry by entry; the text is json's own for the whole dict,
+    one top-level key and one item per line (a pass with an empty flow too)."""
+    one, two = scalar(1.0), scalar(0.2)
+    flow = {"n0": NodeFlow((one,), (two,), 0), "n2": NodeFlow((scalar(0.6),), (), 2),
+            "n1": NodeFlow((two,), (scalar(0.6), None), 1)}  # n2 out of run order
+    trace = chain_rule_trace()
+    trace = replace(trace, passes=(replace(trace.passes[0], flow=flow),
+                                   replace(trace.passes[0], flow={})))
+    data = trace_to_dict(trace)
+    assert data["passes"][0]["flow"]["n2"]["order"] == 2
+    assert data["passes"][-1]["flow"] == {} and data["passes"][0]["flow"]
+    lines = to_json(trace).splitlines()
+    for key, value in data.items():
+        if isinstance(value, list) and value:
+            start = lines.index(f"  {json.dumps(key)}: [")
+            items = lines[start + 1:start + 1 + len(value)]
+            assert [line.strip().rstrip(",") for line in items] == \
+                [json.dumps(item, allow_nan=False) for item in value]
+        else:
+            assert any(line.strip().rstrip(",") == f"{json.dumps(key)}: {json.dumps(value)}"
+                       for line in lines)
 
 
 def test_json_has_no_nan_literals() -> None:

@@ -34,15 +34,27 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 
     Each flow gradient is written once, in a table, and referred to by its index (see the
     README's contract)."""
-    return {key: list(value) if isinstance(value, Iterator) else value
+    return {key: [_whole(item) for item in value] if isinstance(value, Iterator) else value
             for key, value in trace_sections(trace)}
+
+
+def _whole(item: Any) -> Any:
+    """An item of a section with its streamed mappings (a pass's flow) made into dicts."""
+    if not isinstance(item, dict):
+        return item
+    return {key: dict(value) if isinstance(value, Iterator) else value
+            for key, value in item.items()}
 
 
 def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
     """The contract's top-level keys and values, in order; each list (nodes, edges,
-    gradients …) an iterator that makes its items one at a time, so a writer can stream."""
+    gradients …) an iterator that makes its items one at a time, so a writer can stream.
+    A pass's flow is an iterator of (node id, entry) pairs, made as they are written."""
     gradients = _GradientTable()
-    flows = [_flow_refs(p, gradients) for p in trace.passes]  # the table, before it is written
+    for p in trace.passes:  # the table, before it is written (the flow refers to it)
+        for f in p.flow.values():
+            gradients.refs(f.grad_outputs)
+            gradients.refs(f.grad_inputs)
     yield from (
         ("schema", SCHEMA),
         ("gradtrace_version", trace.gradtrace_version),
@@ -55,7 +67,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("edges", map(_edge_dict, trace.edges)),
         ("tensors", map(_tensor_dict, trace.tensors)),
         ("gradients", map(summary_dict, gradients.kept)),
-        ("passes", map(_pass_dict, trace.passes, flows)),
+        ("passes", (_pass_dict(p, _flow_refs(p, gradients)) for p in trace.passes)),
         ("findings", map(finding_dict, trace.findings)),
         ("functions", (
             {"function": c.function, "node": c.node, "line": c.line, "inputs": list(c.inputs)}
@@ -243,20 +255,18 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     )
 
 
-def _flow_refs(p: Pass, gradients: _GradientTable) -> dict[str, Any]:
-    """A pass's flow with each gradient as its index in the table."""
+def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A pass's flow with each gradient as its index in the table, entry by entry."""
     refs = gradients.refs
-    return {
-        node: {
-            "grad_outputs": refs(f.grad_outputs),
-            "grad_inputs": refs(f.grad_inputs),
-            **({} if f.order == i else {"order": f.order}),  # in run order: left out
-        }
-        for i, (node, f) in enumerate(p.flow.items())
-    }
+    for i, (node, f) in enumerate(p.flow.items()):
+        entry: dict[str, Any] = {"grad_outputs": refs(f.grad_outputs),
+                                 "grad_inputs": refs(f.grad_inputs)}
+        if f.order != i:  # in run order: left out
+            entry["order"] = f.order
+        yield node, entry
 
 
-def _pass_dict(p: Pass, flow: dict[str, Any]) -> dict[str, Any]:
+def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return {
         "kind": p.kind,
         "roots": list(p.roots),

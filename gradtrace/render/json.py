@@ -65,9 +65,11 @@ def _chunks(trace: Trace, text: Callable[[Any], str]) -> Iterator[str]:
             if first is _END:
                 yield f"{text(key)}: []"
                 continue
-            yield f"{text(key)}: [\n    {text(first)}"
+            yield f"{text(key)}: [\n    "
+            yield from _item(first, text)
             for item in value:
-                yield f",\n    {text(item)}"
+                yield ",\n    "
+                yield from _item(item, text)
             yield "\n  ]"
         else:
             yield f"{text(key)}: {text(value)}"
@@ -75,3 +77,21 @@ def _chunks(trace: Trace, text: Callable[[Any], str]) -> Iterator[str]:
 
 
 _END = object()
+
+
+def _item(item: Any, text: Callable[[Any], str]) -> Iterator[str]:
+    """One item's text; a mapping given as an iterator of pairs (a pass's flow: 100,000s of
+    entries) is written entry by entry, as json would write the dict, never whole."""
+    if not (isinstance(item, dict) and any(isinstance(v, Iterator) for v in item.values())):
+        yield text(item)
+        return
+    for k, (key, value) in enumerate(item.items()):
+        yield f"{', ' if k else '{'}{text(key)}: "
+        if isinstance(value, Iterator):
+            yield "{"
+            for j, (name, entry) in enumerate(value):
+                yield f"{', ' if j else ''}{text(name)}: {text(entry)}"
+            yield "}"
+        else:
+            yield text(value)
+    yield "}"
