@@ -38,9 +38,14 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
             for key, value in trace_sections(trace)}
 
 
+class Streamed(dict[str, Any]):
+    """A section's item whose Iterator values are mappings given as (key, value) pairs, made
+    as they are written (a pass's flow: 100,000s of entries)."""
+
+
 def _whole(item: Any) -> Any:
-    """An item of a section with its streamed mappings (a pass's flow) made into dicts."""
-    if not isinstance(item, dict):
+    """An item of a section with its streamed mappings made into dicts."""
+    if type(item) is not Streamed:
         return item
     return {key: dict(value) if isinstance(value, Iterator) else value
             for key, value in item.items()}
@@ -266,8 +271,8 @@ def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, dict[s
         yield node, entry
 
 
-def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    return {
+def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> Streamed:
+    return Streamed({
         "kind": p.kind,
         "roots": list(p.roots),
         "retain_graph": p.retain_graph,
@@ -282,7 +287,7 @@ def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> dict[str,
             {"tensor": c.tensor, "before": summary_dict(c.before), "after": summary_dict(c.after)}
             for c in p.grad_changes
         ],
-    }
+    })
 
 
 class _Summaries:

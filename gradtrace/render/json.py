@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from itertools import islice
 from json import encoder as json_encoder
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
 from ..gcpause import collector_paused, gc_paused
-from ..model.codec import trace_sections
+from ..model.codec import Streamed, trace_sections
 from ..model.records import Trace
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -77,20 +78,25 @@ def _chunks(trace: Trace, text: Callable[[Any], str]) -> Iterator[str]:
 
 
 _END = object()
+_PART = 4096
 
 
 def _item(item: Any, text: Callable[[Any], str]) -> Iterator[str]:
     """One item's text; a mapping given as an iterator of pairs (a pass's flow: 100,000s of
     entries) is written entry by entry, as json would write the dict, never whole."""
-    if not (isinstance(item, dict) and any(isinstance(v, Iterator) for v in item.values())):
+    if type(item) is not Streamed:
         yield text(item)
         return
     for k, (key, value) in enumerate(item.items()):
         yield f"{', ' if k else '{'}{text(key)}: "
         if isinstance(value, Iterator):
             yield "{"
-            for j, (name, entry) in enumerate(value):
-                yield f"{', ' if j else ''}{text(name)}: {text(entry)}"
+            # a few thousand entries a time, as one dict without its braces: json's encoder
+            # at its speed, and never the whole mapping at once
+            comma = ""
+            while part := dict(islice(value, _PART)):
+                yield comma + text(part)[1:-1]
+                comma = ", "
             yield "}"
         else:
             yield text(value)
