@@ -422,7 +422,7 @@ def test_a_stale_sent_key_is_not_taken_for_a_new_gradient() -> None:
     made = torch.full((32, 32), 6.0)  # what MulBackward0 sends: received * 2
     stale = torch.full((32, 32), -1.0)  # what "was sent" to it, now gone, at made's address
     capture._sent[id(mul), 0] = (content_key(made), grad_stats(stale, capture._table))
-    capture._summarise(mul, {}, (made, None), (received,))
+    capture._summarise(mul, (), (made, None), (received,))
     record = capture.records[id(mul)]
     got, sent = to_summaries([*record.received, *record.sent[:1]])
     capture.remove()
