@@ -466,3 +466,25 @@ def test_a_chain_needs_a_hook_on_every_other_node() -> None:
 
     every, fewer = _assert_same_records(loss)
     assert every == 101 and fewer <= 51  # the leaf too is read off its sender
+
+
+def test_a_hook_on_a_tensor_inside_a_function_is_seen(tmp_path: Path) -> None:
+    """A gradient-scaling hook on a tensor no name reaches (made inside a function, in the
+    middle of a chain) keeps its node hooked: the change is seen, nothing is read across it."""
+    path = tmp_path / "inner_hook.py"
+    path.write_text("import torch\n"
+                    "def scaled(t):\n"
+                    "    h = (t * 2).sin() * 3\n"
+                    "    h.register_hook(lambda g: g * 10)\n"
+                    "    return (h * 5).cos() * 7\n"
+                    "x = torch.tensor(0.3, requires_grad=True)\n"
+                    "loss = scaled(x * 1.5)\n"
+                    "loss.backward()\n")
+    raw = show_json(path)
+    changed = [f for f in raw["findings"] if f["code"] == "hook-changed-gradient"]
+    assert len(changed) == 1 and "MulBackward0" in changed[0]["message"]
+    x = torch.tensor(0.3, requires_grad=True)
+    h = ((x * 1.5) * 2).sin() * 3
+    h.register_hook(lambda g: g * 10)
+    ((h * 5).cos() * 7).backward()
+    assert grad(raw, "x") == approx(x.grad.item())

@@ -82,6 +82,7 @@ class Recorder:
         # the scenario's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.source_of: Callable[[Any], Source | None] = lambda node: None  # its line
+        self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
         self._inplace_told: set[tuple[str | None, int | None]] = set()  # (tensor, line)
         self.freed = FreedGraphs()
@@ -108,6 +109,7 @@ class Recorder:
             (torch.autograd, "backward", self._pass_wrapper("backward", torch.autograd.backward)),
             (torch.autograd, "grad", self._pass_wrapper("grad", torch.autograd.grad)),
             (function_cls, "apply", self._apply_wrapper(function_cls.__dict__["apply"])),
+            (torch.Tensor, "register_hook", self._hook_noting(torch.Tensor.register_hook)),
         ]
         owner: Any
         for owner in (torch.autograd, gradcheck_module):
@@ -161,6 +163,20 @@ class Recorder:
             return out
 
         return classmethod(apply)
+
+    def _hook_noting(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Tensor.register_hook, noting the node of every non-leaf tensor given a hook: its
+        gradient may change on its way, so the flow capture never reads it off a neighbour."""
+
+        @functools.wraps(original)
+        def register_hook(tensor: torch.Tensor, hook: Callable[..., Any]) -> Any:
+            if tensor.grad_fn is not None:
+                # its id, not the node: holding it would keep its graph (and what it saved)
+                # alive; a reused id only costs another node a hook
+                self.hooked.add(id(tensor.grad_fn))
+            return original(tensor, hook)
+
+        return register_hook
 
     def _checkpointing(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""
@@ -275,7 +291,8 @@ class Recorder:
         self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
         self.passes.append(record)
-        watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None)
+        watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
+            | self.hooked
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
         record.batched = torch._C._functorch.maybe_current_level() is not None
         capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
@@ -329,6 +346,7 @@ class Recorder:
         self.recomputed.clear()
         self.last_roots.clear()
         self._inplace_nodes.clear()
+        self.hooked.clear()
 
     def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read
