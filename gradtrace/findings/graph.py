@@ -120,15 +120,8 @@ def hook_changes(trace: Trace) -> list[Finding]:
     """Edges whose gradient arrived different from what was sent: a hook changed it."""
     changed: list[tuple[int, Edge, GradSummary, GradSummary]] = []
     for i, p in enumerate(trace.passes, 1):
-        flow = p.flow
-        for e in trace.edges if flow else ():
-            f_dst, f_src = flow.get(e.dst), flow.get(e.src)
-            if f_dst is None or f_src is None:
-                continue
-            sent = f_dst.grad_inputs[e.dst_input] if e.dst_input < len(f_dst.grad_inputs) \
-                else None
-            received = f_src.grad_outputs[e.src_output] \
-                if e.src_output < len(f_src.grad_outputs) else None
+        for e in trace.edges if p.flow else ():
+            sent, received = p.sent(e), p.received(e)
             # the flow shares one summary between the ends of an unchanged edge: the common
             # case, told apart without a comparison
             if sent is not received and sent is not None and received is not None \
