@@ -83,7 +83,7 @@ _PART = 4096
 
 def _item(item: Any, text: Callable[[Any], str]) -> Iterator[str]:
     """One item's text; a mapping given as an iterator of pairs (a pass's flow: 100,000s of
-    entries) is written entry by entry, as json would write the dict, never whole."""
+    entries) is written a part at a time, as json would write the dict, never whole."""
     if type(item) is not Streamed:
         yield text(item)
         return
