@@ -216,16 +216,20 @@ class FlowCapture:
                     skipped[i] = _passes_on(node, shape, sends[i])
         links = _links(nodes, ways_in, parent, children, skipped, watched) \
             if skip_relayout and leaves_run else [False] * len(nodes)
-        # tuples, and only for senders: a big graph has 100,000s (a dict each costs ~200 B)
-        targets: list[Targets] = [()] * len(nodes)
+        by_slot: dict[int, list[tuple[int, int] | None]] = {}  # per sender, while made
         for src, dst, slot, k in edges:
             while skipped[src]:  # send past skipped nodes, so the summary is still reused
                 src, k, _ = children[src][0]
             if not links[src]:  # a link has no hook to take what is sent to it
-                have = targets[dst]
-                if slot >= len(have):
-                    have += (None,) * (slot + 1 - len(have))
-                targets[dst] = (*have[:slot], (id(nodes[src]), k), *have[slot + 1:])
+                row = by_slot.setdefault(dst, [])
+                row += [None] * (slot + 1 - len(row))
+                row[slot] = (id(nodes[src]), k)
+        # kept as tuples, and only for senders: a big graph has 100,000s (a dict each costs
+        # ~200 B)
+        targets: list[Targets] = [()] * len(nodes)
+        for dst, row in by_slot.items():
+            targets[dst] = tuple(row)
+        del by_slot  # freed before the hooks are made
         self._links = [Link(node, nodes[parent[i][0]], parent[i][1], len(node.next_functions),
                             [(nodes[c], slot, k) for c, k, slot in children[i]])
                        for i, node in enumerate(nodes) if links[i]]
