@@ -81,9 +81,12 @@ class TraceView:
 def load_scenario(path: str, roots: list[str] | None = None, backward: bool = True,
                   saved: bool = True) -> TraceView:
     """Run the scenario file at path and return its trace."""
+    from .capture.options import CaptureOptions
     from .capture.runner import run_scenario
+    from .capture.target import DEFAULT_PASSES
 
-    return TraceView(run_scenario(path, roots or (), backward, saved=saved))
+    return TraceView(run_scenario(path, CaptureOptions(
+        tuple(roots or ()), backward, saved=saved, pass_limit=DEFAULT_PASSES)))
 
 
 def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = False,
@@ -97,7 +100,7 @@ def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = F
     """
     if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):
         return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved)
-    from .capture.runner import trace_tensors
+    from .capture.live import trace_tensors
 
     if names is None:
         caller = sys._getframe(1)
@@ -113,7 +116,7 @@ class Recording(TraceView):
         self._options = (saved, flow)
 
     def __enter__(self) -> Recording:
-        from .capture.block import BlockRecorder
+        from .capture.live import BlockRecorder
 
         self._block = BlockRecorder(sys._getframe(1), *self._options)
         self._block.start()

@@ -87,7 +87,7 @@ def _trace_of(outputs: tuple[Any, ...], frame: Any, backward: bool) -> Any:
 
     if len(outputs) == 1 and isinstance(outputs[0], (Trace, TraceView)):
         return outputs[0].trace if isinstance(outputs[0], TraceView) else outputs[0]
-    from .capture.runner import trace_tensors  # imports torch
+    from .capture.live import trace_tensors  # imports torch
 
     return trace_tensors(list(outputs), {**frame.f_globals, **frame.f_locals}, backward,
                          saved=False)

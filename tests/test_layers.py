@@ -18,6 +18,7 @@ PACKAGE = ROOT / "gradtrace"
 # Each module's layer: the longest matching prefix wins.
 LAYER_OF = {
     "gradtrace._version": "base", "gradtrace.errors": "base", "gradtrace.gcpause": "base",
+    "gradtrace.torch_compat": "compat",
     "gradtrace.model": "model",
     "gradtrace.findings": "findings",
     "gradtrace.diff": "diff",
@@ -32,13 +33,14 @@ LAYER_OF = {
 }
 BELOW = {  # the gradtrace layers each layer may import (its own included)
     "base": {"base"},
+    "compat": {"base", "compat"},
     "model": {"base", "model"},
     "findings": {"base", "model", "findings"},
     "diff": {"base", "model", "findings", "diff"},
     "render": {"base", "model", "findings", "diff", "render"},
-    "extract": {"base", "model", "findings", "extract"},
-    "capture": {"base", "model", "findings", "extract", "capture"},
-    "check": {"base", "model", "findings", "extract", "capture", "check"},
+    "extract": {"base", "compat", "model", "findings", "extract"},
+    "capture": {"base", "compat", "model", "findings", "extract", "capture"},
+    "check": {"base", "compat", "model", "findings", "extract", "capture", "check"},
     "api": {"base", "model", "findings", "render", "extract", "capture", "api"},
     "cli": {"base", "model", "findings", "diff", "render", "extract", "capture", "check", "cli"},
     "package": {"base", "api", "cli"},
@@ -46,7 +48,7 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
                "plugin"},
 }
 THIRD_PARTY = {  # outside the standard library
-    "base": set(), "model": set(), "findings": set(), "diff": set(),
+    "base": set(), "compat": {"torch"}, "model": set(), "findings": set(), "diff": set(),
     "render": {"rich", "graphviz"},
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},

@@ -247,9 +247,9 @@ def test_a_scenario_leaves_no_torch_mode_in_its_thread() -> None:
     the thread ended — after Python had let go of it, racing interpreter shutdown."""
     from torch.overrides import TorchFunctionMode
 
-    from gradtrace.capture.runner import _torch_state
+    from gradtrace.capture.process_state import torch_settings_kept
 
-    with _torch_state():
+    with torch_settings_kept():
         torch.set_default_device("cpu")
         TorchFunctionMode().__enter__()  # entered, never left
         assert torch._C._len_torch_function_stack() == 2

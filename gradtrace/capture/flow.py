@@ -12,6 +12,7 @@ import torch
 from ..extract.build import FlowRecord
 from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad_stats, is_dense
 from ..extract.walk import RawEdge
+from ..torch_compat import has_tensor_hooks, input_shapes, is_function_node
 
 Key = tuple[Any, ...]  # what content_key returns: compared for equality only
 Targets = tuple[tuple[int, int] | None, ...]  # by slot: (id of the input fed, output_nr)
@@ -92,7 +93,7 @@ def _passes_on(node: Any, shape: tuple[int, ...], sent_shape: tuple[int, ...]) -
 
 def _received_shape(node: Any, k: int = 0) -> tuple[int, ...]:
     """The shape of the gradient arriving at node's input k (from autograd's metadata)."""
-    return tuple(node._input_metadata[k].shape)
+    return input_shapes(node)[k]
 
 
 _MAY_PASS_ON = RELAYOUT | EMBED | {"ExpandBackward0"}
@@ -140,7 +141,7 @@ def _links(nodes: list[Any], ways_in: list[int], parent: list[tuple[int, int]],
         if any(skipped[c] or ways_in[c] != 1 or id(nodes[c]) in watched
                or hasattr(nodes[c], "variable") for c, _, _ in children[i]):
             continue
-        if hasattr(node, "_forward_cls") or len(node._input_metadata) != 1:
+        if is_function_node(node) or len(input_shapes(node)) != 1:
             continue  # a custom Function's node, or an op with several outputs
         links[i] = True
         for c, _, _ in children[i]:
@@ -241,7 +242,7 @@ class FlowCapture:
         # it needs no hook. (After autograd.grad or backward(inputs=...), leaves may not run.)
         self._quiet = [node for i, node in enumerate(nodes)
                        if leaves_run and ways_in[i] == 1 and hasattr(node, "variable")
-                       and not node.variable._backward_hooks]
+                       and not has_tensor_hooks(node.variable)]
         quiet = {id(node) for node in self._quiet} | {id(r.node) for r in self._relayout} \
             | {id(link.node) for link in self._links}
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))

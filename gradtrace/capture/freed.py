@@ -4,16 +4,13 @@ passes share, and the tensor through which the second pass reaches them."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import methodcaller
 from typing import Any
 
 from ..extract.tensors import Named
 from ..extract.walk import node_type
 from ..findings.registry import GRAPH_FREED
 from ..model.records import Finding, Source
-from .modules import NO_SEQUENCE
-
-_sequence = methodcaller("_sequence_nr")
+from ..torch_compat import NO_SEQUENCE, sequence_number
 
 
 class FreedGraphs:
@@ -28,9 +25,9 @@ class FreedGraphs:
              roots: list[Any]) -> None:
         """Pass `number` (at line, code, from root nodes) ran nodes and freed what they
         saved."""
-        self._roots[number] = {r._sequence_nr() for r in roots if r is not None}
+        self._roots[number] = {sequence_number(r) for r in roots if r is not None}
         # in bulk (a 100,000-node pass): the earliest pass to free a node keeps it
-        freed = dict.fromkeys(map(_sequence, nodes), (number, line, code))
+        freed = dict.fromkeys(map(sequence_number, nodes), (number, line, code))
         freed.pop(NO_SEQUENCE, None)
         freed.update(self._freed_by)
         self._freed_by = freed
@@ -39,11 +36,11 @@ class FreedGraphs:
                 source_of: Callable[[Any], Source | None]) -> Finding | None:
         """Why pass `number` found its graph freed; nodes are in breadth-first order from
         its roots, so the first shared one is where it entered the freed part."""
-        shared = [n for n in nodes if n._sequence_nr() in self._freed_by]
+        shared = [n for n in nodes if sequence_number(n) in self._freed_by]
         if not shared:
             return None
         entry = shared[0]
-        earlier, line, code = self._freed_by[entry._sequence_nr()]
+        earlier, line, code = self._freed_by[sequence_number(entry)]
         name = next((n for n, t in named if t.grad_fn is entry), None)
         made = source_of(entry)
         where = f", line {made.line}" if made is not None else ""
@@ -51,7 +48,7 @@ class FreedGraphs:
                    else f"{node_type(entry)}{where}")
         at = f" (line {line} `{code}`)" if line else ""
         before = self._roots.get(earlier, set())  # the same root again: a repeat, not a link
-        same_root = bool(roots) and all(r is not None and r._sequence_nr() in before
+        same_root = bool(roots) and all(r is not None and sequence_number(r) in before
                                         for r in roots)
         if same_root:
             hint = ("pass retain_graph=True to the first backward() if the same graph is meant "

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-NO_SEQUENCE = 2**64 - 1  # what AccumulateGrad nodes report as their sequence number
+from ..torch_compat import NO_SEQUENCE, next_sequence_number, sequence_number
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -49,7 +49,7 @@ class ModuleTracker:
             before.remove()
 
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
-        self._starts.append(torch._C._autograd._get_sequence_nr())
+        self._starts.append(next_sequence_number())
 
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         start = self._starts.pop() if self._starts else 0
@@ -67,7 +67,7 @@ def made_since(output: Any, start: int) -> Iterator[Any]:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        number = node._sequence_nr()
+        number = sequence_number(node)
         if number < start or number == NO_SEQUENCE:
             continue  # made before the call began, or a leaf
         yield node

@@ -13,12 +13,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-import torch
-
 from ..model.records import Source
-from .modules import NO_SEQUENCE
-
-_next_number = torch._C._autograd._get_sequence_nr
+from ..torch_compat import NO_SEQUENCE, next_sequence_number, sequence_number
 
 
 class LineLog:
@@ -77,7 +73,7 @@ class LineLog:
         if i is None:
             i = self._place_of[place] = len(self.places)
             self.places.append(place)
-        self.starts.append(_next_number())
+        self.starts.append(next_sequence_number())
         self.at.append(i)
 
     def lines_run(self, file: str) -> set[int] | None:
@@ -88,7 +84,7 @@ class LineLog:
 
     def source_of(self, node: Any) -> Source | None:
         """The scenario line that made node; None for a leaf, or when no line is known."""
-        number = node._sequence_nr()
+        number = sequence_number(node)
         i = bisect_right(self.starts, number) - 1
         if i < 0 or number == NO_SEQUENCE:
             return None

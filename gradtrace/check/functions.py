@@ -17,11 +17,14 @@ from torch.autograd.function import once_differentiable
 from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.explain import scenario_line
+from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
+from ..capture.target import DEFAULT_PASSES
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
+from ..torch_compat import error_kind
 from .jacobian import (
     Block,
     as_tuple,
@@ -110,7 +113,8 @@ def check_scenario(path: Path, options: CheckOptions,
 
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
-        run_scenario(str(path), backward=False, saved=False, flow=False,
+        run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False,
+                                               pass_limit=DEFAULT_PASSES),
                      with_calls=check_calls)
     except ScenarioError:
         if not results:
@@ -367,15 +371,20 @@ def _mismatch(b: Block, sampled: bool) -> Mismatch:
                     tuple(b.rows) if sampled else None, tuple(b.cols) if sampled else None)
 
 
+# What a Function's backward did wrong, by the kind torch_compat.error_kind gives the error.
+_BACKWARD_MISTAKES = {
+    "wrong-count": "backward returns the wrong number of gradients",
+    "invalid-gradient": "backward returns a gradient of the wrong shape or type",
+    "needless-gradient": "backward returns a gradient for an input that needs none",
+}
+
+
 def _explain(exc: BaseException, scenario: str, where: str) -> str:
     """A one-paragraph reason, with the scenario's file and line when it raised there."""
     text = _first_line(exc)
-    if "incorrect number of gradients" in text:
-        return f"backward returns the wrong number of gradients: {text}"
-    if "returned an invalid gradient" in text:
-        return f"backward returns a gradient of the wrong shape or type: {text}"
-    if "gradient different than None" in text or "is not differentiable" in text:
-        return f"backward returns a gradient for an input that needs none: {text}"
+    meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")
+    if meaning is not None:
+        return f"{meaning}: {text}"
     line = scenario_line(scenario, exc)
     at = f" at {scenario}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"

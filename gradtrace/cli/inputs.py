@@ -62,11 +62,14 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
                                  "regenerate it with `gradtrace show SCENARIO --json`") from None
         with collector_paused():
             return Loaded(trace_from_dict(data, lean))
-    from ..capture.runner import ScenarioStopped, run_scenario  # imports torch
+    from ..capture.options import CaptureOptions  # imports torch below
+    from ..capture.runner import run_scenario
+    from ..capture.session import ScenarioStopped
 
+    options = CaptureOptions(tuple(roots), backward, order, saved, flow, passes)
     try:
-        return Loaded(run_scenario(parse_target(source, run.args or ()), roots, backward,
-                                   order, saved, flow, timeout=run.timeout, passes=passes))
+        return Loaded(run_scenario(parse_target(source, run.args or ()), options,
+                                   timeout=run.timeout))
     except ScenarioStopped as stop:
         return Loaded(stop.trace, stop)
 

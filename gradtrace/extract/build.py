@@ -69,6 +69,7 @@ class RawPass:
     line: int | None = None
     code: str | None = None
     error: str | None = None
+    error_kind: str | None = None  # what torch_compat.error_kind made of the error
     grad_changes: list[GradChange] = field(default_factory=list)
     flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
     flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
+from ..torch_compat import error_kind, is_function_node, saved_attributes
 
 # An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
 # Plain tuples, not named ones: the hot loop of a 1,000,000-node walk makes one per edge.
@@ -103,7 +104,7 @@ def node_kind(node: Any) -> NodeKind:
     if known is not None:
         return known
     kind: NodeKind
-    if hasattr(type(node), "_forward_cls"):  # first: a user's ctx may have any attribute
+    if is_function_node(node):  # first: a user's ctx may have any attribute
         kind = CUSTOM
     elif hasattr(node, "variable"):
         kind = LEAF
@@ -122,14 +123,14 @@ _SAVED_ATTRS: dict[type, tuple[tuple[str, str], ...] | None] = {}
 def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     """The tensors a node saved for backward; a freed or changed buffer is reported, not raised.
 
-    Built-in nodes show them only as private `_saved_<name>` attributes (checked on torch
-    2.13); this is the one place that reads them.
+    Built-in nodes show them only as private attributes (torch_compat.saved_attributes);
+    this is the one place that reads them.
     """
     kind = type(node)
     attrs = _SAVED_ATTRS.get(kind, ())
     if attrs == ():
-        attrs = _SAVED_ATTRS[kind] = None if hasattr(node, "_forward_cls") else tuple(
-            (a, a[len("_saved_"):]) for a in dir(node) if a.startswith("_saved_"))
+        attrs = _SAVED_ATTRS[kind] = None if is_function_node(node) \
+            else saved_attributes(node)
     if attrs is None:
         return _read_saved("saved_tensors", lambda: node.saved_tensors)
     out: list[SavedTensor] = []
@@ -140,9 +141,9 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
             out.append(_unreadable(name, exc))
             continue
         if type(value) is torch.Tensor:  # the common case, first
-            out.append(_saved_record(name, value))
+            out.append(_one_saved(name, value))
         elif value is not None:
-            out.extend(_saved_values(name, value))
+            out.extend(_each_saved(name, value))
     return tuple(out)
 
 
@@ -164,28 +165,28 @@ def _read_saved(name: str, read: Callable[[], Any]) -> tuple[SavedTensor, ...]:
         value = read()
     except RuntimeError as exc:
         return (_unreadable(name, exc),)
-    return _saved_values(name, value)
+    return _each_saved(name, value)
 
 
 def _unreadable(name: str, exc: RuntimeError) -> SavedTensor:
     # Reading raises once backward freed the buffers, or when a saved tensor was changed in
     # place; both are facts worth showing.
-    status: SavedStatus = "modified in place" if "inplace" in str(exc) else "freed"
+    status: SavedStatus = "modified in place" if error_kind(exc) == "inplace" else "freed"
     return SavedTensor(name, None, None, 0, status)
 
 
-def _saved_values(name: str, value: Any) -> tuple[SavedTensor, ...]:
+def _each_saved(name: str, value: Any) -> tuple[SavedTensor, ...]:
     if isinstance(value, torch.Tensor):
-        return (_saved_record(name, value),)
+        return (_one_saved(name, value),)
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
         return tuple(
-            _saved_record(f"{name}[{i}]", t) for i, t in enumerate(value)
+            _one_saved(f"{name}[{i}]", t) for i, t in enumerate(value)
             if isinstance(t, torch.Tensor)
         )
     return ()  # a saved scalar, size or flag: not a tensor
 
 
-def _saved_record(name: str, t: torch.Tensor) -> SavedTensor:
+def _one_saved(name: str, t: torch.Tensor) -> SavedTensor:
     return SavedTensor(name, tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size())
 
 

@@ -17,6 +17,8 @@ class PassRecord(Protocol):
     @property
     def error(self) -> str | None: ...
     @property
+    def error_kind(self) -> str | None: ...
+    @property
     def root_names(self) -> Sequence[str | None]: ...
     @property
     def line(self) -> int | None: ...
@@ -28,20 +30,21 @@ class PassRecord(Protocol):
     def batched(self) -> bool: ...
 
 
-_PASS_HINTS = (
-    ("backward through the graph a second time",
-     "an earlier backward() freed the saved tensors this one needs: the graph-freed finding "
-     "says which pass, through which tensor, and the fix that fits"),
-    ("does not require grad and does not have a grad_fn",
-     "the root is not part of any graph: it was computed under torch.no_grad(), from "
-     ".detach()ed tensors, or from tensors without requires_grad=True"),
-    ("grad can be implicitly created only for scalar outputs",
-     "backward() of a non-scalar needs a gradient: pass gradient=torch.ones_like(t), "
-     "or reduce it first (t.sum())"),
-    ("modified by an inplace operation",
-     "a tensor saved for backward was changed in place; use the out-of-place op "
-     "(x = x + 1, not x += 1) or clone() it first"),
-)
+# Hints for the errors learners meet, by the kind torch_compat.error_kind gives the error.
+_PASS_HINTS = {
+    "graph-freed":
+        "an earlier backward() freed the saved tensors this one needs: the graph-freed finding "
+        "says which pass, through which tensor, and the fix that fits",
+    "no-grad-fn":
+        "the root is not part of any graph: it was computed under torch.no_grad(), from "
+        ".detach()ed tensors, or from tensors without requires_grad=True",
+    "non-scalar":
+        "backward() of a non-scalar needs a gradient: pass gradient=torch.ones_like(t), "
+        "or reduce it first (t.sum())",
+    "inplace":
+        "a tensor saved for backward was changed in place; use the out-of-place op "
+        "(x = x + 1, not x += 1) or clone() it first",
+}
 
 
 def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
@@ -64,8 +67,8 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
                 line=p.line))
         if p.error is None:
             continue
-        hint = next((h for key, h in _PASS_HINTS if key in p.error), None)
-        if any(n and n.endswith(".grad") for n in p.root_names) and "grad_fn" in p.error:
+        hint = _PASS_HINTS.get(p.error_kind or "")
+        if any(n and n.endswith(".grad") for n in p.root_names) and p.error_kind == "no-grad-fn":
             hint = ("a .grad has no graph of its own unless the backward() that made it "
                     "was called with create_graph=True")
         where = f" at line {p.line} `{p.code}`" if p.line else ""

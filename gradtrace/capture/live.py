@@ -1,0 +1,104 @@
+"""Capture sessions over live code: the graph behind tensors at hand (gradtrace.trace()) and
+a with-block of ordinary code (gradtrace.record()), recorded as a scenario run is."""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+from types import FrameType
+from typing import Any
+
+import torch
+
+from ..errors import ScenarioError
+from ..extract.walk import release, walk
+from ..model.records import Trace
+from .options import CaptureOptions
+from .roots import named_tensors
+from .scenario_thread import RUN_LOCK
+from .session import CaptureSession
+
+
+def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
+                  saved: bool = True) -> Trace:
+    """The Trace of the graph behind live output tensors, labelled from names."""
+    for t in outputs:
+        if not isinstance(t, torch.Tensor) or t.grad_fn is None:
+            raise ScenarioError("gradtrace.trace() takes tensors that have a grad_fn "
+                                f"(got {type(t).__name__}"
+                                f"{'' if not isinstance(t, torch.Tensor) else ' without one'})",
+                                "pass the output of a computation on tensors that require grad")
+    # No big-stack thread here: the caller holds the graph, so nothing gradtrace drops can
+    # free a deep chain (and release() drops node references root first).
+    session = CaptureSession(None, [], dict(names), CaptureOptions(backward=backward,
+                                                                    saved=saved))
+    try:
+        name_of = {id(t): n for n, t in reversed(named_tensors(names))}
+        picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]
+        return session.finish(None, ([], "passed to gradtrace.trace()"), outputs=picked)
+    finally:
+        session.close()
+
+
+class BlockRecorder:
+    """Records from start() to stop(); stop() builds the Trace of what ran between."""
+
+    def __init__(self, frame: FrameType, saved: bool = True, flow: bool = True) -> None:
+        self.frame: FrameType | None = frame
+        path = frame.f_code.co_filename
+        self.label = f"{path}:{frame.f_lineno}"
+        self.session = CaptureSession(path, linecache.getlines(path), {},
+                                      CaptureOptions(backward=False, saved=saved, flow=flow))
+        self._before = _bound(frame)
+        self._recording = contextlib.ExitStack()
+
+    def start(self) -> None:
+        if not RUN_LOCK.acquire(blocking=False):
+            raise ScenarioError("gradtrace.record() cannot run inside another recording or "
+                                "scenario run", "end the other recording first")
+        self._recording.callback(RUN_LOCK.release)
+        self._recording.enter_context(self.session.recording(self.frame))
+
+    def stop(self, build: bool = True) -> Trace | None:
+        """Stop recording; the Trace of the block (None when build is False)."""
+        try:
+            self._recording.close()
+            if not build or self.frame is None:
+                return None
+            self.session.names.namespace.update(self._block_names(self.frame))
+            return self.session.finish(
+                self.label, (self.session.recorder.last_roots,
+                             "the roots of the block's last backward pass"), empty_ok=True)
+        finally:
+            self.frame = None
+            self.session.close()
+
+    def _block_names(self, frame: FrameType) -> dict[str, Any]:
+        """The frame's names that are the block's: bound or rebound in it, or on its graph
+        (tensors it used, modules whose forward or parameters it used); not names that
+        merely existed before it (a leaf nobody used is no unreached leaf of the block's)."""
+        scope = {**frame.f_globals, **frame.f_locals}
+        fresh = {n: v for n, v in scope.items() if self._before.get(n) != id(v)}
+        roots = [v.grad_fn for v in fresh.values()
+                 if isinstance(v, torch.Tensor) and v.grad_fn is not None]
+        roots += [r for p in self.session.recorder.passes for r in p.roots if r is not None]
+        nodes, _ = walk(roots)
+        on_graph = {id(n) for n in nodes} | {id(n.variable) for n in nodes
+                                             if hasattr(n, "variable")}
+        release(nodes)
+        made_nodes = {id(m) for _, m in self.session.tracker.owner.values()}
+
+        def used(value: Any) -> bool:
+            if isinstance(value, torch.Tensor):
+                return id(value) in on_graph or id(value.grad_fn) in on_graph
+            return any(id(m) in made_nodes for m in value.modules()) or \
+                any(id(p) in on_graph for p in value.parameters())
+
+        return {n: v for n, v in scope.items() if n in fresh or (
+            isinstance(v, (torch.Tensor, torch.nn.Module)) and used(v))}
+
+
+def _bound(frame: FrameType) -> dict[str, int]:
+    """name -> id of each tensor and module the frame sees as the block starts."""
+    return {n: id(v) for n, v in {**frame.f_globals, **frame.f_locals}.items()
+            if isinstance(v, (torch.Tensor, torch.nn.Module))}

@@ -1,0 +1,17 @@
+"""How a capture session records: one record of options, given when the session starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """What a capture records and does besides what the captured code does."""
+
+    roots: tuple[str, ...] = ()  # the roots asked for by name (--root)
+    backward: bool = True  # gradtrace's own backward from the roots when the code ran none
+    derivative_order: int = 1  # 2: second derivatives of the first pass's (scalar) root
+    saved: bool = True  # read the tensors each node saved for backward
+    flow: bool = True  # record the gradient that flowed through every node
+    pass_limit: int | None = None  # stop the code at its pass after this many (None: never)

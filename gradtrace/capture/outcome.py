@@ -1,0 +1,81 @@
+"""How a scenario's run ended: finished, stopped at its pass limit, exited, raised or ran out
+of time — and the tensors its function returned."""
+
+from __future__ import annotations
+
+from types import CodeType, ModuleType
+from typing import Any, NamedTuple
+
+import torch
+
+from ..errors import GradtraceError, ScenarioError
+from .explain import at_line, scenario_error, scenario_line
+from .names import ScenarioNames
+from .recorder import PassLimit, Recorder
+from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
+from .target import Target, call_function, run_module
+
+
+class Outcome(NamedTuple):
+    """The error that stopped the scenario part-way (None: it finished, or stopped at its
+    pass limit), and the (name, tensor) pairs its function returned."""
+
+    stopped: ScenarioError | None
+    returned: list[tuple[str, Any]]
+
+
+def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str],
+            recorder: Recorder, names: ScenarioNames, timeout: float | None,
+            window: StopWindow) -> Outcome:
+    """Run the target's code (and its function, for FILE::FUNC) and say how it ended."""
+    path = target.path
+    returned: list[tuple[str, Any]] = []
+    try:
+        with window.open():
+            run_module(code, module)
+            if target.function is not None:
+                result, scope = call_function(target, module)
+                names.add([(target.function.rpartition("::")[2], scope)])
+                returned = returned_tensors(result, scope)
+    except PassLimit:
+        pass  # the passes it was allowed ran: the trace says where it was stopped
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            return Outcome(ScenarioError(f"{path}: the scenario called sys.exit({exc.code!r})"),
+                           [])
+    except (KeyboardInterrupt, GradtraceError):
+        raise
+    except TimeUp as exc:
+        line = scenario_line(path, exc)
+        return Outcome(ScenarioError(f"{late(timeout)}: it was {at_line(path, lines, line)}",
+                                     LATE_HINT, line), [])
+    except BaseException as exc:  # what the scenario raised, of any kind
+        if exc is not recorder.failed:
+            return Outcome(scenario_error(path, lines, exc), [])
+    return Outcome(None, returned)
+
+
+def default_roots(target: Target, recorder: Recorder,
+                  returned: list[tuple[str, Any]]) -> tuple[list[tuple[str | None, Any]], str]:
+    """The roots when neither --root nor OUTPUT picks them, and why: what FUNC returned, else
+    the roots of the scenario's last pass."""
+    if returned:
+        return list(returned), f"what {target.function} returned"
+    line = next((p.line for p in reversed(recorder.passes) if p.by == "scenario"), None)
+    where = f", at line {line}" if line else ""
+    return list(recorder.last_roots), f"the roots of the scenario's last backward pass{where}"
+
+
+def returned_tensors(result: Any, scope: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tensors a function returned (a tensor, or a tuple, list or dict of them), named
+    as its locals call them, else return, return[0], return['loss']."""
+    local = {id(v): k for k, v in scope.items() if isinstance(v, torch.Tensor)}
+    if isinstance(result, torch.Tensor):
+        items = [("return", result)]
+    elif isinstance(result, (tuple, list)):
+        items = [(f"return[{i}]", v) for i, v in enumerate(result)]
+    elif isinstance(result, dict):
+        items = [(f"return[{k!r}]", v) for k, v in result.items()]
+    else:
+        items = []
+    return [(local.get(id(v), name), v) for name, v in items if isinstance(v, torch.Tensor)]

@@ -1,0 +1,55 @@
+"""What a scenario prints, captured: Python's streams and warnings, and file descriptors 1
+and 2 (its subprocesses and C extensions), so gradtrace's own output stays clean."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def python_output_captured(output: io.StringIO) -> Iterator[None]:
+    """sys.stdout, sys.stderr and warnings into output while the block runs."""
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
+            warnings.catch_warnings():
+        # Warnings are part of what the scenario prints, whoever else listens for them.
+        warnings.simplefilter("default")
+        warnings.showwarning = _warning_to(output)
+        yield
+
+
+@contextlib.contextmanager
+def descriptors_captured(output: io.StringIO) -> Iterator[None]:
+    """File descriptors 1 and 2 into a file while the block runs; then its text into output
+    (after what Python printed: the two cannot be interleaved)."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()  # type: ignore[union-attr]
+    saved: list[tuple[int, int]] = []
+    with tempfile.TemporaryFile() as capture:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):  # a closed descriptor stays closed
+                saved.append((fd, os.dup(fd)))
+                os.dup2(capture.fileno(), fd)
+        try:
+            yield
+        finally:
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+            capture.seek(0)
+            output.write(capture.read().decode("utf-8", "replace"))
+
+
+def _warning_to(output: io.StringIO) -> Callable[..., None]:
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        output.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    return show

@@ -1,0 +1,160 @@
+"""The wrappers a recording installs on torch while captured code runs: backward and grad
+calls become recorded passes; Function.apply, gradcheck, checkpoint and Tensor.register_hook
+calls are noted."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ..extract.build import RawCall
+from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
+from ..model.records import PassKind
+from ..torch_compat import next_sequence_number
+from .modules import made_since
+from .recorder import Recorder
+
+
+@contextlib.contextmanager
+def patched(recorder: Recorder) -> Iterator[None]:
+    """Install the recording wrappers; restore torch exactly afterwards."""
+    gradcheck_module = sys.modules["torch.autograd.gradcheck"]
+    checkpoint_module = importlib.import_module("torch.utils.checkpoint")
+    function_cls = torch.autograd.Function
+    patches = [
+        (checkpoint_module, "checkpoint", _checkpointing(recorder, checkpoint_module.checkpoint)),
+        (torch.Tensor, "backward", _pass_wrapper(recorder, "backward", torch.Tensor.backward)),
+        (torch.autograd, "backward", _pass_wrapper(recorder, "backward", torch.autograd.backward)),
+        (torch.autograd, "grad", _pass_wrapper(recorder, "grad", torch.autograd.grad)),
+        (function_cls, "apply", _apply_wrapper(recorder, function_cls.__dict__["apply"])),
+        (torch.Tensor, "register_hook", _hook_noting(recorder, torch.Tensor.register_hook)),
+    ]
+    owner: Any
+    for owner in (torch.autograd, gradcheck_module):
+        for name in ("gradcheck", "gradgradcheck"):
+            patches.append((owner, name, _checking(recorder, name, getattr(owner, name))))
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    for owner, name, wrapper in patches:
+        setattr(owner, name, wrapper)
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+def _pass_wrapper(recorder: Recorder, kind: PassKind,
+                  original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+    root_param = next(iter(signature.parameters))  # self / tensors / outputs
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if recorder.in_pass or recorder.muted:
+            return original(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = bound.arguments
+        roots = given[root_param]
+        roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        create = bool(given.get("create_graph", False))
+        retain = given.get("retain_graph")
+        retain = create if retain is None else bool(retain)
+        every_leaf = kind == "backward" and given.get("inputs") is None
+        return recorder.run_pass(kind, "scenario", roots, retain, create,
+                             lambda: original(*args, **kwargs), every_leaf)
+
+    return wrapper
+
+def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  # type: ignore[type-arg]
+    func = original.__func__
+
+    @functools.wraps(func)
+    def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+        out = func(cls, *args, **kwargs)
+        if not recorder.muted or recorder.first_in_check:
+            recorder.first_in_check = False  # the Function a gradcheck call is about
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            node = first.grad_fn if isinstance(first, torch.Tensor) else None
+            copies = tuple(
+                a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args
+            )
+            recorder.calls.append(RawCall(cls, node, recorder.caller_line()[0], copies, kwargs))
+        return out
+
+    return classmethod(apply)
+
+def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Tensor.register_hook, noting the node of every non-leaf tensor given a hook: its
+    gradient may change on its way, so the flow capture never reads it off a neighbour."""
+
+    @functools.wraps(original)
+    def register_hook(tensor: torch.Tensor, hook: Callable[..., Any]) -> Any:
+        if tensor.grad_fn is not None:
+            # its id, not the node: holding it would keep its graph (and what it saved)
+            # alive; a reused id only costs another node a hook
+            recorder.hooked.add(id(tensor.grad_fn))
+        return original(tensor, hook)
+
+    return register_hook
+
+def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""
+
+    @functools.wraps(original)
+    def checkpoint(*args: Any, **kwargs: Any) -> Any:
+        start = next_sequence_number()
+        out = original(*args, **kwargs)
+        for node in made_since(out, start):
+            recorder.recomputed.setdefault(id(node), node)  # the node keeps its id unique
+        return out
+
+    return checkpoint
+
+def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Record the scenario's own gradcheck calls; mute what they do inside."""
+
+    @functools.wraps(original)
+    def checking(*args: Any, **kwargs: Any) -> Any:
+        outer = not recorder.muted
+        line = recorder.caller_line()[0] if outer else None
+        recorder.first_in_check = outer
+        recorder.muted += 1
+        try:
+            result = original(*args, **kwargs)
+        except Exception as exc:
+            if outer:
+                recorder.findings.append(GRADCHECK_FAILED.finding(
+                    f"{kind}({_callable_name(args)}) at line {line} failed: "
+                    + " ".join(str(exc).split("\n")[:3]),
+                    hint="the Function's backward disagrees with finite differences: "
+                    "compare the numerical and analytical values above, then fix backward",
+                    line=line,
+                ))
+                recorder.failed = exc
+            raise
+        finally:
+            recorder.muted -= 1
+            recorder.first_in_check = False
+        if outer:
+            verdict = "passed" if result else "returned False"
+            recorder.findings.append(GRADCHECK.finding(
+                f"{kind}({_callable_name(args)}) at line {line} {verdict}",
+                severity="info" if result else "error", line=line))
+        return result
+
+    return checking
+
+
+def _callable_name(args: tuple[Any, ...]) -> str:
+    fn = args[0] if args else None
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, type):  # a Function's apply, bound to its class
+        return f"{owner.__name__}.{getattr(fn, '__name__', 'apply')}"
+    return getattr(fn, "__qualname__", type(fn).__name__)

@@ -1,0 +1,106 @@
+"""The thread a scenario runs in: a big stack, a time limit, and Ctrl-C, each of which names
+the scenario line it stopped at."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from ..errors import Interrupted, ScenarioError
+from ..torch_compat import make_non_daemon
+from .explain import running_at
+
+# Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
+# through teardown. Only touched pages are committed, so this costs no memory up front.
+STACK_SIZE = 1 << 30
+RUN_LOCK = threading.Lock()  # a recording patches torch globally: one at a time
+
+# After the time limit, how long the scenario gets to stop at its next Python line (then
+# what it recorded is built and shown); a thread stuck in one C call (a long sleep) is left
+# behind, and only the line is reported.
+STOP_GRACE = 3.0
+LATE_HINT = "give it more time (--timeout SECONDS), or make it do less"
+
+Result = TypeVar("Result")
+
+
+class TimeUp(BaseException):
+    """Raised inside the scenario's thread when its time is up (not an Exception: a
+    scenario's `except Exception` does not swallow it)."""
+
+
+def late(timeout: float | None) -> str:
+    return f"the scenario did not finish within {timeout or 0:g} s"
+
+
+class StopWindow:
+    """When the time limit may stop the scenario: only while its own code runs (and the
+    threads it started), never while gradtrace builds the trace."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.closed = threading.Event()  # the scenario's code is done: the trace is built next
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[None]:
+        with self._lock:
+            self._thread = threading.current_thread()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._thread = None
+            self.closed.set()
+
+    def stop(self) -> None:
+        """Raise TimeUp in the scenario's thread at its next Python line, if it still runs
+        its own code: CPython's asynchronous exception, the one way to stop a thread."""
+        import ctypes
+
+        with self._lock:
+            if self._thread is not None and self._thread.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._thread.ident), ctypes.py_object(TimeUp))
+
+
+def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
+                 timeout: float | None, window: StopWindow) -> Result:
+    """work() in a thread with a big stack; a time limit and Ctrl-C name the scenario line
+    the thread was on."""
+    result: list[Result] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        # The threads the scenario starts are not daemons unless it says so, as under
+        # `python` (they inherit the flag from this thread; the run waits for them).
+        make_non_daemon(threading.current_thread())
+        try:
+            result.append(work())
+        except BaseException as exc:  # handed to the caller's thread, re-raised there
+            error.append(exc)
+
+    # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
+    thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
+    where = ""
+    try:
+        old = threading.stack_size(STACK_SIZE)  # read when the thread starts
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(old)
+        thread.join(timeout)
+        if thread.is_alive():
+            where = running_at(thread, path, lines)
+            window.stop()
+            if window.closed.wait(STOP_GRACE):
+                thread.join()  # building what was recorded: bounded by its size
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted {running_at(thread, path, lines)}") from None
+    if thread.is_alive():
+        raise ScenarioError(f"{late(timeout)}: it was {where}", LATE_HINT)
+    if error:
+        raise error[0]
+    return result[0]

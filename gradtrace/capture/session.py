@@ -1,0 +1,159 @@
+"""One capture session: the recorder, module tracker, line log and names of one recording,
+and the one place a Trace and all its findings are built from what was recorded.
+
+Every entry point goes through it: scenario runs (show, dot, diff, check), gradtrace.trace(),
+gradtrace.record() and the pytest plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+
+from ..errors import ScenarioError
+from ..extract.tensors import Named
+from ..findings.passes import pass_findings
+from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
+from ..model.records import Finding, Trace
+from .cuts import Statements, pass_cuts, place_leaf_findings
+from .explain import scenario_line, statements_run, why_no_root
+from .higher import second_derivatives
+from .modules import ModuleTracker, module_paths
+from .names import ScenarioNames
+from .options import CaptureOptions
+from .patches import patched
+from .provenance import LineLog
+from .recorder import Recorder
+from .roots import choose_outputs, named_tensors
+
+# (name or None, tensor) roots, and why they are the roots
+Roots = tuple[list[tuple[str | None, Any]], str]
+
+
+class ScenarioStopped(ScenarioError):
+    """The captured code raised or ran out of time after recording something: trace holds
+    what was recorded up to there (with a finding saying where it stopped)."""
+
+    def __init__(self, message: str, hint: str | None, trace: Trace) -> None:
+        super().__init__(message, hint)
+        self.trace = trace
+
+
+class CaptureSession:
+    """What one recording holds: torch is patched only inside recording(); finish() builds
+    the Trace; close() lets go of every torch object."""
+
+    def __init__(self, path: str | None, lines: list[str], namespace: dict[str, Any],
+                 options: CaptureOptions) -> None:
+        self.path = path  # the file whose lines are traced and cited (None: none)
+        self.lines = lines
+        self.options = options
+        self.names = ScenarioNames(path, namespace)
+        self.line_log = LineLog(self.names.owns)
+        self.tracker = ModuleTracker()
+        self.recorder = Recorder(path or "<python>", lines, self.names, options,
+                                 self.line_log.source_of)
+
+    @contextlib.contextmanager
+    def recording(self, frame: FrameType | None = None) -> Iterator[None]:
+        """Record while the block runs (frame: a with-block's own frame, already running)."""
+        with patched(self.recorder), self.tracker.tracking(), self.line_log.tracing(frame):
+            yield
+
+    def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,
+               stopped: ScenarioError | None = None, printed: str = "",
+               empty_ok: bool = False) -> Trace:
+        """The Trace of what was recorded, with every finding (raised in ScenarioStopped when
+        stopped says the code stopped part-way), and gradtrace's own backward when the code
+        ran none. outputs: roots given by the caller, used as they are. empty_ok: code that
+        made no graph at all gives a trace saying so (a with-block), not an error."""
+        recorder = self.recorder
+        every = self.names.merged()
+        named = named_tensors(every)
+        if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
+            raise stopped  # nothing recorded: the error alone says it all
+        if outputs is None:
+            if not named and not recorder.passes and not empty_ok:
+                raise ScenarioError(
+                    f"{label} names no tensors",
+                    "assign tensors to module-level names, call backward() in the functions "
+                    "that make them, or run one function with FILE::FUNC")
+            outputs, reason = choose_outputs(label or "", self.names.namespace, named,
+                                             self.options.roots, default_roots)
+        else:
+            reason = default_roots[1]
+        statements = functools.cache(lambda: self._statements())
+        findings = self._no_graph(label, named, empty_ok) if not outputs else []
+        if stopped is None:  # after an error, only what the code itself did is shown
+            if outputs and self.options.backward and not recorder.passes:
+                own_backward(recorder, [t for _, t in outputs])
+            if self.options.derivative_order == 2 and recorder.second_order is None \
+                    and outputs:
+                recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0],
+                                                           named)
+        else:
+            findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint,
+                                                     line=stopped.line))
+        if recorder.capped_at is not None:
+            findings.append(PASSES_CAPPED.finding(
+                f"stopped after {self.options.pass_limit} backward passes, at the next one "
+                f"({recorder.capped_at})", hint="--passes all runs the script to the end",
+                line=recorder.capped_line))
+        findings.extend(recorder.findings)
+        findings.extend(pass_cuts(recorder.passes, self.lines, statements))
+        findings.extend(pass_findings(recorder.passes))
+        trace = recorder.trace(label, named, outputs, reason, findings,
+                               module_paths(every, self.tracker), printed)
+        if self.path is not None:
+            trace = place_leaf_findings(trace, self.path, self.lines, statements)
+        if stopped is not None:
+            raise ScenarioStopped(stopped.message, stopped.hint, trace)
+        return trace
+
+    def _statements(self) -> Statements:
+        ran = self.line_log.lines_run(self.path) if self.path is not None else None
+        return statements_run(self.lines, ran or set())
+
+    def _no_graph(self, label: str | None, named: Named, empty_ok: bool) -> list[Finding]:
+        """Why there is no root: a finding when something else was recorded (or empty_ok),
+        else an error."""
+        why, cut_at = why_no_root(named, self.lines, self.line_log.lines_run(self.path or ""))
+        if self.recorder.passes:
+            return [NO_GRAPH.finding(
+                f"no autograd graph: {why}", line=cut_at,
+                tensor=next((n for n, t in named if t.requires_grad), None))]
+        if self.recorder.calls or self.recorder.findings:
+            return [NO_GRAPH.finding(
+                "no named tensor has a grad_fn, so there is no graph to show; "
+                "the scenario's gradcheck and Function calls are reported instead",
+                severity="info")]
+        if empty_ok:
+            return [NO_GRAPH.finding(f"no autograd graph: {why}", severity="info", line=cut_at)]
+        raise ScenarioError(
+            f"{label}: no output to trace: {why}",
+            "an output is a tensor with a grad_fn; see `gradtrace show --help`", cut_at)
+
+    def close(self) -> None:
+        """Drop every torch object held (the captured graph dies with its session)."""
+        self.recorder.release()
+        self.tracker.owner.clear()
+        self.names.clear()
+
+
+def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
+    """gradtrace's own backward from the roots (ones for non-scalars), recorded as a pass."""
+    roots = list({id(t): t for t in roots}.values())
+    grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
+    try:
+        recorder.run_pass("backward", "gradtrace", roots, False, False,
+                          lambda: torch.autograd.backward(roots, grads))
+    except Exception as exc:  # recorded as the pass's error; where in the code, if it was
+        where = scenario_line(recorder.path, exc)
+        failed = recorder.passes[-1]
+        if where is not None and failed.error is not None:
+            failed.error += f" (at {recorder.path}:{where})"

@@ -1,0 +1,159 @@
+"""Every private torch API gradtrace reads and every torch error text it recognises, in one
+place: each checked on torch 2.13 (the version tested), each with a fallback.
+
+A probe that a torch release no longer has costs the feature it serves, never the run: its
+fallback answers, and `missing()` says, in one line each, what is not shown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from operator import methodcaller
+from typing import Any, Literal
+
+import torch
+
+CHECKED_ON = "2.13"
+NO_SEQUENCE = 2**64 - 1  # the sequence number AccumulateGrad nodes report
+SAVED_PREFIX = "_saved_"  # built-in nodes show what they saved only as _saved_<name>
+
+_missing: dict[str, str] = {}  # probe -> what goes without it
+
+
+def _probe(path: str, find: Callable[[], Any], without: str) -> Any:
+    """What find() returns, or None (noted in missing()) when this torch lacks path."""
+    try:
+        return find()
+    except AttributeError:
+        _missing[path] = without
+        return None
+
+
+def missing() -> list[str]:
+    """One line for each private torch API this torch lacks, and what goes without it."""
+    return [f"torch {torch.__version__} has no {path} (checked on {CHECKED_ON}): {without}"
+            for path, without in _missing.items()]
+
+
+# Autograd numbers nodes as it makes them; gradtrace tells which call, module and line made a
+# node by that number.
+_get_sequence_nr = _probe(
+    "torch._C._autograd._get_sequence_nr", lambda: torch._C._autograd._get_sequence_nr,
+    "modules and source lines of nodes are not shown")
+
+
+def next_sequence_number() -> int:
+    """The sequence number the next autograd node will get (0 without the probe)."""
+    return 0 if _get_sequence_nr is None else _get_sequence_nr()
+
+
+def _no_sequence(node: Any) -> int:
+    return NO_SEQUENCE
+
+
+# node -> its sequence number (NO_SEQUENCE for leaves); a method caller: bulk maps are hot
+sequence_number: Callable[[Any], int] = methodcaller("_sequence_nr") if _probe(
+    "torch.autograd.graph.Node._sequence_nr", lambda: torch.autograd.graph.Node._sequence_nr,
+    "modules and source lines of nodes are not shown") is not None else _no_sequence
+
+
+_functorch_level = _probe(
+    "torch._C._functorch.maybe_current_level",
+    lambda: torch._C._functorch.maybe_current_level,
+    "gradients inside torch.func transforms may be summarised as if unbatched")
+
+
+def inside_functorch_transform() -> bool:
+    """Whether vmap/grad/jacrev is running: its gradients are wrappers without storage."""
+    return _functorch_level is not None and _functorch_level() is not None
+
+
+def is_function_node(node: Any) -> bool:
+    """Whether node is a custom autograd.Function's (its class has _forward_cls; checked on the
+    class: a user's ctx may have any attribute)."""
+    return hasattr(type(node), "_forward_cls")
+
+
+def input_shapes(node: Any) -> list[tuple[int, ...]]:
+    """The shape of the gradient each output of node receives in backward (its inputs, in
+    autograd's terms), from autograd's private input metadata."""
+    return [tuple(m.shape) for m in node._input_metadata]
+
+
+def has_tensor_hooks(variable: Any) -> bool:
+    """Whether a leaf tensor has hooks of its own (registered with Tensor.register_hook)."""
+    return bool(getattr(variable, "_backward_hooks", None))
+
+
+def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
+    """(attribute, saved name) of each tensor a built-in node saved for backward."""
+    return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
+
+
+_device_context_holder = _probe(
+    "torch._GLOBAL_DEVICE_CONTEXT", lambda: torch._GLOBAL_DEVICE_CONTEXT,
+    "a default device a scenario sets is not reset after it")
+
+
+def default_device_mode() -> Any:
+    """The DeviceContext mode torch.set_default_device entered in this thread, if any."""
+    return getattr(_device_context_holder, "device_context", None)
+
+
+_mode_stacks = _probe(
+    "torch._C._len_torch_function_stack",
+    lambda: (torch._C._len_torch_function_stack, torch._C._pop_torch_function_stack,
+             torch._C._len_torch_dispatch_stack, torch._C._pop_torch_dispatch_stack),
+    "torch function/dispatch modes a scenario leaves entered are not popped")
+
+
+def mode_stack_depths() -> tuple[int, int]:
+    """How many torch function and dispatch modes this thread has entered."""
+    if _mode_stacks is None:
+        return 0, 0
+    return _mode_stacks[0](), _mode_stacks[2]()
+
+
+def pop_modes_to(depths: tuple[int, int]) -> None:
+    """Pop the modes entered since mode_stack_depths() said depths.
+
+    Modes left entered live in the thread's C++ state, which the thread frees after Python
+    has let go of it: a Python object freed then aborted the process (exit 134).
+    """
+    if _mode_stacks is None:
+        return
+    length, pop, dispatch_length, dispatch_pop = _mode_stacks
+    while length() > depths[0]:
+        pop()
+    while dispatch_length() > depths[1]:
+        dispatch_pop()
+
+
+def make_non_daemon(thread: threading.Thread) -> None:
+    """Threads a thread starts inherit its daemon flag; Python forbids setting it on a running
+    thread, so the private flag is set (CPython 3.10–3.13)."""
+    if hasattr(thread, "_daemonic"):
+        thread._daemonic = False
+
+
+# What torch's error texts mean, matched by a phrase each (torch 2.13's wording).
+ErrorKind = Literal["graph-freed", "inplace", "no-grad-fn", "needs-no-grad", "non-scalar",
+                    "wrong-count", "invalid-gradient", "needless-gradient"]
+_ERROR_PHRASES: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
+    ("graph-freed", ("backward through the graph a second time",)),
+    ("inplace", ("modified by an inplace operation", "inplace operation")),
+    ("no-grad-fn", ("does not require grad and does not have a grad_fn",)),
+    ("needs-no-grad", ("does not require grad",)),  # an input of autograd.grad, say
+    ("non-scalar", ("grad can be implicitly created only for scalar outputs",)),
+    ("wrong-count", ("incorrect number of gradients",)),
+    ("invalid-gradient", ("returned an invalid gradient",)),
+    ("needless-gradient", ("gradient different than None", "is not differentiable")),
+)
+
+
+def error_kind(error: BaseException | str) -> ErrorKind | None:
+    """What a torch error says, as one of ErrorKind (None: not one gradtrace explains)."""
+    text = str(error)
+    return next((kind for kind, phrases in _ERROR_PHRASES
+                 if any(phrase in text for phrase in phrases)), None)
