@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import linecache
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -47,7 +48,8 @@ class BlockRecorder:
         self.frame: FrameType | None = frame
         path = frame.f_code.co_filename
         self.label = f"{path}:{frame.f_lineno}"
-        self.session = CaptureSession(path, linecache.getlines(path), {},
+        lines = "".join(linecache.getlines(path)).splitlines()  # as a scenario's are read
+        self.session = CaptureSession(path, lines, {},
                                       CaptureOptions(backward=False, saved=saved, flow=flow))
         self._before = _bound(frame)
         self._recording = contextlib.ExitStack()
@@ -65,7 +67,9 @@ class BlockRecorder:
             self._recording.close()
             if not build or self.frame is None:
                 return None
-            self.session.names.namespace.update(self._block_names(self.frame))
+            names = self.session.names
+            names.namespace.update({**self.frame.f_globals, **self.frame.f_locals})
+            names.narrow(self._of_the_block(names.merged()))
             return self.session.finish(
                 self.label, (self.session.recorder.last_roots,
                              "the roots of the block's last backward pass"), empty_ok=True)
@@ -73,11 +77,10 @@ class BlockRecorder:
             self.frame = None
             self.session.close()
 
-    def _block_names(self, frame: FrameType) -> dict[str, Any]:
-        """The frame's names that are the block's: bound or rebound in it, or on its graph
-        (tensors it used, modules whose forward or parameters it used); not names that
-        merely existed before it (a leaf nobody used is no unreached leaf of the block's)."""
-        scope = {**frame.f_globals, **frame.f_locals}
+    def _of_the_block(self, scope: dict[str, Any]) -> Callable[[str, Any], bool]:
+        """Whether a name is the block's: bound or rebound in it, or on its graph (tensors it
+        used, modules whose forward or parameters it used); not a name that merely existed
+        before it (a leaf nobody used is no unreached leaf of the block's)."""
         fresh = {n: v for n, v in scope.items() if self._before.get(n) != id(v)}
         roots = [v.grad_fn for v in fresh.values()
                  if isinstance(v, torch.Tensor) and v.grad_fn is not None]
@@ -94,8 +97,8 @@ class BlockRecorder:
             return any(id(m) in made_nodes for m in value.modules()) or \
                 any(id(p) in on_graph for p in value.parameters())
 
-        return {n: v for n, v in scope.items() if n in fresh or (
-            isinstance(v, (torch.Tensor, torch.nn.Module)) and used(v))}
+        return lambda name, value: name in fresh or (
+            isinstance(value, (torch.Tensor, torch.nn.Module)) and used(value))
 
 
 def _bound(frame: FrameType) -> dict[str, int]:

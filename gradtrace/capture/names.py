@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -39,8 +40,11 @@ class ScenarioNames:
         scopes = []
         while frame is not None:
             code = frame.f_code
-            if code.co_name != "<module>" and self.owns(code.co_filename):
-                scopes.append((code.co_name, frame.f_locals))
+            if self.owns(code.co_filename):
+                if code.co_name != "<module>":
+                    scopes.append((code.co_name, frame.f_locals))
+                elif frame.f_globals is not self.namespace:  # a with-block's module
+                    scopes.append((code.co_name, frame.f_globals))
             frame = frame.f_back
         self.add(scopes)
 
@@ -68,6 +72,12 @@ class ScenarioNames:
         for name, value in self._seen.items():
             merged.setdefault(name, value)
         return merged
+
+    def narrow(self, keep: Callable[[str, Any], bool]) -> None:
+        """Forget the names whose (name, object) keep rejects."""
+        for names in (self.namespace, self._seen):
+            for name in [n for n, v in names.items() if not keep(n, v)]:
+                del names[name]
 
     def clear(self) -> None:
         """Drop every reference (the scenario's objects die with their run)."""
