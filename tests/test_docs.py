@@ -49,12 +49,33 @@ def test_readme_transcript_is_the_real_output() -> None:
     assert real == shown.rstrip("\n")
 
 
-def test_readme_layer_table_names_every_module() -> None:
-    table = README[README.index("### The house"):README.index("**Adding an export format**")]
-    for path in sorted((ROOT / "gradtrace").rglob("*.py")):
-        if path.name in ("__init__.py", "__main__.py"):
+def readme_layers() -> dict[str, tuple[set[str], set[str]]]:
+    """The README's layer table: layer -> (the layers it may import, its modules)."""
+    table = README[README.index("### The house"):README.index("Renderers return values")]
+    rows = re.findall(r"^\| (\w+) \| ([^|]*) \| (.*) \|$", table, re.MULTILINE)
+    return {layer: ({n.strip() for n in imports.split(",")} - {"—"},
+                    set(re.findall(r"\*\*`(\w+)`\*\*", modules)))
+            for layer, imports, modules in rows if layer != "layer"}
+
+
+def test_readme_layer_table_is_the_layer_tests_table() -> None:
+    """Bottom up, each layer's imports as tests/test_layers.py enforces them, and every module
+    of the package in its own layer's row."""
+    from test_layers import BELOW, PACKAGE, layer, module_name
+
+    documented = readme_layers()
+    assert set(documented) == set(BELOW)
+    below: set[str] = set()
+    for name, (imports, _) in documented.items():  # bottom up: what it imports comes first
+        assert imports == BELOW[name] - {name} and imports <= below, name
+        below.add(name)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path) if path.name != "__init__.py" else "gradtrace.__init__"
+        if path.name == "__init__.py" and path.parent != PACKAGE:
             continue
-        assert f"`{path.stem}`" in table, f"{path.relative_to(ROOT)} is not in the README's table"
+        stem = path.stem
+        assert stem in documented[layer(module.removesuffix(".__init__"))][1], \
+            f"{path.relative_to(ROOT)} is not in its layer's row of the README's table"
 
 
 def test_every_command_is_in_the_readme_and_has_help() -> None:
