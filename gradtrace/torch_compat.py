@@ -64,7 +64,7 @@ _functorch_level = _probe(
     "gradients inside torch.func transforms may be summarised as if unbatched")
 
 
-def inside_functorch_transform() -> bool:
+def inside_torch_func_transform() -> bool:
     """Whether vmap/grad/jacrev is running: its gradients are wrappers without storage."""
     return _functorch_level is not None and _functorch_level() is not None
 

@@ -33,7 +33,7 @@ from ..model.records import (
     Source,
     Trace,
 )
-from ..torch_compat import error_kind, inside_functorch_transform
+from ..torch_compat import error_kind, inside_torch_func_transform
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .higher import second_derivatives
@@ -161,7 +161,7 @@ class Recorder:
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
             | self.hooked
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
-        record.batched = inside_functorch_transform()
+        record.batched = inside_torch_func_transform()
         capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
             if self.options.flow and not record.batched else None
         self.in_pass += 1

@@ -48,6 +48,18 @@ def print_error(message: str, hint: str | None) -> None:
         err.print(Text("hint: ", style="bold") + Text(hint))
 
 
+def print_torch_notes() -> None:
+    """An `info:` line on stderr for each private torch API this torch lacks (only when a
+    command needed torch: --help and saved traces never import it)."""
+    if "torch" not in sys.modules:
+        return
+    from ..torch_compat import missing
+
+    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+    for line in missing():
+        err.print(Text("info: ", style="bold") + Text(line))
+
+
 class BoundedGroup(TyperGroup):
     """The one error boundary: an error from any command is printed as `error:` and `hint:`
     and exits 2, never as a traceback; --debug (or GRADTRACE_DEBUG=1) lets it raise."""
@@ -59,6 +71,7 @@ class BoundedGroup(TyperGroup):
             finally:  # output errors surface here, not in Python's flush at exit
                 if sys.stdout is not None:
                     sys.stdout.flush()
+                print_torch_notes()
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # the CLI's own control flow: exit codes, usage errors
         except GradtraceError as exc:

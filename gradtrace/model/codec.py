@@ -112,7 +112,7 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             nodes=tuple(
                 Node(
                     n["id"], n["type"], n["kind"], n["tensor"],
-                    () if lean else tuple(_saved_from(s) for s in n["saved"]), n.get("module"),
+                    () if lean else tuple(_decode_saved(s) for s in n["saved"]), n.get("module"),
                     n.get("recomputed", False), _source_from(n.get("source")),
                 )
                 for n in data["nodes"]
@@ -203,7 +203,7 @@ def _source_from(d: dict[str, Any] | None) -> Source | None:
     return None if d is None else Source(d["file"], d["line"], d["code"])
 
 
-def _saved_from(d: dict[str, Any]) -> SavedTensor:
+def _decode_saved(d: dict[str, Any]) -> SavedTensor:
     return SavedTensor(d["name"], _tuple(d["shape"]), d["dtype"], d["bytes"], d.get("status", "ok"))
 
 
