@@ -10,7 +10,7 @@ from ..extract.build import RawPass
 from ..findings.graph import unreached
 from ..findings.registry import GRAPH_CUT
 from ..model.records import Finding, Trace
-from .explain import Statement, bound_at, graph_cut, leaf_cut
+from .statements import Statement, bound_at, graph_cut, leaf_cut
 
 Statements = list[Statement]
 

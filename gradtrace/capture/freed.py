@@ -32,7 +32,7 @@ class FreedGraphs:
         freed.update(self._freed_by)
         self._freed_by = freed
 
-    def explain(self, nodes: list[Any], number: int, roots: list[Any], named: Named,
+    def finding(self, nodes: list[Any], number: int, roots: list[Any], named: Named,
                 source_of: Callable[[Any], Source | None]) -> Finding | None:
         """Why pass `number` found its graph freed; nodes are in breadth-first order from
         its roots, so the first shared one is where it entered the freed part."""

@@ -33,7 +33,7 @@ def changed_saved(nodes: list[Any], saved_of: Callable[[Any], tuple[SavedTensor,
             if s.status == "modified in place"]
 
 
-def explain(node: Any, saved: str, named: Named,
+def inplace_finding(node: Any, saved: str, named: Named,
             source_of: Callable[[Any], Source | None]) -> Finding:
     """`b (output of SigmoidBackward0, line 3) was saved for backward and then changed in
     place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint."""

@@ -9,11 +9,11 @@ from typing import Any, NamedTuple
 import torch
 
 from ..errors import GradtraceError, ScenarioError
-from .explain import at_line, scenario_error, scenario_line
 from .names import ScenarioNames
 from .recorder import PassLimit, Recorder
 from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .target import Target, call_function, run_module
+from .where import at_line, scenario_error, scenario_line
 
 
 class Outcome(NamedTuple):

@@ -37,7 +37,7 @@ from ..torch_compat import error_kind, inside_torch_func_transform
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .higher import second_derivatives
-from .inplace import changed_saved, explain
+from .inplace import changed_saved, inplace_finding
 from .names import ScenarioNames
 from .options import CaptureOptions
 from .roots import named_tensors
@@ -174,7 +174,7 @@ class Recorder:
             if record.error_kind == "inplace":
                 self._check_inplace(nodes, named, force=True)
             elif record.error_kind == "graph-freed":
-                freed = self.freed.explain(nodes, len(self.passes), root_nodes, named,
+                freed = self.freed.finding(nodes, len(self.passes), root_nodes, named,
                                            self.source_of)
                 if freed is not None:
                     self.findings.append(freed)
@@ -229,7 +229,7 @@ class Recorder:
             if id(node) in self._inplace_nodes:
                 continue
             self._inplace_nodes[id(node)] = node
-            finding = explain(node, saved, named, self.source_of)
+            finding = inplace_finding(node, saved, named, self.source_of)
             key = (finding.tensor, finding.line)
             if finding.tensor is None or key not in self._inplace_told:
                 self._inplace_told.add(key)

@@ -10,7 +10,7 @@ import torch
 from ..errors import ScenarioError
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad
-from .explain import why_no_grad_fn
+from .statements import why_no_grad_fn
 
 
 def named_tensors(namespace: dict[str, Any]) -> Named:

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from ..errors import Interrupted, ScenarioError
 from ..torch_compat import make_non_daemon
-from .explain import running_at
+from .where import running_at
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
 # through teardown. Only touched pages are committed, so this costs no memory up front.

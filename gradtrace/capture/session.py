@@ -21,7 +21,6 @@ from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
 from .cuts import Statements, pass_cuts, place_leaf_findings
-from .explain import scenario_line, statements_run, why_no_root
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
@@ -30,6 +29,8 @@ from .patches import patched
 from .provenance import LineLog
 from .recorder import Recorder
 from .roots import choose_outputs, named_tensors
+from .statements import statements_run, why_no_root
+from .where import scenario_line
 
 # (name or None, tensor) roots, and why they are the roots
 Roots = tuple[list[tuple[str | None, Any]], str]

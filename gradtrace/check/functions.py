@@ -16,10 +16,10 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.autograd.gradcheck import GradcheckError
 
-from ..capture.explain import scenario_line
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
 from ..capture.target import DEFAULT_PASSES
+from ..capture.where import scenario_line
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
@@ -177,7 +177,7 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResu
     try:
         out = as_tuple(fn(*inputs))
     except Exception as exc:
-        return result("error", "skipped", _explain(exc, scenario, "forward"))
+        return result("error", "skipped", _reason(exc, scenario, "forward"))
     once = _once_differentiable(call.function)
     smells = () if once else _ctx_smells(out)
     size = entries(inputs, out)
@@ -261,7 +261,7 @@ def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOption
         return CheckOutcome("fail", _disagree_text(output, index),
                             _mismatch(block, sampled=False))
     except Exception as exc:
-        return CheckOutcome("error", _explain(exc, scenario, "backward"))
+        return CheckOutcome("error", _reason(exc, scenario, "backward"))
     return CheckOutcome("pass")
 
 
@@ -288,7 +288,7 @@ def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...
         return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
                             if found else f"double backward: {_first_line(exc)}")
     except Exception as exc:
-        return CheckOutcome("error", _explain(exc, scenario, "double backward"))
+        return CheckOutcome("error", _reason(exc, scenario, "double backward"))
     return CheckOutcome("pass")
 
 
@@ -314,7 +314,7 @@ def _sampled_check(fn: Callable[..., Any], inputs: list[Any], options: CheckOpti
     try:
         found = blocks(fn, inputs, options.eps, size=sample)
     except Exception as exc:
-        return CheckOutcome("error", _explain(exc, scenario, "backward"))
+        return CheckOutcome("error", _reason(exc, scenario, "backward"))
     n_in = sum(inputs[i].numel() for i in differentiable(inputs))
     n_out = sum(o.numel() for o in as_tuple(fn(*inputs)) if floating(o))
     k_in = len({(b.input, r) for b in found for r in b.rows})
@@ -379,7 +379,7 @@ _BACKWARD_MISTAKES = {
 }
 
 
-def _explain(exc: BaseException, scenario: str, where: str) -> str:
+def _reason(exc: BaseException, scenario: str, where: str) -> str:
     """A one-paragraph reason, with the scenario's file and line when it raised there."""
     text = _first_line(exc)
     meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")

@@ -39,7 +39,7 @@ def pass_limit(text: str) -> int | None:
     return int(text)
 
 
-def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
+def load_trace(source: str, roots: list[str], backward: bool, derivative_order: int = 1,
                saved: bool = True, flow: bool = True,
                run: RunChoices = RunChoices(), lean: bool = False) -> Loaded:
     """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace
@@ -66,7 +66,7 @@ def load_trace(source: str, roots: list[str], backward: bool, order: int = 1,
     from ..capture.runner import run_scenario
     from ..capture.session import ScenarioStopped
 
-    options = CaptureOptions(tuple(roots), backward, order, saved, flow, passes)
+    options = CaptureOptions(tuple(roots), backward, derivative_order, saved, flow, passes)
     try:
         return Loaded(run_scenario(parse_target(source, run.args or ()), options,
                                    timeout=run.timeout))

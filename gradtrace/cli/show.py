@@ -63,7 +63,7 @@ def show(
                                    help="One row per nn.Module: nodes, parameters, gradient "
                                    "norm in and out, saved bytes."),
     pass_number: int | None = PASS,
-    order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
+    derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
                               "with respect to the named leaves (a Hessian for small ones)."),
     strict: bool = typer.Option(False, "--strict",
@@ -85,7 +85,7 @@ def show(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
     trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
-                                backward=not no_backward, order=order,
+                                backward=not no_backward, derivative_order=derivative_order,
                                 saved=saved or as_json or by_module,
                                 run=RunChoices(script_args, passes, timeout))
     shown_pass = pick_pass(trace, pass_number)

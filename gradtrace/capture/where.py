@@ -1,0 +1,62 @@
+"""Where in the scenario something happened: the line an exception came from, the line a
+running thread is on, and an error the scenario raised told as its file, line and code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+
+from ..errors import ScenarioError
+
+
+def scenario_line(path: str, exc: BaseException) -> int | None:
+    """The innermost line of the scenario file in exc's traceback, if any."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == path:
+            line = lineno
+    return line
+
+
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gradtrace package
+
+
+def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioError:
+    """The error for an exception the scenario raised: its file, line and code — or, when
+    gradtrace's own code raised it, a bug of gradtrace's (plain `python` would not fail)."""
+    line = scenario_line(path, exc)
+    where = f"{path}:{line}" if line else path
+    text = lines[line - 1].strip() if line and line <= len(lines) else ""
+    shown = f"\n    {text}" if text else ""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep):
+        return ScenarioError(
+            f"{where}: gradtrace failed while running this line: "
+            f"{type(exc).__name__}: {exc}{shown}",
+            "this is a bug in gradtrace, not in your script: please report it; "
+            "--debug shows the traceback", line)
+    return ScenarioError(
+        f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
+        f"fix the scenario; `python {path}` shows the full traceback", line)
+
+
+def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:
+    """ "at s.py:12 `loss.backward()`": the scenario line a running thread is on."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    line = None
+    while frame is not None:  # innermost first: the first frame in the scenario's file
+        if frame.f_code.co_filename == path:
+            line = frame.f_lineno
+            break
+        frame = frame.f_back
+    return at_line(path, lines, line)
+
+
+def at_line(path: str, lines: list[str], line: int | None) -> str:
+    """ "at s.py:12 `loss.backward()`", or where outside the file's own lines."""
+    if line is None:
+        return f"in {path} (outside its own lines)"
+    code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return f"at {path}:{line}" + (f" `{code}`" if code else "")
