@@ -148,9 +148,9 @@ def nan_origins(trace: Trace) -> list[Finding]:
     a non-finite one."""
     findings: list[Finding] = []
     for i, p in enumerate(trace.passes, 1):
-        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
+        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
             if not all(_finite(g) for g in f.grad_outputs):
-                if f.order == 0:
+                if f.position == 0:
                     findings.append(NAN_GRADIENT.finding(
                         f"pass {i}: the gradient given to backward is already non-finite",
                         node=node_id))
