@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..model.labels import grad_text, node_title, same_gradient
+from ..model.gradients import same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
+from ..model.texts import grad_text, node_title
 from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
 
 # Why a node's local derivative blows up, by the op that met it.

@@ -17,8 +17,8 @@ from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
-from ..model.labels import grad_text, shape_text
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from ..model.texts import grad_text, shape_text
 from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
