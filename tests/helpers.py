@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gradtrace.cli import app
-from gradtrace.model.validate import as_schema_1
+from gradtrace.model.validate import validate_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -26,12 +26,19 @@ def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
 
 
 def as_read(text: str) -> dict[str, Any]:
-    """A trace's JSON text as gradtrace reads it: schema /2's gradient table resolved (the /1
-    shape, saved as /1 if a test writes it back)."""
-    data = as_schema_1(json.loads(text))
-    data["schema"] = "gradtrace.trace/1"
-    data.pop("gradients", None)
+    """A trace's JSON text as data (schema /2, as written), checked as gradtrace checks it."""
+    data = json.loads(text)
+    validate_trace(data)
     return data
+
+
+def flow_entry(trace: dict[str, Any], node: str, pass_index: int = -1) -> dict[str, Any]:
+    """passes[pass_index].flow[node] with its gradient indexes resolved to the summaries of
+    the trace's gradients table."""
+    entry = trace["passes"][pass_index]["flow"][node]
+    table = trace["gradients"]
+    return {**entry, **{key: [None if g is None else table[g] for g in entry[key]]
+                        for key in ("grad_outputs", "grad_inputs")}}
 
 
 def show_json(scenario: str | Path, *args: str) -> dict[str, Any]:

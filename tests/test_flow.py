@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, grad, invoke, show_json, tensor
+from helpers import SCENARIOS, flow_entry, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,8 +21,9 @@ approx = pytest.approx
 
 
 def flow_of(trace: dict, name: str, pass_index: int = -1) -> dict:
-    """passes[i].flow of the node of a named tensor (its grad_fn, or a leaf's AccumulateGrad)."""
-    return trace["passes"][pass_index]["flow"][tensor(trace, name)["node"]]
+    """passes[i].flow of the node of a named tensor (its grad_fn, or a leaf's AccumulateGrad),
+    its gradients resolved."""
+    return flow_entry(trace, tensor(trace, name)["node"], pass_index)
 
 
 def values(summaries: list) -> list:
@@ -37,8 +38,9 @@ def test_code_4_each_node_received_and_sent() -> None:
     assert values(flow_of(t, "y")["grad_inputs"]) == approx([0.6])  # 0.008 * 75
     assert values(flow_of(t, "x")["grad_outputs"]) == approx([0.6])
     assert values(flow_of(t, "x")["grad_inputs"]) == []
-    orders = [flow_of(t, n)["order"] for n in ("z", "y", "x")]
-    assert orders == [0, 1, 2]  # backward order: from the output down to the leaf
+    ran = list(t["passes"][-1]["flow"])  # entries in run order
+    positions = [ran.index(tensor(t, n)["node"]) for n in ("z", "y", "x")]
+    assert positions == [0, 1, 2]  # backward order: from the output down to the leaf
 
 
 def test_code_4_tree_reads_the_chain_rule() -> None:
@@ -49,10 +51,9 @@ def test_code_4_tree_reads_the_chain_rule() -> None:
 
 def test_code_9_two_paths_add_up_to_1_6() -> None:
     t = show_json("two_paths_add_up.py")
-    flow = t["passes"][0]["flow"]
     leaf = tensor(t, "x")["node"]
-    assert values(flow[leaf]["grad_outputs"]) == approx([1.6])
-    sent = sorted(values([flow[e["dst"]]["grad_inputs"][e["dst_input"]]])[0]
+    assert values(flow_entry(t, leaf, 0)["grad_outputs"]) == approx([1.6])
+    sent = sorted(values([flow_entry(t, e["dst"], 0)["grad_inputs"][e["dst_input"]]])[0]
                   for e in t["edges"] if e["src"] == leaf)
     assert sent == approx([0.6, 1.0])
     out = invoke("show", SCENARIOS / "two_paths_add_up.py").stdout
@@ -360,7 +361,7 @@ def test_sparse_gradients_are_summarised(tmp_path: Path) -> None:
     t = show_json(path)
     assert t["passes"][0]["error"] is None
     node = tensor(t, "emb.weight")["node"]
-    received = t["passes"][0]["flow"][node]["grad_outputs"][0]
+    received = flow_entry(t, node, 0)["grad_outputs"][0]
     after = tensor(t, "emb.weight")["grad"]
     assert received["shape"] == after["shape"] == [10, 3]
     assert received["norm"] == approx(after["norm"]) and after["norm"] > 0

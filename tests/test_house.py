@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, as_read, invoke, needs_dot, show_json
+from helpers import SCENARIOS, invoke, needs_dot, show_json
 
 from gradtrace.cli import ExitCode
 from gradtrace.errors import ExportError
@@ -114,7 +114,7 @@ def test_check_keeps_files_that_cannot_run_as_data(tmp_path: Path) -> None:
     broken.write_text("raise ValueError('nope')\n")
     result = invoke("check", SCENARIOS / "custom_add.py", broken, "--json")
     assert result.exit_code == ExitCode.USAGE
-    data = as_read(result.stdout)
+    data = json.loads(result.stdout)  # check's JSON, not a trace
     assert [r["function"] for r in data["results"]] and data["results"][0]["ok"]
     assert "ValueError: nope" in data["cannot_run"][str(broken)]
     assert f"error: {broken}:1: the scenario raised ValueError" in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from helpers import SCENARIOS, as_read, invoke
 
@@ -33,15 +34,41 @@ def test_each_gradient_is_written_once(tmp_path: Path) -> None:
     assert data["edges"][0] == {"src": "n1", "dst": "n0", "dst_input": 0, "src_output": 0}
 
 
+def as_schema_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A /2 trace in the /1 shape older gradtraces wrote: each flow gradient written out where
+    it is used (no gradients table), and each flow entry's order."""
+    table = data["gradients"]
+
+    def entry(f: dict[str, Any], position: int) -> dict[str, Any]:
+        return {"order": position, **f, **{
+            key: [None if g is None else table[g] for g in f[key]]
+            for key in ("grad_outputs", "grad_inputs")}}
+
+    passes = [{**p, "flow": {node: entry(f, i) for i, (node, f) in enumerate(p["flow"].items())}}
+              for p in data["passes"]]
+    return {key: value for key, value in {**data, "schema": "gradtrace.trace/1",
+                                          "passes": passes}.items() if key != "gradients"}
+
+
 def test_a_schema_1_trace_is_still_read(tmp_path: Path) -> None:
     text = invoke("show", SCENARIOS / "two_paths_add_up.py", "--json").stdout
     old = tmp_path / "old.json"
-    old.write_text(json.dumps(as_read(text)))  # the /1 shape, as gradtrace wrote it before
-    assert json.loads(old.read_text())["schema"] == "gradtrace.trace/1"
+    old.write_text(json.dumps(as_schema_1(as_read(text))))
     new = tmp_path / "new.json"
     new.write_text(text)
     assert invoke("show", old).stdout == invoke("show", new).stdout
     assert invoke("show", old, "--json").stdout == text  # read /1, written as /2
+
+
+def test_a_broken_schema_1_gradient_is_named_by_its_schema_1_path(tmp_path: Path) -> None:
+    data = as_schema_1(json.loads(chain_json(tmp_path, 3)))
+    data["passes"][0]["flow"]["n1"]["grad_inputs"][0]["norm"] = "big"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    result = invoke("show", path)
+    assert result.exit_code == 2
+    assert "invalid trace: passes[0].flow['n1'].grad_inputs[0].norm: expected a number" \
+        in result.stderr
 
 
 def test_an_index_past_a_table_is_named_by_its_path(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..gcpause import gc_paused
 from ..model.diffs import EdgeChange, GradientChange, NodeChange, TensorChange, TraceDiff
-from ..model.labels import number
 from ..model.records import Finding, GradSummary, Trace
+from ..model.texts import number
 from ..model.values import flat_values
 from .match import Matching, match_nodes
 

@@ -204,33 +204,37 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
     saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
     if saved_before is not None:
         saved = list(map(saved_reader(saved_before), order))
-    columns = zip(ids, map(names.__getitem__, classes), map(kinds.__getitem__, classes),
-                  map(name_of.get, keys) if name_of else repeat(None), saved,
-                  map(modules.get, keys) if modules else repeat(None), repeat(False),
-                  map(source_of, order) if source_of else repeat(None),
-                  strict=False)  # ids set the length; repeat() never ends
-    return list(map(tuple.__new__, repeat(Node), columns))
+    return Node.from_columns(  # ids set the length; repeat() never ends
+        id=ids, type=map(names.__getitem__, classes), kind=map(kinds.__getitem__, classes),
+        tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
+        module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
+        source=map(source_of, order) if source_of else repeat(None))
 
 
 def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
-    """Edges with node ids (Edge(...) without keywords: a big graph has 100,000s)."""
-    make = tuple.__new__
-    return tuple([make(Edge, (ids[s], ids[d], slot, k)) for s, d, slot, k in raw_edges])
+    """Edges with node ids, made column by column: a big graph has 100,000s."""
+    if not raw_edges:
+        return ()
+    srcs, dsts, dst_inputs, src_outputs = zip(*raw_edges, strict=True)
+    return tuple(Edge.from_columns(src=map(ids.__getitem__, srcs),
+                                   dst=map(ids.__getitem__, dsts),
+                                   dst_input=dst_inputs, src_output=src_outputs))
 
 
 def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
-    """The pass's flow by node id, in run order (each node's order its position in it)."""
+    """The pass's flow by node id, in run order (each node's position its place in it)."""
     records = sorted((r for r in p.flow.values() if r.node in node_ids),
                      key=lambda r: r.order)
     p.flow = {}  # let go of the raw records (and their stats) as the summaries are made
     summaries = to_summaries([g for r in records for g in (*r.received, *r.sent)])
     flow = {}
     end = 0
-    for position, (node, _, received, sent) in enumerate(records):
-        start, middle, end = end, end + len(received), end + len(received) + len(sent)
+    for position, r in enumerate(records):
+        start, middle, end = end, end + len(r.received), end + len(r.received) + len(r.sent)
         # each record's slice of the summaries
-        flow[node_ids.of(node)] = NodeFlow(tuple(summaries[start:middle]),
-                                          tuple(summaries[middle:end]), position)
+        flow[node_ids.of(r.node)] = NodeFlow(grad_outputs=tuple(summaries[start:middle]),
+                                            grad_inputs=tuple(summaries[middle:end]),
+                                            position=position)
     return flow
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..model.labels import grad_text, node_title, same_gradient
+from ..model.gradients import same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
+from ..model.texts import grad_text, node_title
 from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
 
 # Why a node's local derivative blows up, by the op that met it.
@@ -148,9 +149,9 @@ def nan_origins(trace: Trace) -> list[Finding]:
     a non-finite one."""
     findings: list[Finding] = []
     for i, p in enumerate(trace.passes, 1):
-        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].order):
+        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
             if not all(_finite(g) for g in f.grad_outputs):
-                if f.order == 0:
+                if f.position == 0:
                     findings.append(NAN_GRADIENT.finding(
                         f"pass {i}: the gradient given to backward is already non-finite",
                         node=node_id))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any
 
 from ..errors import TraceFileError
@@ -22,11 +22,11 @@ from .records import (
     TensorInfo,
     Trace,
 )
-from .validate import as_schema_1, leaf_flow_only, validate_trace
+from .validate import leaf_flow_only, schema_1_upgraded, validate_trace
 from .values import json_float, json_values, py_float, py_values
 
 SCHEMA = "gradtrace.trace/2"
-READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is read as it always was
+READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is upgraded to /2, then read as one
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
@@ -94,13 +94,12 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             f"not a gradtrace trace (schema {found!r:.60}, expected {' or '.join(READS)})",
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
-    schema_1 = data["schema"] != SCHEMA
+    if data["schema"] != SCHEMA:
+        data = schema_1_upgraded(data)
     if lean:
         data = leaf_flow_only(data)
-    if not schema_1:
-        data = as_schema_1(data)  # gradient indexes resolved: one validator for both
     validate_trace(data, saved=not lean)
-    summaries = _Summaries(by_value=schema_1)
+    gradients = _Gradients(data.get("gradients", []))
     try:
         return Trace(
             scenario=data["scenario"],
@@ -109,29 +108,21 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             outputs=tuple(data["outputs"]),
             output_names=tuple(data.get("output_names", ())),
             root_reason=data.get("root_reason", ""),
-            nodes=tuple(
-                Node(
-                    n["id"], n["type"], n["kind"], n["tensor"],
-                    () if lean else tuple(_decode_saved(s) for s in n["saved"]), n.get("module"),
-                    n.get("recomputed", False), _source_from(n.get("source")),
-                )
-                for n in data["nodes"]
-            ),
-            edges=tuple(
-                Edge(e["src"], e["dst"], e["dst_input"], e["src_output"])
-                for e in data["edges"]
-            ),
+            nodes=_nodes_from(data["nodes"], lean),
+            edges=_edges_from(data["edges"]),
             tensors=tuple(_tensor_from(t) for t in data["tensors"]),
-            passes=tuple(_pass_from(p, summaries) for p in data["passes"]),
+            passes=tuple(_pass_from(p, gradients) for p in data["passes"]),
             findings=tuple(
                 Finding(
-                    f["code"], f["severity"], f["message"],
-                    f.get("tensor"), f.get("node"), f.get("hint"), f.get("file"), f.get("line"),
+                    code=f["code"], severity=f["severity"], message=f["message"],
+                    tensor=f.get("tensor"), node=f.get("node"), hint=f.get("hint"),
+                    file=f.get("file"), line=f.get("line"),
                 )
                 for f in data["findings"]
             ),
             functions=tuple(
-                FunctionCall(c["function"], c.get("node"), c.get("line"), tuple(c["inputs"]))
+                FunctionCall(function=c["function"], node=c.get("node"), line=c.get("line"),
+                             inputs=tuple(c["inputs"]))
                 for c in data.get("functions", ())
             ),
             stdout=data.get("stdout", ""),
@@ -199,12 +190,43 @@ def _edge_dict(e: Edge) -> dict[str, Any]:
     return {"src": e.src, "dst": e.dst, "dst_input": e.dst_input, "src_output": e.src_output}
 
 
+def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
+    """The nodes, made field by field (a big trace has 100,000s); lean: without saved."""
+    return tuple(Node.from_columns(
+        id=_field(nodes, "id"), type=_field(nodes, "type"), kind=_field(nodes, "kind"),
+        tensor=_field(nodes, "tensor"),
+        saved=repeat(()) if lean else (tuple(map(_decode_saved, n["saved"])) for n in nodes),
+        module=_optional(nodes, "module", None),
+        recomputed=_optional(nodes, "recomputed", False),
+        source=map(_source_from, _optional(nodes, "source", None)),
+    ))
+
+
+def _edges_from(edges: list[dict[str, Any]]) -> tuple[Edge, ...]:
+    """The edges, made field by field (a big trace has 100,000s)."""
+    return tuple(Edge.from_columns(
+        src=_field(edges, "src"), dst=_field(edges, "dst"),
+        dst_input=_field(edges, "dst_input"), src_output=_field(edges, "src_output"),
+    ))
+
+
+def _field(items: list[dict[str, Any]], key: str) -> Iterator[Any]:
+    """Each item's value for key, read at C speed (no Python call per item)."""
+    return map(dict.__getitem__, items, repeat(key))
+
+
+def _optional(items: list[dict[str, Any]], key: str, default: Any) -> Iterator[Any]:
+    """Each item's value for key, or default where it is left out, read at C speed."""
+    return map(dict.get, items, repeat(key), repeat(default))
+
+
 def _source_from(d: dict[str, Any] | None) -> Source | None:
-    return None if d is None else Source(d["file"], d["line"], d["code"])
+    return None if d is None else Source(file=d["file"], line=d["line"], code=d["code"])
 
 
 def _decode_saved(d: dict[str, Any]) -> SavedTensor:
-    return SavedTensor(d["name"], _tuple(d["shape"]), d["dtype"], d["bytes"], d.get("status", "ok"))
+    return SavedTensor(name=d["name"], shape=_tuple(d["shape"]), dtype=d["dtype"],
+                       bytes=d["bytes"], status=d.get("status", "ok"))
 
 
 def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
@@ -230,8 +252,9 @@ def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
     if d is None:
         return None
     return GradSummary(
-        tuple(d["shape"]), _norm(d["norm"]), py_float(d["min"]), py_float(d["max"]),
-        d["finite"], py_values(d["values"]) if "values" in d else None, d.get("note"),
+        shape=tuple(d["shape"]), norm=_norm(d["norm"]), min=py_float(d["min"]),
+        max=py_float(d["max"]), finite=d["finite"],
+        values=py_values(d["values"]) if "values" in d else None, note=d.get("note"),
     )
 
 
@@ -254,9 +277,11 @@ def _tensor_dict(t: TensorInfo) -> dict[str, Any]:
 
 def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     return TensorInfo(
-        d["name"], tuple(d["shape"]), d["dtype"], d["requires_grad"], d["is_leaf"],
-        d["retains_grad"], d["grad_fn"], d["node"], summary_from(d["grad"]),
-        summary_from(d.get("grad_before")), summary_from(d.get("value")), d.get("grad_note"),
+        name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"],
+        requires_grad=d["requires_grad"], is_leaf=d["is_leaf"], retains_grad=d["retains_grad"],
+        grad_fn=d["grad_fn"], node=d["node"], grad=summary_from(d["grad"]),
+        grad_before=summary_from(d.get("grad_before")), value=summary_from(d.get("value")),
+        grad_note=d.get("grad_note"),
     )
 
 
@@ -266,8 +291,8 @@ def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, dict[s
     for i, (node, f) in enumerate(p.flow.items()):
         entry: dict[str, Any] = {"grad_outputs": refs(f.grad_outputs),
                                  "grad_inputs": refs(f.grad_inputs)}
-        if f.order != i:  # in run order: left out
-            entry["order"] = f.order
+        if f.position != i:  # in run order: left out
+            entry["order"] = f.position
         yield node, entry
 
 
@@ -290,28 +315,26 @@ def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> Streamed:
     })
 
 
-class _Summaries:
-    """Flow summaries as read: one GradSummary for equal ones (a /2 table entry, or a /1
-    gradient written at both ends of an edge), so writing it again makes the same table."""
+class _Gradients:
+    """The gradients table as read: each entry one GradSummary, made when first referred to
+    (so writing the trace again makes the same table)."""
 
-    def __init__(self, by_value: bool) -> None:
-        self._by_value = by_value  # /1: equal summaries are separate dicts
-        self._by_text: dict[str, GradSummary | None] = {}
-        self._by_id: dict[int, GradSummary | None] = {}
+    def __init__(self, table: list[Any]) -> None:
+        self._table = table
+        self._made: dict[int, GradSummary | None] = {}
 
-    def get(self, d: dict[str, Any] | None) -> GradSummary | None:
-        if d is None:
-            return None
-        found = self._by_id.get(id(d))  # the dicts live as long as the data read
-        if found is None:
-            found = summary_from(d)
-            if self._by_value:
-                found = self._by_text.setdefault(json.dumps(d, sort_keys=True), found)
-            self._by_id[id(d)] = found
-        return found
+    def of(self, refs: list[int | None]) -> tuple[GradSummary | None, ...]:
+        """The summaries refs point at (None stays None)."""
+        return tuple(None if g is None else self._summary(g) for g in refs)
+
+    def _summary(self, index: int) -> GradSummary | None:
+        made = self._made
+        if index not in made:
+            made[index] = summary_from(self._table[index])
+        return made[index]
 
 
-def _pass_from(d: dict[str, Any], summaries: _Summaries) -> Pass:
+def _pass_from(d: dict[str, Any], gradients: _Gradients) -> Pass:
     return Pass(
         kind=d["kind"],
         roots=tuple(d["roots"]),
@@ -319,19 +342,18 @@ def _pass_from(d: dict[str, Any], summaries: _Summaries) -> Pass:
         create_graph=d["create_graph"],
         error=d["error"],
         flow={
-            node: NodeFlow(
-                tuple(summaries.get(g) for g in f["grad_outputs"]),
-                tuple(summaries.get(g) for g in f["grad_inputs"]),
-                f.get("order", 0),
-            )
-            for node, f in d["flow"].items()
+            node: NodeFlow(grad_outputs=gradients.of(f["grad_outputs"]),
+                           grad_inputs=gradients.of(f["grad_inputs"]),
+                           position=f.get("order", i))  # left out: its place in the flow
+            for i, (node, f) in enumerate(d["flow"].items())
         },
         by=d.get("by", "scenario"),
         root_names=tuple(d.get("root_names", ())),
         line=d.get("line"),
         code=d.get("code"),
         grad_changes=tuple(
-            GradChange(c["tensor"], summary_from(c["before"]), summary_from(c["after"]))
+            GradChange(tensor=c["tensor"], before=summary_from(c["before"]),
+                       after=summary_from(c["after"]))
             for c in d.get("grad_changes", ())
         ),
     )
@@ -352,8 +374,9 @@ def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
     if d is None:
         return None
     return SecondOrder(
-        d["root"], tuple(d["wrt"]),
-        {(b["a"], b["b"]): py_values(b["values"]) for b in d["blocks"]}, d.get("error"),
+        root=d["root"], wrt=tuple(d["wrt"]),
+        blocks={(b["a"], b["b"]): py_values(b["values"]) for b in d["blocks"]},
+        error=d.get("error"),
     )
 
 

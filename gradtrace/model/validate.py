@@ -1,4 +1,5 @@
-"""A saved trace is untrusted input: check it against the JSON contract before using it.
+"""A saved trace is untrusted input: check it against the JSON contract (schema /2; a /1
+trace is upgraded to it first) before using it.
 
 The first problem is reported with its JSON path (`nodes[3].id: …`). Nested values are walked
 without recursion and bounded in depth; names and ids are bounded in length.
@@ -6,6 +7,7 @@ without recursion and bounded in depth; names and ids are bounded in length.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -37,8 +39,9 @@ class _Invalid(Exception):
 
 
 def validate_trace(data: Any, saved: bool = True) -> None:
-    """Raise TraceFileError naming the first place where data breaks the contract (saved:
-    False leaves nodes' saved tensors unchecked, for a reader that does not read them)."""
+    """Raise TraceFileError naming the first place where data breaks the /2 contract (saved:
+    False leaves nodes' saved tensors unchecked, for a reader that does not read them; the
+    gradients no flow entry refers to are not read, nor checked)."""
     try:
         _trace(data, saved)
     except _Invalid as exc:
@@ -176,7 +179,11 @@ def _trace(data: Any, saved: bool) -> None:
     _str(top.get("root_reason", ""), "root_reason")
     _each(top["edges"], "edges", lambda edge: _edge(edge, ids))
     _each(top["tensors"], "tensors", lambda t: _tensor(t, ids))
-    _each(top["passes"], "passes", lambda p: _pass(p, ids))
+    gradients = _list(top.get("gradients", []), "gradients")
+    used: set[int | None] = set()  # the gradients the flow refers to: checked once each, after
+    _each(top["passes"], "passes", lambda p: _pass(p, ids, len(gradients), used))
+    for g in sorted(g for g in used if g is not None):
+        _summary(gradients[g], f"gradients[{g}]")
     _each(top["findings"], "findings", lambda f: _finding(f, ids))
     _each(top.get("functions", []), "functions", lambda c: _function(c, ids))
     _str(top.get("stdout", ""), "stdout", limit=2**62)
@@ -259,7 +266,7 @@ def _function(raw: Any, ids: set[str]) -> None:
         _str(text, f"inputs[{j}]")
 
 
-def _pass(raw: Any, ids: set[str]) -> None:
+def _pass(raw: Any, ids: set[str], gradients: int, used: set[int | None]) -> None:
     p = _obj(raw, "", ("kind", "roots", "retain_graph", "create_graph", "error", "flow"))
     _choice(p["kind"], "kind", ("backward", "grad"))
     for i, node_id in enumerate(_list(p["roots"], "roots")):
@@ -267,11 +274,10 @@ def _pass(raw: Any, ids: set[str]) -> None:
     _bool(p["retain_graph"], "retain_graph")
     _bool(p["create_graph"], "create_graph")
     _str(p["error"], "error", null=True, limit=MAX_TEXT)
-    checked: set[int] = set()  # a /2 gradient referred to many times is checked once
     for node_id, raw_flow in _obj(p["flow"], "flow", ()).items():
         try:
             _ref(node_id, "", ids)
-            _flow(raw_flow, checked)
+            _flow(raw_flow, gradients, used)
         except _Invalid as exc:
             raise exc.under(f"flow[{node_id!r:.40}]") from None
     _choice(p.get("by", "scenario"), "by", ("scenario", "gradtrace"))
@@ -282,13 +288,20 @@ def _pass(raw: Any, ids: set[str]) -> None:
     _each(p.get("grad_changes", []), "grad_changes", _grad_change)
 
 
-def _flow(raw: Any, checked: set[int]) -> None:
+def _flow(raw: Any, gradients: int, used: set[int | None]) -> None:
+    """A flow entry: each gradient an index into a table of that many, or null; the indexes
+    are added to used."""
     f = _obj(raw, "", ("grad_outputs", "grad_inputs"))
     for key in ("grad_outputs", "grad_inputs"):
-        for j, summary in enumerate(_list(f[key], key)):
-            if id(summary) not in checked:
-                _summary(summary, f"{key}[{j}]")
-                checked.add(id(summary))
+        refs = _list(f[key], key)
+        if not all(g is None or (type(g) is int and 0 <= g < gradients) for g in refs):
+            for j, g in enumerate(refs):  # not the common case: name the one at fault
+                if g is not None:
+                    _int(g, f"{key}[{j}]")
+                    if g >= gradients:
+                        raise _Invalid(f"{key}[{j}]", f"points at gradients[{g}], past the end "
+                                       f"({gradients} entries)")
+        used.update(refs)
     _int(f.get("order", 0), "order")
 
 
@@ -330,57 +343,56 @@ def leaf_flow_only(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _leaf_flow(flow: dict[str, Any], leaves: set[Any]) -> dict[str, Any]:
-    # a /2 entry's order is its position when left out: kept, from the whole flow
+    # an entry's order is its position when left out: kept, from the whole flow
     return {node: {"order": i, **f} if isinstance(f, dict) else f
             for i, (node, f) in enumerate(flow.items()) if node in leaves}
 
 
-def as_schema_1(data: dict[str, Any]) -> dict[str, Any]:
-    """A /2 trace in the /1 shape: each flow gradient index replaced by the summary it points
-    at, and each flow entry's order (left out: its position) filled in. A bad index is named
-    by its JSON path; anything else malformed is left for validate_trace to name."""
+def schema_1_upgraded(data: dict[str, Any]) -> dict[str, Any]:
+    """A /1 trace in the /2 shape: each flow gradient summary moved to a gradients table (equal
+    ones once) and referred to by its index. A /1 summary is checked where it stands, named by
+    its /1 path; anything else malformed is left for validate_trace to name."""
+    table = _Table()
+    passes = data.get("passes")
     try:
-        gradients = _list(data.get("gradients", []), "gradients")
-        passes = _list(data.get("passes", []), "passes")
-        return {**data, "passes": [_pass_1(p, f"passes[{i}]", gradients)
-                                   if isinstance(p, dict) else p for i, p in enumerate(passes)]}
+        if isinstance(passes, list):
+            passes = [_pass_upgraded(p, f"passes[{i}]", table) if isinstance(p, dict) else p
+                      for i, p in enumerate(passes)]
     except _Invalid as exc:
         raise TraceFileError(f"invalid trace: {exc}",
                              "regenerate it with `gradtrace show SCENARIO --json`") from None
+    return {**data, "gradients": table.summaries, "passes": passes}
 
 
-def _pass_1(p: dict[str, Any], path: str, gradients: list[Any]) -> dict[str, Any]:
+class _Table:
+    """The gradients table a /1 trace's flow makes: each summary once, by its JSON text."""
+
+    def __init__(self) -> None:
+        self.summaries: list[Any] = []
+        self._index: dict[str, int] = {}
+
+    def ref(self, summary: Any, path: str) -> int | None:
+        """The index of summary (None for None), checked and added when new."""
+        if summary is None:
+            return None
+        key = json.dumps(summary, sort_keys=True)
+        if key not in self._index:
+            _summary(summary, path)
+            self._index[key] = len(self.summaries)
+            self.summaries.append(summary)
+        return self._index[key]
+
+
+def _pass_upgraded(p: dict[str, Any], path: str, table: _Table) -> dict[str, Any]:
     flow = p.get("flow")
     if not isinstance(flow, dict):
         return p
     out = {}
-    for i, (node, f) in enumerate(flow.items()):
-        try:
-            out[node] = _flow_1(f, i, gradients) if isinstance(f, dict) else f
-        except _Invalid as exc:
-            raise exc.under(f"{path}.flow[{node!r:.40}]") from None
+    for node, f in flow.items():
+        if isinstance(f, dict):
+            where = f"{path}.flow[{node!r:.40}]"
+            f = {**f, **{key: [table.ref(s, f"{where}.{key}[{j}]") for j, s in enumerate(f[key])]
+                         for key in ("grad_outputs", "grad_inputs")
+                         if isinstance(f.get(key), list)}}
+        out[node] = f
     return {**p, "flow": out}
-
-
-def _flow_1(f: dict[str, Any], position: int, gradients: list[Any]) -> dict[str, Any]:
-    out = {"order": position, **f}  # entries are in run order: order is left out then
-    for key in ("grad_outputs", "grad_inputs"):
-        if key in f:
-            out[key] = _resolved(_list(f[key], key), key, gradients)
-    return out
-
-
-def _resolved(refs: list[Any], path: str, table: list[Any]) -> list[Any]:
-    """The table entries refs points at (None stays None); a bad index named by its path."""
-    n = len(table)
-    if all(g is None or (type(g) is int and 0 <= g < n) for g in refs):  # the common case
-        return [None if g is None else table[g] for g in refs]
-    return [None if g is None else _index(g, f"{path}[{j}]", table) for j, g in enumerate(refs)]
-
-
-def _index(value: Any, path: str, table: list[Any]) -> Any:
-    _int(value, path)
-    if value >= len(table):
-        raise _Invalid(path, f"points at gradients[{value}], past the end ({len(table)} "
-                       "entries)")
-    return table[value]

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.checks import CheckResult, CheckRun, Mismatch
-from ..model.labels import number
+from ..model.texts import number
 from ..model.values import json_float, json_values
 from .escape import visible
 

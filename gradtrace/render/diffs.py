@@ -18,8 +18,8 @@ from ..model.diffs import (
     TensorChange,
     TraceDiff,
 )
-from ..model.labels import number
 from ..model.records import Finding, Node
+from ..model.texts import number
 from .drawing import Drawing, DrawOptions, drawing
 from .github import LEVEL, annotation
 

@@ -12,13 +12,13 @@ from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
-from ..model.labels import grad_text, shape_text
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from ..model.texts import grad_text, shape_text
 from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
@@ -42,7 +42,7 @@ class Drawing:
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
-        present = set(map(itemgetter(2), self.boxes))
+        present = {kind for _, _, kind, _ in self.boxes}
         return [k for k in PALETTE if k in present]
 
 
@@ -65,7 +65,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     """Decide what to draw: focus, then folding, then the --max-nodes cut."""
     # Ids are written into DOT and Mermaid as they are: letters and digits cannot inject
     # anything (loaded traces are held to n0, n1, … already). One test over all, at C speed.
-    ids = "".join(map(itemgetter(0), trace.nodes))
+    ids = "".join(map(attrgetter("id"), trace.nodes))
     if not (ids.isascii() and (ids.isalnum() or not ids)):
         raise ExportError("node ids must be letters and digits (n0, n1, …) to be drawn",
                           "regenerate the trace with `gradtrace show SCENARIO --json`")
@@ -149,22 +149,22 @@ def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,
            depth: int | None, source_lines: bool = False) -> list[Box]:
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
     are zipped from the nodes' fields, and only the others' lines made one by one."""
-    types = list(map(itemgetter(1), nodes))
+    types = list(map(attrgetter("type"), nodes))
     plain = {node_type: _lines(node._replace(tensor=None, recomputed=False), tensors, False,
                                False)
              for node_type, node in dict(zip(types, nodes, strict=True)).items()}
     lines = list(map(plain.__getitem__, types))
-    special: Iterable[Any] = map(itemgetter(3), nodes)  # named: the common case, kept cheap
-    if saved or source_lines or any(map(itemgetter(6), nodes)):
+    special: Iterable[Any] = map(attrgetter("tensor"), nodes)  # named: the common case, cheap
+    if saved or source_lines or any(map(attrgetter("recomputed"), nodes)):
         special = (n.tensor or n.recomputed or (saved and n.saved) or (source_lines and n.source)
                    for n in nodes)
     for i in compress(range(len(nodes)), special):
         lines[i] = _lines(nodes[i], tensors, saved, source_lines)
     clusters: Iterable[str | None] = repeat(None)
-    if any(map(itemgetter(5), nodes)):  # made by nn.Modules
+    if any(map(attrgetter("module"), nodes)):  # made by nn.Modules
         clusters = [_cluster(n, depth) if n.module else None for n in nodes]
-    return list(zip(map(itemgetter(0), nodes), lines, map(itemgetter(2), nodes), clusters,
-                    strict=False))  # repeat() never ends
+    return list(zip(map(attrgetter("id"), nodes), lines, map(attrgetter("kind"), nodes),
+                    clusters, strict=False))  # repeat() never ends
 
 
 def _arrows(edges: Sequence[Edge], several_inputs: set[str]) -> list[Arrow]:
@@ -172,11 +172,11 @@ def _arrows(edges: Sequence[Edge], several_inputs: set[str]) -> list[Arrow]:
 
     Zipped from the edges' fields: a big graph has 100,000s of edges.
     """
-    dsts = list(map(itemgetter(1), edges))
+    dsts = list(map(attrgetter("dst"), edges))
     labels: list[str | None] = [None] * len(dsts)
     for i in compress(range(len(dsts)), map(several_inputs.__contains__, dsts)):
         labels[i] = f"[{edges[i].dst_input}]"
-    return list(zip(map(itemgetter(0), edges), dsts, labels, strict=True))
+    return list(zip(map(attrgetter("src"), edges), dsts, labels, strict=True))
 
 
 class _Everything:
@@ -192,7 +192,7 @@ def nested(drawing: Drawing) -> list[tuple[str, Any]]:
     Events: ("boxes", [Box, …]), ("open", path), ("close", path). Boxes outside any cluster
     come first; a cluster "model.layers.0" sits inside "model.layers", inside "model".
     """
-    if not any(map(itemgetter(3), drawing.boxes)):  # no box is in a cluster
+    if not any(cluster for _, _, _, cluster in drawing.boxes):  # no box is in a cluster
         return [("boxes", drawing.boxes)]
     members: dict[str | None, list[Box]] = {}
     children: dict[str | None, list[str]] = {}

@@ -9,12 +9,11 @@ import re
 from importlib import resources
 from typing import Any
 
-from ..model.labels import grad_text, shape_text
 from ..model.records import Node, Trace
+from ..model.texts import grad_text, received_text, shape_text, size_text
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
 from .escape import visible
-from .labels import received_text, size_text
 
 MEMBERS_LISTED = 200  # a folded box lists its first nodes; the count says how many in all
 _PROLOG = re.compile(r"\A.*?(?=<svg)", re.DOTALL)  # the XML declaration, DOCTYPE, comments

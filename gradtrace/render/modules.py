@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.records import Pass, Trace
-from .labels import size_text
+from ..model.texts import size_text
 from .table import compact
 
 NO_MODULE = "(no module)"

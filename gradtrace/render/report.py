@@ -8,9 +8,8 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from ..model.labels import grad_text, number
 from ..model.records import Pass, Trace
-from .labels import size_text
+from ..model.texts import grad_text, number, size_text
 from .modules import module_table
 from .table import tensor_table
 from .tree import graph_tree
@@ -42,7 +41,7 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
         parts.append(printed)
     parts += [graph_title(trace, shown_pass),
               graph_tree(trace, max_depth=max_depth, max_nodes=budget.tree_lines, saved=saved,
-                         flow=shown_pass, cut=cut)]
+                         shown_pass=shown_pass, cut=cut)]
     memory = memory_view(trace) if saved else None
     if memory is not None:  # right under the tree, whose lines list them node by node
         parts.append(memory)

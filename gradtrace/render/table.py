@@ -8,8 +8,8 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..model.labels import shape_text, values_text
 from ..model.records import GradSummary, TensorInfo, Trace
+from ..model.texts import shape_text, values_text
 
 COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
            "grad before", "grad after")

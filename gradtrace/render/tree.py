@@ -6,9 +6,9 @@ from collections import defaultdict
 
 from rich.text import Text
 
-from ..model.labels import grad_text, node_title, number, same_gradient, shape_text
+from ..model.gradients import same_gradient, scalar
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
-from .labels import received_text, saved_text, scalar
+from ..model.texts import grad_text, node_title, number, received_text, saved_text, shape_text
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
 # Three-column guides: a 30-deep tree still fits in 100 columns. Lines never get cropped.
@@ -30,11 +30,11 @@ def graph_roots(trace: Trace) -> list[tuple[str, str, int | None]]:
 
 
 def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
-               saved: bool = False, flow: Pass | None = None, cut: bool = True) -> Text:
+               saved: bool = False, shown_pass: Pass | None = None, cut: bool = True) -> Text:
     """Trees of the graph from each root, cut at max_depth levels and max_nodes node lines
     (None: all); with cut, each line is cut at the width it is drawn in, with "…".
 
-    With a pass, each node shows the gradient it received in that pass, and each edge what
+    With shown_pass, each node shows the gradient it received in that pass, and each edge what
     was sent along it (for scalars also the local derivative: sent / received).
     """
     out = Text(no_wrap=True, overflow="ellipsis" if cut else "ignore")
@@ -54,15 +54,14 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
     expanded: set[str] = set()
     lines = 0
     cut_depth = False
-    shown = flow
     for root_id, caption, pass_number in graph_roots(trace):
         if lines >= max_nodes:
             break
         # an earlier pass's graph shows that pass's gradients, not the shown pass's
         own = None if pass_number is None else trace.passes[pass_number - 1]
-        flow = own if shown is not None and own is not None and own is not shown else shown
+        root_pass = own if shown_pass is not None and own is not None else shown_pass
         out.append(caption, style="bold cyan")
-        if flow is not shown:
+        if root_pass is not shown_pass:
             out.append(f"  ·  gradients of pass {pass_number}", style="dim")
         out.append("\n")
         # Iterative preorder; each entry: (guide before it, connector, edge in, node, depth).
@@ -74,9 +73,9 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
             seen = node_id in expanded
             out.append(guide + connector, style="dim")
             out.append_text(_label(node, edge, seen, tensors))
-            if flow is not None:
+            if root_pass is not None:
                 single = edge is None or fan_in[(edge.src, edge.src_output)] == 1
-                out.append_text(_flow_label(flow, node_id, edge, seen, single))
+                out.append_text(_flow_label(root_pass, node_id, edge, seen, single))
             out.append("\n")
             if seen:
                 continue
@@ -105,12 +104,12 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
     return out
 
 
-def _flow_label(flow: Pass, node_id: str, edge: Edge | None, seen: bool,
+def _flow_label(pass_: Pass, node_id: str, edge: Edge | None, seen: bool,
                 single: bool) -> Text:
-    """ "  grad in 0.6 = 0.008 × 75": what arrived, and how the chain rule made it."""
+    """ "  grad in 0.6 = 0.008 × 75": what arrived in pass_, and how the chain rule made it."""
     text = Text()
-    mine = flow.flow.get(node_id)
-    parent = flow.flow.get(edge.dst) if edge is not None else None
+    mine = pass_.flow.get(node_id)
+    parent = pass_.flow.get(edge.dst) if edge is not None else None
     if mine is None and parent is None:
         return Text("  (no gradient in this pass)", style="dim")
     if mine is not None and not seen:
@@ -118,7 +117,7 @@ def _flow_label(flow: Pass, node_id: str, edge: Edge | None, seen: bool,
         text.append(received_text(mine.grad_outputs), style="bold yellow")
     if edge is None or parent is None:
         return text
-    sent, received = flow.sent(edge), flow.received(edge)
+    sent, received = pass_.sent(edge), pass_.received(edge)
     came = parent.grad_outputs[0] if len(parent.grad_outputs) == 1 else None
     local = None
     if scalar(sent) is not None and scalar(came):

@@ -1,11 +1,12 @@
-"""Short texts and comparisons that analysis and renderers share: shapes, gradients, nodes."""
+"""Short texts of the Trace's parts, for findings, diff and renderers: shapes, numbers,
+gradients, nodes, saved tensors, sizes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from .records import GradSummary, Node
+from .records import GradSummary, Node, SavedTensor
 from .values import flat_values
 
 SMALL = 8  # gradients with at most this many elements are shown in full
@@ -49,6 +50,13 @@ def grad_text(g: GradSummary | None) -> str:
     return f"[{dims}] norm {number(g.norm)} in [{number(g.min)}, {number(g.max)}]"
 
 
+def received_text(grad_outputs: tuple[GradSummary | None, ...]) -> str:
+    """What a node received: one gradient, or one per output ("out0 1, out1 None")."""
+    if len(grad_outputs) == 1:
+        return grad_text(grad_outputs[0])
+    return ", ".join(f"out{i} {grad_text(g)}" for i, g in enumerate(grad_outputs))
+
+
 def node_title(node: Node) -> str:
     """ "AccumulateGrad → x", "MulBackward0 (y)", "MyPowBackward (y)"."""
     if node.kind == "leaf":
@@ -56,25 +64,19 @@ def node_title(node: Node) -> str:
     return node.type + (f" ({node.tensor})" if node.tensor else "")
 
 
-def same_gradient(a: GradSummary | None, b: GradSummary | None) -> bool:
-    """Whether two summaries describe the same gradient (values when kept, else the norms)."""
-    if a is b:  # the flow shares one summary between the ends of an edge: the common case
-        return True
-    if a is None or b is None:
-        return False
-    if a.note is not None or b.note is not None:
-        return True  # one could not be read: nothing says they differ
-    if a.shape != b.shape:
-        return False
-    if a.values is not None and b.values is not None:
-        pairs = zip(flat_values(a.values), flat_values(b.values), strict=True)
-        return all(_close(x, y) for x, y in pairs)
-    return _close(a.norm, b.norm)
+def saved_text(saved: tuple[SavedTensor, ...]) -> str:
+    """ "saved: self float32[] 4 B, other (freed)"."""
+    parts = []
+    for s in saved:
+        if s.status != "ok":
+            parts.append(f"{s.name} ({s.status})")
+        else:
+            parts.append(f"{s.name} {shape_text(s.dtype, s.shape)} {s.bytes} B")
+    return "saved: " + (", ".join(parts) if parts else "nothing")
 
 
-def _close(x: Any, y: Any) -> bool:
-    if x == y:  # also equal infinities
-        return True
-    if x != x or y != y:  # NaN
-        return x != x and y != y
-    return abs(x - y) <= 1e-6 * max(1.0, abs(x), abs(y))
+def size_text(n: int) -> str:
+    """ "512 B", "1.2 KB", "3.4 MB"."""
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"

@@ -1,0 +1,41 @@
+"""What gradient summaries say beyond their fields: whether two are the same gradient, and
+the value of a one-element one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import GradSummary
+from .values import flat_values
+
+
+def scalar(g: GradSummary | None) -> float | None:
+    """The value of a one-element gradient, else None."""
+    if g is None or g.values is None:
+        return None
+    flat = flat_values(g.values)
+    return flat[0] if len(flat) == 1 and isinstance(flat[0], float) else None
+
+
+def same_gradient(a: GradSummary | None, b: GradSummary | None) -> bool:
+    """Whether two summaries describe the same gradient (values when kept, else the norms)."""
+    if a is b:  # the flow shares one summary between the ends of an edge: the common case
+        return True
+    if a is None or b is None:
+        return False
+    if a.note is not None or b.note is not None:
+        return True  # one could not be read: nothing says they differ
+    if a.shape != b.shape:
+        return False
+    if a.values is not None and b.values is not None:
+        pairs = zip(flat_values(a.values), flat_values(b.values), strict=True)
+        return all(_close(x, y) for x, y in pairs)
+    return _close(a.norm, b.norm)
+
+
+def _close(x: Any, y: Any) -> bool:
+    if x == y:  # also equal infinities
+        return True
+    if x != x or y != y:  # NaN
+        return x != x and y != y
+    return abs(x - y) <= 1e-6 * max(1.0, abs(x), abs(y))
