@@ -265,7 +265,7 @@ def _records(make_loss: Callable[[], torch.Tensor], skip: bool) -> tuple[list, i
     capture.remove()
     # sorted stably by order, the records are in a run order: each node after the node it
     # receives from
-    ran = sorted(capture.records.values(), key=lambda r: r.order)
+    ran = sorted(capture.records.values(), key=lambda r: r.position)
     position = {id(r.node): i for i, r in enumerate(ran)}
     assert all(position[id(nodes[src])] > position[id(nodes[dst])] for src, dst, _, _ in edges)
     out = []

@@ -232,11 +232,11 @@ class FlowCapture:
         for r in self._relayout:
             received: RawStats | None = None
             if r.consumer_skipped:  # walk order: a consumer comes before what it consumes
-                received, order = sent_by.get(r.consumer_index, (None, 0))
+                received, position = sent_by.get(r.consumer_index, (None, 0))
             else:
                 record = self.records.get(id(r.consumer))
                 if record is not None and r.slot < len(record.sent):
-                    received, order = record.sent[r.slot], record.order
+                    received, position = record.sent[r.slot], record.position
             if received is None:
                 continue  # it did not run in this pass
             place = received.place
@@ -244,8 +244,8 @@ class FlowCapture:
                 # a select or slice: zeros added
                 place = StatsRow(place.table, place.table.with_zeros(place.row))
             sent = RawStats(r.shape, place, None)  # the same elements, in its input's shape
-            self.records[id(r.node)] = FlowRecord(r.node, order, [received], [sent])
-            sent_by[r.position] = (sent, order)
+            self.records[id(r.node)] = FlowRecord(r.node, position, [received], [sent])
+            sent_by[r.walk_index] = (sent, position)
         self._relayout.clear()
         self._sent.clear()
         if self._collecting:

@@ -44,7 +44,7 @@ class Relayout(NamedTuple):
     """A node without a hook whose record is read off its consumer's after the pass."""
 
     node: Any
-    position: int  # in the walk
+    walk_index: int  # its place in the walk
     consumer: Any
     consumer_index: int
     slot: int  # the consumer's input this node feeds
@@ -101,4 +101,4 @@ def link_record(records: dict[int, FlowRecord], link: Link) -> FlowRecord | None
         if record is None or k >= len(record.received):
             return None
         sent[slot] = record.received[k]
-    return FlowRecord(link.node, consumer.order, [consumer.sent[link.slot]], sent)
+    return FlowRecord(link.node, consumer.position, [consumer.sent[link.slot]], sent)

@@ -50,8 +50,8 @@ class FlowRecord(NamedTuple):
 
     node: Any
     # where it ran: records sorted by it, stably, are in run order (a record read off a
-    # neighbour's takes its order and comes after it)
-    order: int
+    # neighbour's takes its position and comes after it)
+    position: int
     received: list[RawStats | None]
     sent: list[RawStats | None]
 
@@ -224,7 +224,7 @@ def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
 def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     """The pass's flow by node id, in run order (each node's position its place in it)."""
     records = sorted((r for r in p.flow.values() if r.node in node_ids),
-                     key=lambda r: r.order)
+                     key=lambda r: r.position)
     p.flow = {}  # let go of the raw records (and their stats) as the summaries are made
     summaries = to_summaries([g for r in records for g in (*r.received, *r.sent)])
     flow = {}
