@@ -15,12 +15,14 @@ from gradtrace.model.records import (
     FunctionCall,
     GradChange,
     GradSummary,
+    LeafStep,
     Node,
     NodeFlow,
     Pass,
     SavedTensor,
     SecondOrder,
     Source,
+    Steps,
     TensorInfo,
     Trace,
 )
@@ -42,7 +44,7 @@ def full_trace() -> Trace:
         Node(id="n0", type="MyFnBackward", kind="custom", tensor="y",
              saved=(SavedTensor(name="self", shape=(2,), dtype="float32", bytes=8,
                                 status="freed"),),
-             module="model.layer", recomputed=True, source=source),
+             module="model.layer", recomputed=True, source=source, grad_graph=True),
         Node(id="n1", type="AccumulateGrad", kind="leaf", tensor="x"),
     )
     g, h = summary(0.5), summary(1.5)
@@ -67,6 +69,9 @@ def full_trace() -> Trace:
         second_order=SecondOrder(root="y", wrt=("x",), blocks={("x", "x"): [[1.0, 2.0]]},
                                  error="only x"),
         saved_read=False,
+        steps=Steps(leaves=("x", "model.w"), modules=(None, "model"), loss=(0.25,),
+                    optimizer_steps=(3,),
+                    grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),)),
     )
 
 

@@ -208,7 +208,7 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
         id=ids, type=map(names.__getitem__, classes), kind=map(kinds.__getitem__, classes),
         tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
         module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
-        source=map(source_of, order) if source_of else repeat(None))
+        source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False))
 
 
 def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:

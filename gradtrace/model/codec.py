@@ -13,12 +13,14 @@ from .records import (
     FunctionCall,
     GradChange,
     GradSummary,
+    LeafStep,
     Node,
     NodeFlow,
     Pass,
     SavedTensor,
     SecondOrder,
     Source,
+    Steps,
     TensorInfo,
     Trace,
 )
@@ -80,6 +82,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("stdout", trace.stdout),
         ("second_order", _second_order_dict(trace.second_order)),
         ("saved_read", trace.saved_read),
+        ("steps", _steps_dict(trace.steps)),
     )
 
 
@@ -127,6 +130,7 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             ),
             stdout=data.get("stdout", ""),
             second_order=_second_order_from(data.get("second_order")),
+            steps=_steps_from(data.get("steps")),
             saved_read=data.get("saved_read", True) and not lean,
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -181,6 +185,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
         ],
         "module": n.module,
         **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
+        **({"grad_graph": True} if n.grad_graph else {}),
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
     }
@@ -199,6 +204,7 @@ def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
         module=_optional(nodes, "module", None),
         recomputed=_optional(nodes, "recomputed", False),
         source=map(_source_from, _optional(nodes, "source", None)),
+        grad_graph=_optional(nodes, "grad_graph", False),
     ))
 
 
@@ -378,6 +384,32 @@ def _second_order_from(d: dict[str, Any] | None) -> SecondOrder | None:
         blocks={(b["a"], b["b"]): py_values(b["values"]) for b in d["blocks"]},
         error=d.get("error"),
     )
+
+
+def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
+    """Column by column, a row per pass; a leaf's .grad as [norm, max_abs, finite, kept]."""
+    if s is None:
+        return None
+    return {
+        "leaves": list(s.leaves),
+        "modules": list(s.modules),
+        "loss": [json_float(x) for x in s.loss],
+        "optimizer_steps": list(s.optimizer_steps),
+        "grads": [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite,
+                                           g.kept] for g in row] for row in s.grads],
+    }
+
+
+def _steps_from(d: dict[str, Any] | None) -> Steps | None:
+    if d is None:
+        return None
+    return Steps(
+        leaves=tuple(d["leaves"]), modules=tuple(d["modules"]),
+        loss=tuple(py_float(x) for x in d["loss"]),
+        optimizer_steps=tuple(d["optimizer_steps"]),
+        grads=tuple(tuple(None if g is None else LeafStep(
+            norm=_norm(g[0]), max_abs=_norm(g[1]), finite=g[2], kept=g[3]) for g in row)
+            for row in d["grads"]))
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:

@@ -55,15 +55,17 @@ class Node(NamedTuple):
     module: str | None = None  # dotted path of the nn.Module whose forward made it
     recomputed: bool = False  # made inside torch.utils.checkpoint: backward makes it again
     source: Source | None = None  # the scenario line that made it (None for leaves)
+    grad_graph: bool = False  # made while a create_graph=True pass ran: a gradient's graph
 
     @classmethod
     def from_columns(cls, *, id: Iterable[str], type: Iterable[str], kind: Iterable[NodeKind],
                      tensor: Iterable[str | None], saved: Iterable[tuple[SavedTensor, ...]],
                      module: Iterable[str | None], recomputed: Iterable[bool],
-                     source: Iterable[Source | None]) -> list[Node]:
+                     source: Iterable[Source | None], grad_graph: Iterable[bool]) -> list[Node]:
         """Nodes made from one iterable per field, as long as id (the others may be endless):
         built as plain tuples, several times faster than Node(...) one by one."""
-        rows = zip(id, type, kind, tensor, saved, module, recomputed, source, strict=False)
+        rows = zip(id, type, kind, tensor, saved, module, recomputed, source, grad_graph,
+                   strict=False)
         return list(map(tuple.__new__, repeat(cls), rows))
 
 
@@ -162,6 +164,28 @@ class Pass:
             else None
 
 
+class LeafStep(NamedTuple):
+    """A named leaf's .grad after one pass, in brief (a named tuple: a loop makes one per
+    leaf and pass)."""
+
+    norm: float
+    max_abs: float
+    finite: bool
+    kept: bool  # the pass added to a .grad nothing had touched since the previous pass
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """Light statistics of every pass, a row per pass: the loss, the optimizer steps taken
+    before it, and each named leaf's .grad after it (None: no .grad, or not named yet)."""
+
+    leaves: tuple[str, ...]  # the named leaves that require grad, in the order first seen
+    modules: tuple[str | None, ...]  # the nn.Module path each leaf belongs to, else None
+    loss: tuple[float | None, ...]  # the pass's root when it is one number
+    optimizer_steps: tuple[int, ...]  # torch.optim steps since the previous pass
+    grads: tuple[tuple[LeafStep | None, ...], ...]  # [pass][leaf]
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """Something worth telling the user; codes and severities come from findings.registry."""
@@ -215,3 +239,4 @@ class Trace:
     stdout: str = ""
     second_order: SecondOrder | None = None
     saved_read: bool = True  # False: saved tensors were not read, so every saved is empty
+    steps: Steps | None = None  # light statistics of every pass (None: no pass ran)

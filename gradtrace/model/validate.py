@@ -189,6 +189,7 @@ def _trace(data: Any, saved: bool) -> None:
     _str(top.get("stdout", ""), "stdout", limit=2**62)
     _second_order(top.get("second_order"), "second_order")
     _bool(top.get("saved_read", True), "saved_read")
+    _steps(top.get("steps"), "steps", len(top["passes"]))
 
 
 def _node(raw: Any, ids: set[str], saved: bool) -> None:
@@ -204,6 +205,7 @@ def _node(raw: Any, ids: set[str], saved: bool) -> None:
     _str(node["tensor"], "tensor", null=True)
     _str(node.get("module"), "module", null=True)
     _bool(node.get("recomputed", False), "recomputed")
+    _bool(node.get("grad_graph", False), "grad_graph")
     if node.get("source") is not None:
         source = _obj(node["source"], "source", ("file", "line", "code"))
         _str(source["file"], "source.file")
@@ -326,6 +328,40 @@ def _second_order(raw: Any, path: str) -> None:
         _str(b["b"], f"{where}.b")
         _values(b["values"], f"{where}.values")
     _str(s.get("error"), f"{path}.error", null=True, limit=MAX_TEXT)
+
+
+def _steps(raw: Any, path: str, passes: int) -> None:
+    if raw is None:
+        return
+    s = _obj(raw, path, ("leaves", "modules", "loss", "optimizer_steps", "grads"))
+    leaves = _list(s["leaves"], f"{path}.leaves")
+    for i, name in enumerate(leaves):
+        _str(name, f"{path}.leaves[{i}]")
+    modules = _list(s["modules"], f"{path}.modules")
+    if len(modules) != len(leaves):
+        raise _Invalid(f"{path}.modules", f"has {len(modules)} items for {len(leaves)} leaves")
+    for i, name in enumerate(modules):
+        _str(name, f"{path}.modules[{i}]", null=True)
+    for key in ("loss", "optimizer_steps", "grads"):
+        if len(_list(s[key], f"{path}.{key}")) != passes:
+            raise _Invalid(f"{path}.{key}", f"has {len(s[key])} rows for {passes} passes")
+    for i, loss in enumerate(s["loss"]):
+        _number(loss, f"{path}.loss[{i}]", null=True)
+    for i, count in enumerate(s["optimizer_steps"]):
+        _int(count, f"{path}.optimizer_steps[{i}]")
+    for i, row in enumerate(s["grads"]):
+        if len(_list(row, f"{path}.grads[{i}]")) > len(leaves):
+            raise _Invalid(f"{path}.grads[{i}]", f"has more items than the {len(leaves)} leaves")
+        for j, g in enumerate(row):
+            where = f"{path}.grads[{i}][{j}]"
+            if g is None:
+                continue
+            if len(_list(g, where)) != 4:
+                raise _Invalid(where, "expected [norm, max_abs, finite, kept]")
+            _number(g[0], f"{where}[0]")
+            _number(g[1], f"{where}[1]")
+            _bool(g[2], f"{where}[2]")
+            _bool(g[3], f"{where}[3]")
 
 
 def leaf_flow_only(data: dict[str, Any]) -> dict[str, Any]:
