@@ -4,12 +4,23 @@ per session (once per worker under pytest-xdist) and every test that asserts on 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import as_read, invoke
+
+
+@pytest.fixture(scope="session", autouse=True)
+def piped_width() -> Iterator[None]:
+    """Output is as wide as piped output (120 columns) whatever runs the tests: a terminal's
+    COLUMNS and LINES do not reach gradtrace, nor those pytest-xdist's workers set (80x24).
+    A test that wants a width says so (invoke(..., env={"COLUMNS": "200"}))."""
+    saved = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
+    yield
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")
