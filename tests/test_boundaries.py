@@ -63,10 +63,12 @@ def test_readme_names_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
     assert ci_steps()[0] == "python3 dev.py test"
 
 
-def test_ci_checks_ruff_and_mypy_in_steps_of_their_own() -> None:
-    """Not in the suite (mypy alone took 16 s of it): .ci/run runs them after the tests."""
-    assert ci_steps()[1:] == [".venv/bin/python -m ruff check .",
+def test_ci_runs_the_slow_tests_then_ruff_and_mypy_in_steps_of_their_own() -> None:
+    """Not in `python3 dev.py test` (mypy alone took 16 s of it): .ci/run runs them after."""
+    assert ci_steps()[1:] == ["python3 dev.py test -m slow",
+                              ".venv/bin/python -m ruff check .",
                               ".venv/bin/python -m mypy gradtrace"]
+    assert "-m 'not slow'" in (ROOT / "pyproject.toml").read_text()  # the default leaves them
     assert ".mypy_cache/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
