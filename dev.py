@@ -2,7 +2,8 @@
 
     python3 dev.py demo    set up .venv, then show a bundled scenario and draw it to out/
     python3 dev.py test    set up .venv (and Chromium for the page's browser tests), then run
-                           the test suite (extra args go to pytest)
+                           the test suite (extra args go to pytest: -m slow runs the slow
+                           tests it leaves out, as .ci/run does; -n 2 runs it on two cores)
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.1 is already importable there (an unpinned torch would pull a multi-GB CUDA

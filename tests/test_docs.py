@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from helpers import GALLERY_FINDINGS, ROOT, gallery_finding, invoke
@@ -87,7 +93,8 @@ def test_every_command_is_in_the_readme_and_has_help() -> None:
 
 
 def help_examples() -> list[str]:
-    """Every example line of the app's and each command's --help, in the order shown."""
+    """Every example line of the app's and each command's --help, in the order first shown
+    (the app's --help repeats three of the commands' examples: each is listed once)."""
     wide = {"COLUMNS": "200"}  # one example a line, however long
     texts = [invoke("--help", env=wide).stdout]
     texts += [invoke(name, "--help", env=wide).stdout
@@ -98,30 +105,188 @@ def help_examples() -> list[str]:
             found = re.match(r"^\s*(gradtrace \S.*?)(\s{2,}\S.*)?$", line.strip("│ "))
             if found:
                 examples.append(found[1].strip())
-    return examples
+    return list(dict.fromkeys(examples))
 
 
-def test_help_examples_are_found() -> None:
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def svg_texts(path: Path) -> list[str]:
+    """The words an SVG file draws, asserting it is well-formed SVG."""
+    root = ET.parse(path).getroot()
+    assert root.tag == f"{SVG_NS}svg", root.tag
+    return " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text")).split()
+
+
+def saved_trace(path: Path, scenario: str) -> bool:
+    data = json.loads(path.read_text())
+    return data["schema"] == "gradtrace.trace/2" and data["scenario"] == scenario and \
+        bool(data["nodes"]) and bool(data["passes"])
+
+
+def all_ok(out: str, folder: Path) -> bool:
+    """A check report's last line says every check (at least ten) is ok."""
+    found = re.match(r"(\d+) of (\d+) ok", out.strip().splitlines()[-1])
+    return found is not None and found[1] == found[2] and int(found[1]) >= 10
+
+
+def dot_focus(out: str, folder: Path) -> bool:
+    near = svg_texts(folder / "near.svg")
+    assert invoke("dot", "scenarios/mlp_modules.py", "-o", folder / "all.svg").exit_code == 0
+    return "model.0.weight" in near and "model.2.weight" not in near and \
+        "model.2.weight" in svg_texts(folder / "all.svg")  # only what is near it
+
+
+def junit_all_passed(out: str, folder: Path) -> bool:
+    suite = ET.parse(folder / "report.xml").getroot()
+    return suite.tag == "testsuite" and int(suite.get("tests", 0)) >= 10 and \
+        suite.get("failures") == "0" and not list(suite.iter("failure")) and all_ok(out, folder)
+
+
+def fused_conv_bn(out: str, folder: Path) -> bool:
+    """Run with --json (shared with test_check): every gradcheck done within the timeout and
+    passed (gradgradcheck fails: the statistics are kept on ctx), a big input sampled."""
+    results = json.loads(out)["results"]
+    return len(results) == 5 and all(r["gradcheck"] == "pass" for r in results) and \
+        any(r["sampled"] for r in results)
+
+
+def diff_names_the_swap(out: str, folder: Path) -> bool:
+    return "different: 1 node(s) changed" in out and \
+        "ReluBackward0 → TanhBackward0 in model.1" in out
+
+
+class Example(NamedTuple):
+    code: int  # the exit code it promises
+    check: Callable[[str, Path], bool]  # (its stdout, its folder): true if it did what it says
+    shell: bool = False  # run by bash with the installed `gradtrace` command, not in-process
+
+
+# What each --help example promises. An example added to a --help needs a row here.
+EXAMPLES: dict[str, Example] = {
+    "gradtrace show scenarios/chain_rule.py": Example(0, lambda out, _: (
+        "LogBackward0 (z)" in out and "tensors" in out and "pass 1 backward at line 9" in out)),
+    "gradtrace dot scenarios/chain_rule.py -o graph.svg": Example(0, lambda out, folder: (
+        out == "" and "x" in svg_texts(folder / "graph.svg"))),
+    "gradtrace check scenarios/*.py": Example(0, all_ok),
+    "gradtrace show scenarios/real/train_args.py --passes 2 -- --epochs 1": Example(
+        0, lambda out, _: "2 pass(es)" in out and "pass 2 backward at line 39" in out),
+    "gradtrace show scenarios/real/test_value_grads.py::test_sanity_check": Example(
+        0, lambda out, _: ("test_value_grads.py::test_sanity_check" in out
+                           and "AccumulateGrad → x" in out)),
+    "gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved": Example(
+        0, lambda out, _: "output result  (picked by name" in out and "saved" in out),
+    "gradtrace show scenarios/real/gpt_tiny.py --by-module": Example(0, lambda out, _: (
+        len(out.splitlines()) <= 40 and "│ model.transformer.h.0.mlp.c_fc " in out)),
+    "gradtrace show scenarios/chain_rule.py --json > trace.json": Example(
+        0, lambda out, folder: saved_trace(folder / "trace.json", "scenarios/chain_rule.py"),
+        shell=True),  # the installed command, and a shell's redirection
+    "gradtrace show trace.json": Example(0, lambda out, _: (
+        out.startswith("scenario scenarios/chain_rule.py  ·  3 nodes")
+        and "LogBackward0 (z)" in out)),
+    "gradtrace show scenarios/chain_rule.py --fail-on nan-gradient --format github": Example(
+        0, lambda out, _: out == ""),  # no finding: no annotation
+    "gradtrace dot scenarios/chain_rule.py": Example(0, lambda out, _: (
+        out.startswith("digraph gradtrace {") and 'label="LogBackward0\\n(z)"' in out)),
+    "gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png": Example(
+        0, lambda out, folder: (folder / "flow.png").read_bytes().startswith(b"\x89PNG")),
+    "gradtrace dot scenarios/mlp_modules.py --focus model.0.weight -o near.svg": Example(
+        0, dot_focus),
+    "gradtrace dot trace.json -o graph.mmd": Example(0, lambda out, folder: (
+        (folder / "graph.mmd").read_text().startswith("flowchart TB"))),
+    "gradtrace dot scenarios/mlp_modules.py --grads -o g.html": Example(0, lambda out, folder: (
+        (folder / "g.html").read_text().startswith("<!DOCTYPE html>")
+        and "model.0.weight" in (folder / "g.html").read_text())),
+    "gradtrace check scenarios/broken/ --no-gradgrad": Example(1, lambda out, _: (
+        out.strip().splitlines()[-1].startswith("0 of 5 ok")),
+        shell=True),  # exit 1 through the real process, as CI sees it
+    "gradtrace check scenarios/*.py --junit report.xml": Example(0, junit_all_passed),
+    "gradtrace check scenarios/real/fused_conv_bn.py --timeout 60": Example(1, fused_conv_bn),
+    "gradtrace diff scenarios/diff/mlp_relu.py scenarios/diff/mlp_tanh.py": Example(
+        1, diff_names_the_swap),
+    "gradtrace show scenarios/diff/mlp_relu.py --json > before.json": Example(
+        0, lambda out, folder: saved_trace(folder / "before.json",
+                                           "scenarios/diff/mlp_relu.py")),
+    "gradtrace diff before.json scenarios/diff/mlp_relu.py": Example(0, lambda out, _: (
+        out.splitlines()[1].startswith("same: 11 nodes match"))),
+    "gradtrace diff before.json scenarios/diff/mlp_tanh.py -o changes.svg": Example(
+        1, lambda out, folder: (diff_names_the_swap(out, folder)
+                                and "TanhBackward0" in svg_texts(folder / "changes.svg"))),
+    "gradtrace diff before.json scenarios/diff/mlp_tanh.py --json --rtol 1e-3": Example(
+        1, lambda out, _: (json.loads(out)["schema"] == "gradtrace.diff/1"
+                           and json.loads(out)["same"] is False)),
+    "gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github": Example(
+        1, lambda out, _: out.startswith("::error file=scenarios/diff/mlp_tanh.py,line=9,")),
+}
+# Saved by one example, read by later ones.
+PRODUCERS = {"trace.json": "gradtrace show scenarios/chain_rule.py --json > trace.json",
+             "before.json": "gradtrace show scenarios/diff/mlp_relu.py --json > before.json"}
+# Too slow to run twice: run with --json, once a session, shared with test_check.
+SHARED = {"gradtrace check scenarios/real/fused_conv_bn.py --timeout 60"}
+GRADTRACE = Path(sys.executable).with_name("gradtrace")
+
+
+def test_help_examples_are_found_and_each_says_what_it_promises() -> None:
     examples = help_examples()
     assert "gradtrace show scenarios/chain_rule.py --json > trace.json" in examples
     assert "gradtrace dot trace.json -o graph.mmd" in examples
-    assert len(examples) >= 12
+    assert examples == list(EXAMPLES)  # in the order shown, each once
+    for needed, producer in PRODUCERS.items():
+        assert all(examples.index(producer) < examples.index(e) for e in examples
+                   if needed in e.split() and e != producer)
 
 
-@pytest.mark.skipif(not Path(sys.executable).with_name("gradtrace").exists(),
-                    reason="the gradtrace command is installed by dev.py")
-def test_help_examples_run(tmp_path: Path) -> None:
-    """Each example runs as typed, in a folder with the scenarios, in the order shown (the
-    saved trace.json of `show` is read by `dot`): no error, no traceback."""
-    (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for example in help_examples():
-        proc = subprocess.run(["bash", "-c", example], cwd=tmp_path, env=env,
+def run_example(example: str, folder: Path, shared_run: Callable[..., Any],
+                shell: bool = False) -> tuple[int, str]:
+    """An example run as typed in folder: in-process, with bash's `>` and `*` done here, or
+    (shell) by bash with the installed command. Its exit code and stdout."""
+    if shell:
+        env = {**os.environ, "PATH": f"{GRADTRACE.parent}{os.pathsep}{os.environ['PATH']}"}
+        proc = subprocess.run(["bash", "-c", example], cwd=folder, env=env,
                               capture_output=True, text=True, timeout=300)
-        # exit 1 is a finding: `check scenarios/broken/` is meant to find the bugs
-        assert proc.returncode in (0, 1), f"{example}: {proc.stderr}"
-        assert "error:" not in proc.stderr and "Traceback" not in proc.stderr, example
-    assert (tmp_path / "graph.svg").stat().st_size > 0 and (tmp_path / "report.xml").exists()
+        assert "Traceback" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+        return proc.returncode, proc.stdout
+    words = shlex.split(example)[1:]
+    into = None
+    if ">" in words:
+        words, into = words[:words.index(">")], folder / words[words.index(">") + 1]
+    args = [w for word in words
+            for w in (sorted(glob.glob(word, root_dir=folder)) if "*" in word else [word])]
+    if example in SHARED:  # the same files, as the example's folder links to them
+        result = shared_run(*[ROOT / a if (folder / a).exists() else a for a in args],
+                            "--json")
+    else:
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            result = invoke(*args)
+        finally:
+            os.chdir(cwd)
+    assert "Traceback" not in result.stderr and "error:" not in result.stderr, result.stderr
+    if into is not None:
+        into.write_text(result.stdout)
+        return result.exit_code, ""
+    return result.exit_code, result.stdout
+
+
+@pytest.mark.parametrize("example", list(EXAMPLES))
+def test_help_example_does_what_it_says(example: str, tmp_path: Path,
+                                        shared_run: Callable[..., Any]) -> None:
+    """Each example runs as typed, in a folder with the scenarios (a saved trace.json it
+    reads is saved first by the example that saves it), with the exit code it promises and
+    what else it promises."""
+    expected = EXAMPLES[example]
+    if expected.shell and not GRADTRACE.exists():
+        pytest.skip("the gradtrace command is installed by dev.py")
+    if (".svg" in example or ".png" in example) and shutil.which("dot") is None:
+        pytest.skip("Graphviz is installed by dev.py")
+    (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
+    for needed, producer in PRODUCERS.items():
+        if needed in example.split() and example != producer:
+            assert run_example(producer, tmp_path, shared_run)[0] == 0
+    code, out = run_example(example, tmp_path, shared_run, shell=expected.shell)
+    assert code == expected.code, out[-2000:]
+    assert expected.check(out, tmp_path), out[-2000:]
 
 
 def test_readme_record_example_passes_under_pytest(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import DOT, SCENARIOS, invoke, needs_dot, show_json
@@ -31,13 +33,14 @@ def dot_text(scenario: Path, *args: str) -> str:
 
 @needs_dot
 @pytest.mark.parametrize("scenario", GALLERY, ids=lambda p: p.stem)
-def test_every_scenario_draws_with_real_graphviz(scenario: Path, tmp_path: Path) -> None:
+def test_every_scenario_draws_with_real_graphviz(scenario: Path,
+                                                shared_trace: Callable[..., Any]) -> None:
     text = dot_text(scenario, "--saved", "--grads")
     proc = subprocess.run([DOT, "-Tsvg"], input=text.encode(), capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode()
     svg = ET.fromstring(proc.stdout)  # well-formed XML
     drawn = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-    trace = show_json(scenario)
+    trace = shared_trace(scenario)  # test_real reads the real models' traces too
     for node in trace["nodes"]:
         if node["kind"] == "leaf" and node["tensor"]:
             assert node["tensor"] in drawn, node["tensor"]

@@ -143,9 +143,20 @@ def test_strict_turns_error_findings_into_exit_1() -> None:
     assert invoke("show", SCENARIOS / "chain_rule.py", "--strict").exit_code == 0
 
 
-def test_unknown_option_is_usage_error() -> None:
-    result = invoke("show", SCENARIOS / "chain_rule.py", "--bogus")
-    assert result.exit_code == 2
+@pytest.mark.parametrize("command", ["show", "dot", "diff"])
+@pytest.mark.parametrize("value", ["two", "0", "-3", "1.5", ""])
+def test_a_bad_passes_value_is_a_usage_error_before_anything_runs(
+        tmp_path: Path, command: str, value: str) -> None:
+    ran = tmp_path / "ran"
+    path = scenario(tmp_path, f"import torch\nopen({str(ran)!r}, 'w').close()\n"
+                              "x = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n")
+    both = [path, path] if command == "diff" else [path]
+    err = fails(command, *both, "--passes", value)
+    assert f"--passes {value!r}: give a number of passes (1 or more) or all" in err
+    assert not ran.exists()
+    for good in ("1", " ALL "):  # and a good one runs it
+        assert invoke(command, *both, "--passes", good).exit_code == 0
+        assert ran.exists()
 
 
 @pytest.mark.parametrize("text", ["input()\n", "import torch\nx = torch.ones(1)\ninput()\n"])

@@ -4,6 +4,7 @@ options and its one error boundary."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,33 @@ from gradtrace.render.palette import PALETTE
 CHAIN = SCENARIOS / "chain_rule.py"
 
 
-def test_exit_codes() -> None:
-    assert (ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE) == (0, 1, 2)
+RELU, TANH = SCENARIOS / "diff" / "mlp_relu.py", SCENARIOS / "diff" / "mlp_tanh.py"
+NO_GRAPH = SCENARIOS / "no_graph" / "forward_only.py"
+# Each command: a real situation for each exit code its --help promises.
+EXIT_CASES: dict[str, dict[ExitCode, list[str | Path]]] = {
+    "show": {ExitCode.OK: [CHAIN],
+             ExitCode.FAILED: [SCENARIOS / "backward_twice_error.py", "--strict"],
+             ExitCode.USAGE: [NO_GRAPH]},
+    "dot": {ExitCode.OK: [CHAIN], ExitCode.USAGE: [CHAIN, "-o", "graph.nope"]},
+    "check": {ExitCode.OK: [SCENARIOS / "custom_add.py"],
+              ExitCode.FAILED: [SCENARIOS / "broken" / "gradcheck_pow_wrong_backward.py"],
+              ExitCode.USAGE: [NO_GRAPH]},
+    "diff": {ExitCode.OK: [RELU, RELU], ExitCode.FAILED: [RELU, TANH],
+             ExitCode.USAGE: [RELU, SCENARIOS / "no_such_file.py"]},
+}
+
+
+@pytest.mark.parametrize("command", EXIT_CASES)
+def test_each_command_exits_with_the_codes_its_help_promises(command: str) -> None:
+    text = " ".join(invoke(command, "--help", env={"COLUMNS": "300"}).stdout.split())
+    promised = re.search(r"Exit codes: (.*?)\.", text)
+    assert promised is not None, text
+    assert [int(c) for c in re.findall(r"(?:^|, )(\d) ", promised[1])] == \
+        sorted(EXIT_CASES[command])  # 0, 1, 2 (dot: 0, 2) in the --help
+    for code, args in EXIT_CASES[command].items():
+        result = invoke(command, *args)
+        assert result.exit_code == code, (code, args, result.stderr)
+        assert result.stderr.startswith("error: ") == (code == ExitCode.USAGE), result.stderr
 
 
 @needs_dot

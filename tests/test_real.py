@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import SCENARIOS, as_read, invoke, tensor
 
 REAL = SCENARIOS / "real"
+Traced = Callable[..., dict[str, Any]]  # the `traced` fixture
 
 
-def plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The script under plain `python`, in its own folder."""
-    return subprocess.run([sys.executable, script, *args], cwd=REAL, capture_output=True,
-                          text=True, timeout=300)
+def plain(script: str, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    """The script under plain `python`, in its own folder (asserting its exit code)."""
+    run = subprocess.run([sys.executable, script, *args], cwd=REAL, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == code, run.stderr[-2000:]
+    return run
 
 
 def printed_norms(stdout: str) -> dict[str, float]:
@@ -27,10 +31,11 @@ def printed_norms(stdout: str) -> dict[str, float]:
     return {k: v for k, v in json.loads(line).items() if k.startswith("model.")}
 
 
-def traced(target: str, *args: str, code: int = 0) -> dict[str, Any]:
-    result = invoke("show", REAL / target, "--json", *args)
-    assert result.exit_code == code, result.stderr
-    return as_read(result.stdout)
+@pytest.fixture
+def traced(shared_trace: Traced) -> Traced:
+    """The trace of `gradtrace show scenarios/real/TARGET --json ARGS`, run once a session
+    (test_dot draws the same scenarios and reads the same traces)."""
+    return lambda target, *args, code=0: shared_trace(REAL / target, *args, code=code)
 
 
 def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None:
@@ -41,19 +46,19 @@ def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None
 
 @pytest.mark.parametrize("script", ["gpt_tiny.py", "checkpointed.py", "func_per_sample.py",
                                     "fused_conv_bn.py"])
-def test_module_level_models_match_plain_pytorch(script: str) -> None:
+def test_module_level_models_match_plain_pytorch(script: str, traced: Traced) -> None:
     expected = printed_norms(plain(script).stdout)
     assert_same_norms(traced(script), expected)
 
 
-def test_torch_func_passes_are_said_once_not_warned_per_pass() -> None:
+def test_torch_func_passes_are_said_once_not_warned_per_pass(traced: Traced) -> None:
     trace = traced("func_per_sample.py")
     assert '"mean_matches": true' in trace["stdout"]
     (said,) = [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
     assert said["severity"] == "info" and "torch.func" in said["message"]
 
 
-def test_an_argparse_script_gets_its_arguments() -> None:
+def test_an_argparse_script_gets_its_arguments(traced: Traced) -> None:
     expected = printed_norms(plain("train_args.py", "--epochs", "1").stdout)
     trace = traced("train_args.py", "--", "--epochs", "1")
     assert len(trace["passes"]) == 4  # one epoch: 64 samples in batches of 16
@@ -61,7 +66,7 @@ def test_an_argparse_script_gets_its_arguments() -> None:
     assert len(traced("train_args.py", "--", "--epochs", "2")["passes"]) == 8
 
 
-def test_a_training_loop_is_capped_then_runs_in_full_with_passes_all() -> None:
+def test_a_training_loop_is_capped_then_runs_in_full_with_passes_all(traced: Traced) -> None:
     capped = traced("polynomial_loop.py")
     assert len(capped["passes"]) == 100
     assert [f["code"] for f in capped["findings"]] == ["passes-capped"]
@@ -71,9 +76,9 @@ def test_a_training_loop_is_capped_then_runs_in_full_with_passes_all() -> None:
     assert_same_norms(full, printed_norms(plain("polynomial_loop.py").stdout))
 
 
-def test_a_script_that_raises_after_two_passes_keeps_them() -> None:
-    run = plain("raises_after_two_passes.py")
-    assert run.returncode == 1 and "TypeError" in run.stderr
+def test_a_script_that_raises_after_two_passes_keeps_them(traced: Traced) -> None:
+    run = plain("raises_after_two_passes.py", code=1)
+    assert "TypeError" in run.stderr
     trace = traced("raises_after_two_passes.py", code=2)
     assert len(trace["passes"]) == 2
     line = next(x for x in run.stdout.splitlines() if x.startswith("b.grad"))
@@ -81,7 +86,7 @@ def test_a_script_that_raises_after_two_passes_keeps_them() -> None:
     assert tensor(trace, "b")["grad"]["values"] == pytest.approx(expected, rel=1e-6)
 
 
-def test_a_script_pickles_the_class_it_defines() -> None:
+def test_a_script_pickles_the_class_it_defines(traced: Traced) -> None:
     trace = traced("pickle_model.py")
     assert "restored RNNModel" in trace["stdout"]
     expected = float(plain("pickle_model.py").stdout.split()[-1])
@@ -92,7 +97,8 @@ def test_a_script_pickles_the_class_it_defines() -> None:
     ("test_sanity_check", {"x": [46.0]}),
     ("test_more_ops", {"a": [138.83381924198252], "b": [645.5772594752186]}),
 ])
-def test_test_functions_run_one_by_one(function: str, grads: dict[str, list[float]]) -> None:
+def test_test_functions_run_one_by_one(function: str, grads: dict[str, list[float]],
+                                       traced: Traced) -> None:
     trace = traced(f"test_value_grads.py::{function}")
     assert trace["scenario"].endswith(f"test_value_grads.py::{function}")
     for name, values in grads.items():
@@ -144,7 +150,7 @@ def test_by_module_is_one_row_per_module_on_one_screen() -> None:
     assert cells[5].endswith("KB")  # the bytes its nodes saved for backward
 
 
-def test_checkpointed_nodes_are_marked_recomputed() -> None:
+def test_checkpointed_nodes_are_marked_recomputed(traced: Traced) -> None:
     trace = traced("checkpointed.py")
     marked = {n["module"] for n in trace["nodes"] if n.get("recomputed")}
     assert marked == {"model.1.0", "model.1.1", "model.1.2", "model.1.3"}

@@ -111,14 +111,77 @@ def test_later_root_groups_are_walked_after_the_first() -> None:
                                                  "ExpBackward0"]
 
 
-def test_diamond_dag_walk_is_linear_in_nodes() -> None:
+def test_a_real_diamond_dag_has_each_node_once() -> None:
+    """Autograd's own nodes are told apart by identity. 2**16 paths: a walk without that
+    fails here at once (the linear bound is asserted on counted nodes below)."""
     x = torch.tensor(1.0, requires_grad=True)
     h = x
-    for _ in range(50):  # 2**50 paths from the top to x
+    for _ in range(16):
         h = h * 2 + h * 3
     order, edges = walk([h.grad_fn])
-    assert len(order) == 3 * 50 + 1
-    assert len(edges) == 4 * 50
+    assert len(order) == 3 * 16 + 1
+    assert len(edges) == 4 * 16
+
+
+class Ops:
+    """What a walk does to the nodes of a graph, counted; past budget of one kind it raises,
+    so a walk that is not linear fails at once instead of running for ages."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.counts: dict[str, int] = {"next_functions": 0, "hash": 0, "eq": 0}
+
+    def tick(self, what: str) -> None:
+        self.counts[what] += 1
+        if self.counts[what] > self.budget:
+            raise AssertionError(f"over {self.budget} {what} calls: the walk is not linear")
+
+
+class CountedNode:
+    """A node of plain Python, as autograd's are to the walker (next_functions: (node or
+    None, output_nr) pairs), that counts reads of next_functions, hashes and comparisons."""
+
+    def __init__(self, ops: Ops) -> None:
+        self.ops = ops
+        self.children: tuple[tuple[CountedNode | None, int], ...] = ()
+
+    @property
+    def next_functions(self) -> tuple[tuple[CountedNode | None, int], ...]:
+        self.ops.tick("next_functions")
+        return self.children
+
+    def __hash__(self) -> int:
+        self.ops.tick("hash")
+        return id(self) >> 4
+
+    def __eq__(self, other: object) -> bool:
+        self.ops.tick("eq")
+        return self is other
+
+
+def counted_diamonds(levels: int, ops: Ops) -> CountedNode:
+    """The graph of `h = h * 2 + h * 3`, levels times over one leaf: 2**levels paths."""
+    h = CountedNode(ops)  # the leaf's AccumulateGrad
+    for _ in range(levels):
+        twice, thrice, add = CountedNode(ops), CountedNode(ops), CountedNode(ops)
+        twice.children = thrice.children = ((h, 0), (None, 0))  # the constant needs no grad
+        add.children = ((twice, 0), (thrice, 0))
+        h = add
+    return h
+
+
+@pytest.mark.parametrize("levels", [40, 3000])
+def test_diamond_dag_walk_is_linear_in_nodes_and_edges(levels: int) -> None:
+    """Each node's next_functions is read once, and finding whether a node was seen costs
+    O(1) hashes: a walk that follows every path (2**levels) or scans a list of the nodes
+    seen (quadratic) goes over budget and fails."""
+    nodes, edges = 3 * levels + 1, 4 * levels
+    ops = Ops(budget=3 * (nodes + edges))
+    order, found = walk([counted_diamonds(levels, ops)])
+    assert len(order) == nodes and len(found) == edges
+    assert len(set(map(id, order))) == nodes
+    assert ops.counts["next_functions"] == nodes
+    assert ops.counts["hash"] + ops.counts["eq"] <= 3 * (nodes + edges)
 
 
 def run_show_json(tmp_path: Path, body: str) -> dict:

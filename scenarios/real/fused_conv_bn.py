@@ -6,7 +6,10 @@ Conv2D and a BatchNorm Function with @once_differentiable backwards that keep st
 ctx attributes, their gradchecks on small double inputs, and a fused Function whose backward
 recomputes the convolution (not once_differentiable), used by a two-layer MNIST-style network. Written for gradtrace.
 Changes: random 28x28 images (batch 4) instead of MNIST, one training step, the gradient norms
-printed as JSON; the backward formulas are written out here, not copied.
+printed as JSON; the backward formulas are written out here, not copied. Conv2D's gradcheck
+runs on a 2x3x5x5 batch instead of the tutorial's 10x3x7x7: the same check (every input and
+weight entry against every output), at 1/30 of the cost (0.5 s instead of 16 s plain, it
+dominated the test suite).
 """
 
 import json
@@ -80,7 +83,7 @@ class FusedConvBN2DFunction(torch.autograd.Function):
 
 
 weight = torch.rand(5, 3, 3, 3, requires_grad=True, dtype=torch.double)
-images = torch.rand(10, 3, 7, 7, requires_grad=True, dtype=torch.double)
+images = torch.rand(2, 3, 5, 5, requires_grad=True, dtype=torch.double)
 torch.autograd.gradcheck(Conv2D.apply, (images, weight))
 a = torch.rand(1, 2, 3, 4, requires_grad=True, dtype=torch.double)
 torch.autograd.gradcheck(BatchNorm.apply, (a,), fast_mode=False)

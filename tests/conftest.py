@@ -1,0 +1,62 @@
+"""Session fixtures: an expensive run (a real model's trace, the conv+BN check) happens once
+per session (once per worker under pytest-xdist) and every test that asserts on it shares it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import as_read, invoke
+
+
+@pytest.fixture(scope="session", autouse=True)
+def piped_width() -> Iterator[None]:
+    """Output is as wide as piped output (120 columns) whatever runs the tests: a terminal's
+    COLUMNS and LINES do not reach gradtrace, nor those pytest-xdist's workers set (80x24).
+    A test that wants a width says so (invoke(..., env={"COLUMNS": "200"}))."""
+    saved = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def shared_run() -> Callable[..., Any]:
+    """invoke(*args), run once per distinct command line: the same click Result each time.
+    Only for commands that read the repository's scenarios and write nothing."""
+    runs: dict[tuple[str, ...], Any] = {}
+
+    def run(*args: str | Path) -> Any:
+        key = tuple(str(a) for a in args)
+        if key not in runs:
+            runs[key] = invoke(*key)
+        return runs[key]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def shared_trace(shared_run: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """The trace of `gradtrace show SCENARIO --json ARGS` (asserting its exit code), parsed
+    afresh for each caller from the one shared run."""
+
+    def trace(scenario: str | Path, *args: str, code: int = 0) -> dict[str, Any]:
+        result = shared_run("show", scenario, "--json", *args)
+        assert result.exit_code == code, result.stderr + result.stdout[-2000:]
+        return as_read(result.stdout)
+
+    return trace
+
+
+@pytest.fixture(scope="session")
+def shared_check(shared_run: Callable[..., Any]) -> Callable[..., tuple[int, dict[str, Any]]]:
+    """The exit code and JSON report of `gradtrace check ARGS --json`, from one shared run."""
+
+    def check(*args: str | Path) -> tuple[int, dict[str, Any]]:
+        result = shared_run("check", *args, "--json")
+        return result.exit_code, json.loads(result.stdout)
+
+    return check
