@@ -83,10 +83,9 @@ def load_scenario(path: str, roots: list[str] | None = None, backward: bool = Tr
     """Run the scenario file at path and return its trace."""
     from .capture.options import CaptureOptions
     from .capture.runner import run_scenario
-    from .capture.target import DEFAULT_PASSES
 
-    return TraceView(run_scenario(path, CaptureOptions(
-        tuple(roots or ()), backward, saved=saved, pass_limit=DEFAULT_PASSES)))
+    return TraceView(run_scenario(path, CaptureOptions(tuple(roots or ()), backward,
+                                                       saved=saved)))
 
 
 def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = False,

@@ -152,11 +152,11 @@ def test_finite_gradients_have_no_nan_finding() -> None:
     assert not [f for f in t["findings"] if f["code"] == "nan-gradient"]
 
 
-def test_pass_option_picks_the_annotated_pass() -> None:
+def test_pass_option_picks_the_pass_shown() -> None:
     first = invoke("show", SCENARIOS / "backward_across_detach.py", "--pass", "1").stdout
     assert "gradients of pass 1 at line 11 `z.backward()`" in first
-    assert "AccumulateGrad → w  float32[3]  n3  grad in [4, 7, 9]" in first
-    assert "AccumulateGrad → x  float32[]  n1  (no gradient in this pass)" in first
+    assert "AccumulateGrad → w  float32[3]  n1  grad in [4, 7, 9]" in first
+    assert "→ x" not in first.split("tensors")[0]  # pass 1's graph alone: x is not on it
     last = invoke("show", SCENARIOS / "backward_across_detach.py").stdout
     assert "gradients of pass 2 at line 12" in last and "n1  grad in 74" in last
     assert invoke("show", SCENARIOS / "chain_rule.py", "--pass", "5").exit_code == 2
@@ -403,10 +403,14 @@ def test_an_earlier_pass_graph_shows_that_pass_gradients(tmp_path: Path) -> None
     scenario = tmp_path / "loop.py"
     scenario.write_text("import torch\nw = torch.tensor(2.0, requires_grad=True)\n"
                         "for k in (1.0, 3.0):\n    loss = w * k\n    loss.backward()\n")
-    out = invoke("show", scenario).stdout
+    out = invoke("show", scenario, "--pass", "all").stdout
     assert "root of pass 1: loss  ·  gradients of pass 1" in out
     first = out.split("root of pass 1")[1]
     assert "MulBackward0  n2  line 4  grad in 1" in first and "no gradient" not in first
+    # by default one step's graph, pass 1's flow placed on it (the same structure)
+    shown = show_json(scenario)
+    assert len(shown["nodes"]) == 2 and [p["graph"] for p in shown["passes"]] == [0, 0]
+    assert [sorted(p["flow"]) for p in shown["passes"]] == [["n0", "n1"], ["n0", "n1"]]
 
 
 def test_a_stale_sent_key_is_not_taken_for_a_new_gradient() -> None:

@@ -66,14 +66,17 @@ def test_an_argparse_script_gets_its_arguments(traced: Traced) -> None:
     assert len(traced("train_args.py", "--", "--epochs", "2")["passes"]) == 8
 
 
-def test_a_training_loop_is_capped_then_runs_in_full_with_passes_all(traced: Traced) -> None:
-    capped = traced("polynomial_loop.py")
+def test_a_training_loop_runs_to_its_end_unless_capped_with_passes(traced: Traced) -> None:
+    full = traced("polynomial_loop.py")
+    assert len(full["passes"]) == 1000 and len(full["steps"]["grads"]) == 1000
+    assert_same_norms(full, printed_norms(plain("polynomial_loop.py").stdout))
+    # one step's graph; full flow for the first and the last pass, light statistics for all
+    assert [i for i, p in enumerate(full["passes"]) if p["flow"]] == [0, 999]
+    assert {p["graph"] for p in full["passes"]} == {0}
+    capped = traced("polynomial_loop.py", "--passes", "100")
     assert len(capped["passes"]) == 100
     assert [f["code"] for f in capped["findings"]] == ["passes-capped"]
     assert len(traced("polynomial_loop.py", "--passes", "3")["passes"]) == 3
-    full = traced("polynomial_loop.py", "--passes", "all")
-    assert len(full["passes"]) == 1000
-    assert_same_norms(full, printed_norms(plain("polynomial_loop.py").stdout))
 
 
 def test_a_script_that_raises_after_two_passes_keeps_them(traced: Traced) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -15,3 +16,6 @@ class CaptureOptions:
     saved: bool = True  # read the tensors each node saved for backward
     flow: bool = True  # record the gradient that flowed through every node
     pass_limit: int | None = None  # stop the code at its pass after this many (None: never)
+    # whose graph the trace shows: None, the latest pass over each distinct graph (a loop's
+    # last step); N, pass N's; "all", every pass's (their detail all kept)
+    graph_pass: int | Literal["all"] | None = None

@@ -20,6 +20,7 @@ from ..extract.walk import (
     release,
     saved_reader,
     saved_tensors,
+    structure,
 )
 from ..gcpause import gc_paused
 from ..model.records import (
@@ -33,7 +34,12 @@ from ..model.records import (
     Source,
     Trace,
 )
-from ..torch_compat import error_kind, inside_torch_func_transform
+from ..torch_compat import (
+    error_kind,
+    inside_torch_func_transform,
+    next_sequence_number,
+    sequence_number,
+)
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .higher import second_derivatives
@@ -41,6 +47,7 @@ from .inplace import changed_saved, inplace_finding
 from .names import ScenarioNames
 from .options import CaptureOptions
 from .roots import named_tensors
+from .steps import StepLog
 
 
 class GradBefore(NamedTuple):
@@ -69,8 +76,10 @@ class Recorder:
         self.options = options
         self.source_of = source_of  # the line that made a node
         self.passes: list[RawPass] = []
-        # the (name, tensor) roots of the code's latest pass: the default graph
+        # the (name, tensor) roots of the code's latest pass: the default graph; and of the
+        # pass asked for (--pass N), when that is the graph shown
         self.last_roots: list[tuple[str | None, Any]] = []
+        self.asked_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
         self.saved_before: SavedCache = {}  # holds the nodes: released by release()
         self.grad_before: dict[str, GradSummary | None] | None = None
@@ -86,6 +95,10 @@ class Recorder:
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.capped_at: str | None = None  # where the pass limit stopped it: "line 12 `…`"
         self.capped_line: int | None = None
+        self.steps = StepLog()
+        # the sequence numbers of nodes made while create_graph passes ran: [start, end)
+        self.grad_graph_spans: list[tuple[int, int]] = []
+        self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
         self.scenario_passes = 0
         self.in_pass = 0  # inside a recorded pass: backward calls within are not passes
         self.muted = 0  # inside gradcheck: its hundreds of calls are not the code's
@@ -135,6 +148,8 @@ class Recorder:
         if by == "scenario":
             self.last_roots = [(n, t) for n, t in zip(root_names, roots, strict=True)
                                if isinstance(t, torch.Tensor)]
+            if self.options.graph_pass == len(self.passes) + 1:
+                self.asked_roots = self.last_roots
         grads = [(name, t, readable_grad(t)) for name, t in named]
         before = [GradBefore(name, t, g, None if g is None else g._version,
                              None if g is None else summarize(g)) for name, t, g in grads]
@@ -154,10 +169,14 @@ class Recorder:
                     self.muted -= 1
         walked = Walk(root_nodes, *indexed_walk(root_nodes))
         nodes, edges = walked.order, walked.edges
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
+                         signature=structure(nodes, edges), nodes=list(nodes))
+        self._let_go_of_repeat(record)
         self._snapshot_saved(nodes)
         self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
-        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code)
         self.passes.append(record)
+        leaves = self.steps.leaves_of(named)
+        untouched = self.steps.untouched(leaves)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
             | self.hooked
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
@@ -165,6 +184,7 @@ class Recorder:
         capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
             if self.options.flow and not record.batched else None
         self.in_pass += 1
+        start = next_sequence_number()
         try:
             result = call()
         except Exception as exc:
@@ -181,17 +201,54 @@ class Recorder:
             raise
         finally:
             self.in_pass -= 1
+            if create:
+                self.grad_graph_spans.append((start, next_sequence_number()))
             if capture is not None:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
             record.grad_changes = _grad_changes(before)
+            # inside torch.func transforms the root is a batched wrapper: no loss read
+            self.steps.add(leaves, untouched, () if record.batched else roots)
+            record.keep = len(self.passes) == 1 or record.error is not None \
+                or self._asked_for(len(self.passes)) or bool(self.hooked) \
+                or not all(s is None or s.finite for s in self.steps.rows[-1])
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
             if self.last_walk is not None:
                 release(self.last_walk.order)
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
         return result
+
+    def _asked_for(self, number: int) -> bool:
+        """Whether the pass numbered so is one whose graph is to be shown in full."""
+        return self.options.graph_pass in (number, "all")
+
+    def _let_go_of_repeat(self, newest: RawPass) -> None:
+        """A loop's passes repeat one graph: the detail (graph, saved tensors, flow, .grad
+        changes) of the previous pass over the newest's graph structure is let go of, unless
+        that pass is kept (the first, a failed one, one asked for, one whose gradients were not
+        finite, or any while the code has tensor hooks); its light statistics stay. So memory
+        does not grow with the steps."""
+        previous = self._latest_of.get(newest.signature)
+        self._latest_of[newest.signature] = newest
+        if previous is None or previous.keep:
+            return
+        for node in previous.nodes:
+            self.saved_before.pop(node, None)
+        release(previous.nodes)
+        previous.roots, previous.flow, previous.grad_changes = [], {}, []
+        previous.thinned = True
+
+    def graph_passes(self) -> list[RawPass]:
+        """The passes whose graphs the trace shows: by default the latest pass over each
+        distinct graph (a loop's last step); the one asked for (--pass N); or every one."""
+        asked = self.options.graph_pass
+        if asked == "all":
+            return list(self.passes)
+        if isinstance(asked, int):
+            return self.passes[asked - 1:asked]
+        return [p for p in self.passes if self._latest_of.get(p.signature) is p]
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "") -> Trace:
@@ -203,7 +260,14 @@ class Recorder:
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,
             modules=modules, recomputed=self.recomputed, source_of=self.source_of,
-            walked=walked)
+            walked=walked, graph_passes=self.graph_passes(),
+            grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
+            steps=self.steps.steps(modules))
+
+    def _in_grad_graph(self, node: Any) -> bool:
+        """Whether node was made while a create_graph pass ran: part of a gradient's graph."""
+        number = sequence_number(node)
+        return any(start <= number < end for start, end in self.grad_graph_spans)
 
     def release(self) -> None:
         """Drop every torch object held (the scenario's graph dies with its run)."""
@@ -213,6 +277,7 @@ class Recorder:
             self.last_walk = None
         self.recomputed.clear()
         self.last_roots.clear()
+        self.asked_roots.clear()
         self._inplace_nodes.clear()
         self.hooked.clear()
 

@@ -63,7 +63,8 @@ class CaptureSession:
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
-        with patched(self.recorder), self.tracker.tracking(), self.line_log.tracing(frame):
+        with patched(self.recorder), self.tracker.tracking(), self.line_log.tracing(frame), \
+                self.recorder.steps.counting_optimizer_steps():
             yield
 
     def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,

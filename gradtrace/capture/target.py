@@ -16,10 +16,6 @@ from typing import Any, NamedTuple
 
 from ..errors import ScenarioError
 
-# A training loop of thousands of steps is recorded for its first passes only, then stopped:
-# more than any tutorial makes, few enough that a 10,000-step loop ends in seconds.
-DEFAULT_PASSES = 100
-
 
 class Target(NamedTuple):
     """A scenario file, the function in it to call (None: run it as a script), its argv."""

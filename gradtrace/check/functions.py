@@ -18,7 +18,6 @@ from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
-from ..capture.target import DEFAULT_PASSES
 from ..capture.where import scenario_line
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
@@ -113,8 +112,7 @@ def check_scenario(path: Path, options: CheckOptions,
 
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
-        run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False,
-                                               pass_limit=DEFAULT_PASSES),
+        run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False),
                      with_calls=check_calls)
     except ScenarioError:
         if not results:

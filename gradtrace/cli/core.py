@@ -15,7 +15,6 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .._version import __version__
-from ..capture.target import DEFAULT_PASSES
 from ..errors import GradtraceError, Interrupted
 from ..render.escape import visible_console
 
@@ -51,7 +50,7 @@ def print_error(message: str, hint: str | None) -> None:
 def print_torch_notes() -> None:
     """An `info:` line on stderr for each private torch API this torch lacks (only when a
     command needed torch: --help and saved traces never import it)."""
-    if "torch" not in sys.modules:
+    if "gradtrace.torch_compat" not in sys.modules:  # nothing read torch: nothing to say
         return
     from ..torch_compat import missing
 
@@ -155,14 +154,15 @@ NO_BACKWARD = typer.Option(False, "--no-backward",
 TIMEOUT = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
                        help="Stop the scenario (and its backward passes) after this long: "
                        "exit 2, naming the line it was on. Default: no limit.")
-PASSES = typer.Option(str(DEFAULT_PASSES), "--passes", metavar="N|all",
-                      help="Record the first N backward passes the scenario makes, then stop "
-                      "it there (a training loop); all: run it to the end.")
+PASSES = typer.Option("all", "--passes", metavar="N|all",
+                      help="Stop the script at its backward pass after the first N "
+                      "(default: all: it runs to its end, as python would run it).")
 SCRIPT_ARGS = typer.Argument(None, metavar="-- ARGS", show_default=False,
                              help="Arguments for the script's sys.argv, after --.")
-PASS = typer.Option(None, "--pass", metavar="N", min=1,
-                    help="Annotate with the gradients of pass N (default: the last that "
-                    "moved a gradient).")
+PASS = typer.Option(None, "--pass", metavar="N|all",
+                    help="Show pass N's graph and gradients; all: every pass's graph, a "
+                    "loop's repeats included. Default: the latest pass over each distinct "
+                    "graph (a loop's last step).")
 
 
 def _version(value: bool) -> None:

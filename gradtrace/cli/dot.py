@@ -54,7 +54,7 @@ def dot(
                                help="Show each node's saved tensors (name, shape, bytes)."),
     grads: bool = typer.Option(False, "--grads",
                                help="Label edges with the gradient sent along them."),
-    pass_number: int | None = PASS,
+    pass_number: str | None = PASS,
     rankdir: str = typer.Option("TB", "--rankdir", metavar="DIR",
                                 help="Layout direction: " + ", ".join(RANKDIRS) + "."),
     max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", min=1,
@@ -87,7 +87,7 @@ def dot(
     trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
                                 saved=saved or chosen.whole_trace,
                                 flow=grads or chosen.whole_trace,
-                                run=RunChoices(script_args, passes, timeout))
+                                run=RunChoices(script_args, passes, timeout, pass_number))
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth, lines=source_lines)

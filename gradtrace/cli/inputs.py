@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
-from ..capture.target import DEFAULT_PASSES, parse_target
+from ..capture.target import parse_target
 from ..errors import GradtraceError, TraceFileError
 from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
@@ -22,11 +22,25 @@ class Loaded(NamedTuple):
 
 
 class RunChoices(NamedTuple):
-    """How a scenario is run: its argv, its pass limit, its time limit."""
+    """How a scenario is run: its argv, its pass limit, its time limit, the pass shown."""
 
     args: list[str] | None = None
-    passes: str = str(DEFAULT_PASSES)
+    passes: str = "all"
     timeout: float | None = None
+    shown_pass: str | None = None  # --pass N|all
+
+
+def pass_choice(text: str | None) -> int | Literal["all"] | None:
+    """--pass N|all: N, "all", or None when not given."""
+    if text is None:
+        return None
+    if text.strip().lower() == "all":
+        return "all"
+    if not text.strip().isdigit() or int(text) < 1:
+        raise GradtraceError(f"--pass {text!r}: give a pass number (1 or more) or all",
+                             "e.g. --pass 1 for a loop's first step, --pass all for every "
+                             "pass's graph")
+    return int(text)
 
 
 def pass_limit(text: str) -> int | None:
@@ -45,6 +59,7 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
     """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace
     (lean: only what `diff` compares, see trace_from_dict)."""
     passes = pass_limit(run.passes)
+    shown = pass_choice(run.shown_pass)
     if source.endswith(".json"):
         if roots or run.args:
             raise GradtraceError("--root and script arguments apply to scenarios, not to "
@@ -66,7 +81,8 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
     from ..capture.runner import run_scenario
     from ..capture.session import ScenarioStopped
 
-    options = CaptureOptions(tuple(roots), backward, derivative_order, saved, flow, passes)
+    options = CaptureOptions(tuple(roots), backward, derivative_order, saved, flow, passes,
+                             shown)
     try:
         return Loaded(run_scenario(parse_target(source, run.args or ()), options,
                                    timeout=run.timeout))
@@ -74,9 +90,10 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
         return Loaded(stop.trace, stop)
 
 
-def pick_pass(trace: Trace, number: int | None) -> Pass | None:
-    """Pass N (1-based), or by default the last pass that moved any gradient."""
-    if number is not None:
+def pick_pass(trace: Trace, choice: str | None) -> Pass | None:
+    """Pass N (1-based), or by default (and with all) the last pass with a recorded flow."""
+    number = pass_choice(choice)
+    if isinstance(number, int):
         if number > len(trace.passes):
             raise GradtraceError(f"--pass {number}: the scenario ran {len(trace.passes)} "
                                  "pass(es)", "passes are numbered from 1 in `gradtrace show`")

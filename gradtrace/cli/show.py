@@ -62,7 +62,7 @@ def show(
     by_module: bool = typer.Option(False, "--by-module",
                                    help="One row per nn.Module: nodes, parameters, gradient "
                                    "norm in and out, saved bytes."),
-    pass_number: int | None = PASS,
+    pass_number: str | None = PASS,
     derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
                               "with respect to the named leaves (a Hessian for small ones)."),
@@ -87,7 +87,7 @@ def show(
     trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
                                 backward=not no_backward, derivative_order=derivative_order,
                                 saved=saved or as_json or by_module,
-                                run=RunChoices(script_args, passes, timeout))
+                                run=RunChoices(script_args, passes, timeout, pass_number))
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from ..render.json import json_chunks

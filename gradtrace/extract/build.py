@@ -29,6 +29,7 @@ from ..model.records import (
     SavedTensor,
     SecondOrder,
     Source,
+    Steps,
     Trace,
 )
 from .summary import RawStats, to_summaries
@@ -42,6 +43,7 @@ from .walk import (
     node_kind,
     release,
     saved_reader,
+    walk,
 )
 
 
@@ -74,6 +76,10 @@ class RawPass:
     flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
     flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
     batched: bool = False  # inside a torch.func transform: its gradients are not summarised
+    signature: int = 0  # its graph's structure: passes over graphs alike have equal ones
+    nodes: list[Any] = field(default_factory=list)  # its graph, held while its detail is kept
+    thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)
+    keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
 
 
 @dataclass
@@ -105,29 +111,44 @@ def build_trace(
     recomputed: dict[int, Any] | None = None,
     source_of: Callable[[Any], Source | None] | None = None,
     walked: Walk | None = None,
+    graph_passes: Sequence[RawPass] | None = None,
+    grad_graph: Callable[[Any], bool] | None = None,
+    steps: Steps | None = None,
 ) -> Trace:
-    """Walk the graph from the outputs (then from every pass's roots) and build the Trace.
+    """Walk the graph from the outputs (then from the roots of graph_passes, by default every
+    pass) and build the Trace.
 
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
     recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions;
     source_of(node) is the scenario line that made a node. walked: a pass's walk, used
-    again when it starts from the same roots. Each pass's raw flow is let go of once read.
+    again when it starts from the same roots. A pass over a graph like a shown pass's (a
+    loop's other steps) has its flow and roots placed on the shown pass's nodes. grad_graph
+    tells the nodes made while a create_graph pass ran. Each pass's raw flow is let go of
+    once read.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
-    pass_roots = [r for p in passes for r in p.roots]
+    shown = list(passes if graph_passes is None else graph_passes)
+    pass_roots = [r for p in shown for r in p.roots]
     order, raw_edges, index = walked[1:] if walked is not None \
         and walked.covers(output_nodes, pass_roots) else indexed_walk(output_nodes, pass_roots)
     try:
         node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
         # the passes first: each lets go of its raw flow records as it is made, before the
         # nodes are (for a big graph, the two together were the peak of memory)
-        trace_passes = tuple(_pass_record(p, node_ids) for p in passes)
+        graphs: dict[int, int] = {}  # signature -> its number, in the order first run
+        trace_passes = tuple(
+            _pass_record(p, *_placed(p, shown, node_ids),
+                         graphs.setdefault(p.signature, len(graphs)))
+            for p in passes)
         nodes = _nodes(order, node_ids, named, modules, saved_before, source_of)
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
+                     for n, obj in zip(nodes, order, strict=True)]
+        if grad_graph is not None:
+            nodes = [n._replace(grad_graph=True) if grad_graph(obj) else n
                      for n, obj in zip(nodes, order, strict=True)]
         edges = _edges(raw_edges, node_ids.ids)
         reached = {node for p in trace_passes for node in p.flow}
@@ -173,6 +194,7 @@ def build_trace(
         stdout=stdout,
         second_order=second_order,
         saved_read=saved_before is not None,
+        steps=steps,
     )
     return replace(trace, findings=located(trace, (*trace.findings, *trace_findings(trace))))
 
@@ -238,10 +260,35 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     return flow
 
 
-def _pass_record(p: RawPass, node_ids: NodeIds) -> Pass:
+def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds) -> tuple[NodeIds, tuple[str, ...]]:
+    """The ids to give p's flow, and p's root ids: its own nodes' when its graph was walked;
+    else, when its graph is like a shown pass's (a loop's other step), that pass's nodes: the
+    i-th node of p's walk is the i-th of the twin's."""
+    own = [r for r in p.roots if r is not None and r in node_ids]
+    twin = None if own else next((s for s in reversed(shown) if s.signature == p.signature),
+                                 None)
+    if twin is None:
+        return node_ids, _ids(own, node_ids)
+    roots = _ids(twin.roots, node_ids)
+    if not p.flow:  # its detail was let go of: only its roots are told
+        return node_ids, roots
+    mine, _ = walk(p.roots)
+    theirs, _ = walk(twin.roots)
+    index = {node: node_ids.index[t] for node, t in zip(mine, theirs, strict=False)
+             if t in node_ids} if len(mine) == len(theirs) else {}
+    release(theirs)
+    release(mine)  # the index holds what it needs
+    return NodeIds(index, {}, node_ids.ids), roots
+
+
+def _ids(roots: list[Any], node_ids: NodeIds) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(node_ids.of(r) for r in roots if r is not None))
+
+
+def _pass_record(p: RawPass, node_ids: NodeIds, roots: tuple[str, ...], graph: int) -> Pass:
     return Pass(
         kind=p.kind,
-        roots=tuple(dict.fromkeys(node_ids.of(r) for r in p.roots if r is not None)),
+        roots=roots,
         retain_graph=p.retain_graph,
         create_graph=p.create_graph,
         error=p.error,
@@ -251,4 +298,6 @@ def _pass_record(p: RawPass, node_ids: NodeIds) -> Pass:
         line=p.line,
         code=p.code,
         grad_changes=tuple(p.grad_changes),
+        graph=graph,
+        light=p.thinned,
     )

@@ -73,6 +73,12 @@ class Walk(NamedTuple):
             and all(r is None or r in self.positions for r in more)
 
 
+def structure(order: list[Any], edges: list[RawEdge]) -> int:
+    """A number equal for walks of graphs alike (the same node classes in the same order,
+    the same edges): one step of a loop and the next."""
+    return hash((tuple(map(type, order)), tuple(edges)))
+
+
 def _distinct(roots: list[Any]) -> list[Any]:
     return list(dict.fromkeys(r for r in roots if r is not None))
 

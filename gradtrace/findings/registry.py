@@ -81,8 +81,8 @@ SCENARIO_STOPPED = declare(
     "Everything recorded up to that line is shown; gradtrace exits 2 after showing it.")
 PASSES_CAPPED = declare(
     "passes-capped", "info", "the scenario was stopped at its pass after the last recorded",
-    "`--passes N` records the first N backward passes (100 by default), then stops the script; "
-    "`--passes all` runs it to the end.")
+    "`--passes N` records the first N backward passes, then stops the script (by default it "
+    "runs to its end).")
 INPLACE_MODIFIED = declare(
     "inplace-modified", "error", "a tensor saved for backward was changed in place",
     "Backward needs the value a tensor had when an op saved it; the finding names the tensor, "

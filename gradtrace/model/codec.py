@@ -318,6 +318,8 @@ def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> Streamed:
             {"tensor": c.tensor, "before": summary_dict(c.before), "after": summary_dict(c.after)}
             for c in p.grad_changes
         ],
+        "graph": p.graph,
+        **({"light": True} if p.light else {}),
     })
 
 
@@ -362,6 +364,8 @@ def _pass_from(d: dict[str, Any], gradients: _Gradients) -> Pass:
                        after=summary_from(c["after"]))
             for c in d.get("grad_changes", ())
         ),
+        graph=d.get("graph", 0),
+        light=d.get("light", False),
     )
 
 

@@ -151,6 +151,8 @@ class Pass:
     line: int | None = None
     code: str | None = None
     grad_changes: tuple[GradChange, ...] = ()
+    graph: int = 0  # which distinct graph it ran over: passes of a loop share one (0, 1, …)
+    light: bool = False  # only its light statistics were kept (a repeat of a kept graph)
 
     def sent(self, edge: Edge) -> GradSummary | None:
         """What edge.dst sent to edge.src in this pass (None if nothing was sent)."""

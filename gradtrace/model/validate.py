@@ -288,6 +288,8 @@ def _pass(raw: Any, ids: set[str], gradients: int, used: set[int | None]) -> Non
     _int(p.get("line"), "line", null=True)
     _str(p.get("code"), "code", null=True)
     _each(p.get("grad_changes", []), "grad_changes", _grad_change)
+    _int(p.get("graph", 0), "graph")
+    _bool(p.get("light", False), "light")
 
 
 def _flow(raw: Any, gradients: int, used: set[int | None]) -> None:

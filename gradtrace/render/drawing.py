@@ -85,17 +85,15 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
         by_id = {n.id: n for n in trace.nodes}
         nodes = [by_id[n] for n in keep]
         edges = [e for e in trace.edges if e.src in kept and e.dst in kept]
-    # Nodes no output reaches belong to a gradient's own graph (create_graph=True).
-    extra_roots = {r for p in trace.passes for r in p.roots} - set(trace.outputs)
-    in_graph_of_outputs = _reachable(trace) if extra_roots else None
+    # Nodes made while a create_graph=True pass ran belong to a gradient's own graph.
+    in_grad_graph = {n.id for n in nodes if n.grad_graph}
     tensors = {t.name: t for t in trace.tensors}
 
     out = Drawing()
     # Boxes in stages: what each node shows, then the style of gradients' graphs, then folding.
     out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth, options.lines)
-    if in_graph_of_outputs is not None:
-        out.boxes = [(box_id, lines, "gradient", cluster)
-                     if kind != LEAF and box_id not in in_graph_of_outputs
+    if in_grad_graph:
+        out.boxes = [(box_id, lines, "gradient", cluster) if box_id in in_grad_graph
                      else (box_id, lines, kind, cluster)
                      for box_id, lines, kind, cluster in out.boxes]
     folded_into = _fold(trace, [n.id for n in nodes], edges) if options.fold else {}
@@ -252,21 +250,6 @@ def _neighbourhood(trace: Trace, center: str, radius: int) -> list[str]:
                 seen[other] = seen[node] + 1
                 queue.append(other)
     return [n.id for n in trace.nodes if n.id in seen]  # in id order, for stable output
-
-
-def _reachable(trace: Trace) -> set[str]:
-    """Nodes reachable from the outputs (the rest belong to gradients' own graphs)."""
-    inputs: dict[str, list[str]] = defaultdict(list)
-    for e in trace.edges:
-        inputs[e.dst].append(e.src)
-    seen = set(trace.outputs)
-    stack = list(trace.outputs)
-    while stack:
-        for src in inputs[stack.pop()]:
-            if src not in seen:
-                seen.add(src)
-                stack.append(src)
-    return seen
 
 
 def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool,

@@ -73,7 +73,7 @@ def header(trace: Trace) -> Text:
     text.append("scenario ", style="dim")
     text.append(trace.scenario or "(python)", style="bold")
     text.append(f"  ·  {len(trace.nodes)} nodes, {len(trace.edges)} edges, "
-                f"{len(trace.passes)} pass(es)\n", style="dim")
+                f"{passes_summary(trace)}\n", style="dim")
     if trace.output_names:
         text.append("output ", style="dim")
         text.append(", ".join(trace.output_names), style="bold cyan")
@@ -81,6 +81,19 @@ def header(trace: Trace) -> Text:
     else:
         text.append("no output: the scenario builds no autograd graph", style="yellow")
     return text
+
+
+def passes_summary(trace: Trace) -> str:
+    """ "1 pass", or for a loop "30 passes over the same graph of 6 ops (passes 1–30)"."""
+    count = len(trace.passes)
+    graphs = {p.graph for p in trace.passes}
+    if count < 2 or len(graphs) == count:
+        return f"{count} pass(es)"
+    if len(graphs) == 1:  # (--pass all draws each copy of it)
+        copies = len({p.roots for p in trace.passes})
+        ops = sum(1 for n in trace.nodes if n.kind != "leaf") // max(copies, 1)
+        return f"{count} passes over the same graph of {ops} ops (passes 1–{count})"
+    return f"{count} passes over {len(graphs)} distinct graphs"
 
 
 def graph_title(trace: Trace, shown: Pass | None) -> Text:
@@ -151,7 +164,10 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
         if len(changes) < len(p.grad_changes):
             text.append(f"\n  … {len(p.grad_changes) - len(changes)} more .grad changes "
                         "(--all)", style="yellow")
-        if not p.grad_changes and p.error is None:
+        if p.light:
+            text.append("\n  light statistics only: a later pass over the same graph is "
+                        "kept in full", style="dim")
+        elif not p.grad_changes and p.error is None:
             text.append("\n  no named .grad changed", style="dim")
         if p.error:
             text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")

@@ -1,0 +1,144 @@
+"""The light statistics of every pass: each named leaf's .grad after it (norm, max |g|,
+finite, and whether the pass added to a .grad nothing had reset), the loss, and how many
+optimizer steps were taken since the pass before. Cheap enough for every step of a loop."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from ..extract.tensors import Named
+from ..model.records import LeafStep, Steps
+
+# A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
+# and its version counter.
+GradState = tuple["weakref.ref[torch.Tensor]", int] | None
+
+
+class StepLog:
+    """A row per pass, a column per named leaf that requires grad (in the order first seen)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, int] = {}  # leaf name -> its column
+        self.leaf_ids: list[int] = []  # id() of each column's tensor: modules are found by it
+        self.loss: list[float | None] = []
+        self.optimizer_steps: list[int] = []
+        self.rows: list[list[LeafStep | None]] = []
+        self._stepped = 0  # optimizer steps taken so far
+        self._stepped_at_last_pass = 0
+        self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
+
+    @contextlib.contextmanager
+    def counting_optimizer_steps(self) -> Iterator[None]:
+        """Count every torch.optim optimizer step while the block runs (a public global hook)."""
+        handle = register_optimizer_step_post_hook(self._count)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._stepped += 1
+
+    def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
+        """The named leaves that require grad, each given its column."""
+        leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+        for name, t in leaves:
+            if name not in self.columns:
+                self.columns[name] = len(self.columns)
+                self.leaf_ids.append(id(t))
+        return leaves
+
+    def untouched(self, leaves: list[tuple[str, torch.Tensor]]) -> list[GradState]:
+        """Each leaf's .grad as this pass begins, when nothing changed it since the last pass
+        ended (no zero_grad, no reset); else None."""
+        states = []
+        for name, t in leaves:
+            g, end = t.grad, self._at_end.get(name)
+            states.append(_state(g) if g is not None and end is not None and end[0]() is g
+                          and end[1] == g._version else None)
+        return states
+
+    def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
+            roots: Sequence[Any]) -> None:
+        """The row of the pass that just ran."""
+        row: list[LeafStep | None] = [None] * len(self.columns)
+        grads = [t.grad for _, t in leaves]
+        briefs = _briefs(grads)
+        for (name, _), g, brief, start in zip(leaves, grads, briefs, untouched, strict=True):
+            self._at_end[name] = None if g is None else _state(g)
+            if brief is not None:
+                # the same tensor, added to: autograd accumulated into what the last pass left
+                kept = start is not None and start[0]() is g and g is not None \
+                    and g._version != start[1]
+                row[self.columns[name]] = LeafStep(*brief, kept=kept)
+        self.rows.append(row)
+        self.loss.append(_loss(roots))
+        self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
+        self._stepped_at_last_pass = self._stepped
+
+    def steps(self, modules: dict[int, str]) -> Steps | None:
+        """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
+        if not self.rows:
+            return None
+        width = len(self.columns)
+        return Steps(
+            leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
+            loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
+            grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows))
+
+
+def _state(g: torch.Tensor) -> GradState:
+    return weakref.ref(g), g._version
+
+
+def _loss(roots: Sequence[Any]) -> float | None:
+    """The pass's one root's value, when it is one real number."""
+    if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
+        return None
+    root = roots[0]
+    if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
+        return None
+    return float(root.detach())
+
+
+def _briefs(grads: list[torch.Tensor | None]) -> list[tuple[float, float, bool] | None]:
+    """(norm, max |g|, finite) of each gradient, read in one go (None: no .grad, or values
+    that cannot be read: meta, quantized)."""
+    pairs: list[torch.Tensor] = []
+    where: list[int] = []
+    for i, g in enumerate(grads):
+        try:
+            pair = _norm_and_max(g)
+        # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
+        # the run; its row says it has no statistics.
+        except Exception:  # noqa: BLE001
+            pair = None
+        if pair is not None:
+            pairs.append(pair)
+            where.append(i)
+    out: list[tuple[float, float, bool] | None] = [None] * len(grads)
+    if pairs:
+        for i, (norm, top) in zip(where, torch.stack(pairs).tolist(), strict=True):
+            out[i] = (norm, top, math.isfinite(norm) and math.isfinite(top))
+    return out
+
+
+def _norm_and_max(g: torch.Tensor | None) -> torch.Tensor | None:
+    """[norm, max |g|] of a gradient as a float64 CPU pair (its stored values for sparse)."""
+    if g is None or g.is_meta or g.is_quantized:
+        return None
+    g = g.detach()
+    if g.layout != torch.strided:
+        g = g.coalesce().values() if g.is_sparse else g.values()
+    if not g.numel():
+        return torch.zeros(2, dtype=torch.float64)
+    magnitude = g.abs()
+    return torch.stack((torch.linalg.vector_norm(magnitude, dtype=torch.float64),
+                        magnitude.amax().to(torch.float64))).cpu()
