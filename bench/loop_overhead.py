@@ -1,0 +1,155 @@
+"""A training loop under gradtrace against the plain script: time, peak RSS, and where it goes.
+
+scenarios/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps), each as a new process:
+`python mlp_1000_steps.py`, `gradtrace show mlp_1000_steps.py --passes all` and the same with
+--json. With --repeat N each runs N times, in turn with the others (so a slow spell of the
+machine hits all three), and its best time counts; ratios are against the plain script of the
+same run. The design's goal for recording every pass of a loop is 1.3× the plain script.
+
+--profile instead runs `gradtrace show SCENARIO --passes all` in this process under cProfile
+(every thread: the scenario runs in one of its own) and prints the 25 gradtrace functions with
+the largest cumulative time, then the largest self time. gradtrace's line log is a
+sys.settrace function, which cProfile does not see: its cost lands in the scenario's own
+frames, so the wall time is printed next to the plain script's, run the same way.
+
+Tiny models on a shared 2-core machine run far slower with two OpenMP threads than with one
+(each step waits for the other thread: ~20 ms a step instead of ~0.4 ms), which would hide
+gradtrace's cost: every command runs with OMP_NUM_THREADS=1 unless --threads says otherwise.
+
+    PYTHONPATH=. .venv/bin/python bench/loop_overhead.py [--repeat N] [--threads N]
+                                                         [--profile] [--scenario FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import os
+import pstats
+import runpy
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from measure import measured
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "scenarios" / "loops" / "mlp_1000_steps.py"
+BUDGET = 1.3  # the design's goal: recording every pass costs at most 30% more than plain
+OWN = r"[/\\]gradtrace[/\\]"  # pstats restriction: gradtrace's own files
+
+
+def best(runs: list[tuple[int, float, float]]) -> tuple[int, float, float]:
+    """The first exit code, the fastest time and the largest peak RSS of repeated runs."""
+    return runs[0][0], min(r[1] for r in runs), max(r[2] for r in runs)
+
+
+def table(scenario: Path, repeat: int) -> None:
+    gradtrace = [sys.executable, "-m", "gradtrace"]
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "trace.json"
+        commands = {
+            "python SCENARIO": [sys.executable, str(scenario)],
+            "show --passes all": [*gradtrace, "show", str(scenario), "--passes", "all"],
+            "show --passes all --json": ["sh", "-c", f'"$0" "$@" > {out}', *gradtrace, "show",
+                                         str(scenario), "--passes", "all", "--json"],
+        }
+        runs: dict[str, list[tuple[int, float, float]]] = {name: [] for name in commands}
+        for _ in range(repeat):
+            for name, command in commands.items():
+                runs[name].append(measured(command))
+        json_bytes = out.stat().st_size if out.exists() else 0
+    (_, plain_s, plain_mib) = best(runs["python SCENARIO"])
+    print(f"{'command':<26} {'wall s':>7} {'ratio':>6} {'peak MiB':>9} {'rc':>3}  goal")
+    for name, kept in runs.items():
+        code, seconds, mib = best(kept)
+        ratio = seconds / plain_s
+        verdict = "" if name == "python SCENARIO" else (
+            f"≤ {BUDGET}×: {'ok' if ratio <= BUDGET else 'over'}")
+        print(f"{name:<26} {seconds:>7.2f} {ratio:>5.2f}× {mib:>9.0f} {code:>3}  {verdict}")
+    print(f"(best of {repeat}; peak RSS over plain: "
+          f"{max(r[2] for r in runs['show --passes all']) - plain_mib:.0f} MiB; "
+          f"JSON {json_bytes / 1024:.0f} KiB)")
+
+
+@contextlib.contextmanager
+def every_thread_profiled(profiles: list[cProfile.Profile]):  # type: ignore[no-untyped-def]
+    """A cProfile.Profile for this thread and for each thread started meanwhile."""
+    run = threading.Thread.run
+
+    def profiled_run(self: threading.Thread) -> None:
+        profile = cProfile.Profile()
+        profiles.append(profile)
+        profile.enable()
+        try:
+            run(self)
+        finally:
+            profile.disable()
+
+    threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    main = cProfile.Profile()
+    profiles.append(main)
+    main.enable()
+    try:
+        yield
+    finally:
+        main.disable()
+        threading.Thread.run = run  # type: ignore[method-assign]
+
+
+def profile(scenario: Path, threads: int) -> None:
+    import torch
+
+    from gradtrace.cli import app
+
+    torch.set_num_threads(threads)
+    command = ["show", str(scenario), "--passes", "all"]
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        runpy.run_path(str(scenario), run_name="__main__")  # warm up: the optimizer's imports
+        start = time.perf_counter()
+        runpy.run_path(str(scenario), run_name="__main__")
+        plain = time.perf_counter() - start
+        start = time.perf_counter()
+        code = app(command, standalone_mode=False)
+        unprofiled = time.perf_counter() - start
+        profiles: list[cProfile.Profile] = []
+        start = time.perf_counter()
+        with every_thread_profiled(profiles):
+            app(command, standalone_mode=False)
+        traced = time.perf_counter() - start
+    print(f"in-process, imports done: plain script {plain:.2f} s; show --passes all "
+          f"{unprofiled:.2f} s ({unprofiled / plain:.1f}×, exit {code or 0}); "
+          f"{traced:.2f} s under cProfile, {len(profiles)} threads profiled (the totals below "
+          "count the main thread's wait for the scenario's thread too)")
+    stats = pstats.Stats(profiles[0])
+    for more in profiles[1:]:
+        stats.add(more)
+    stats.sort_stats("cumulative").print_stats(OWN, 25)
+    stats.sort_stats("tottime").print_stats(OWN, 15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="run each command this many times in turn and keep the best")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP_NUM_THREADS for every run (default 1: see the docstring)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile show --passes all in this process instead")
+    parser.add_argument("--scenario", type=Path, default=SCENARIO)
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read by torch as it is imported
+    scenario = args.scenario.resolve()
+    print(f"{scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT) else scenario}"
+          f"  ·  OMP_NUM_THREADS={args.threads}")
+    if args.profile:
+        profile(scenario, args.threads)
+    else:
+        table(scenario, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
