@@ -5,13 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gradtrace.model.records import LeafStep, Steps, Trace
+from gradtrace.model.records import LeafStep, Pass, Steps, Trace
+
+BACKWARD = Pass(kind="backward", roots=(), retain_graph=False, create_graph=False, error=None,
+                line=12, code="loss.backward()")
 
 
 def loop_trace(steps: Steps | None, scenario: str = "loop.py") -> Trace:
-    """A trace holding nothing but steps (the graph is not what these tests read)."""
+    """A trace of steps and their passes (the graph is not what these tests read)."""
     return Trace(scenario=scenario, gradtrace_version="0", torch_version="2.13", outputs=(),
-                 output_names=(), root_reason="", nodes=(), edges=(), tensors=(), passes=(),
+                 output_names=(), root_reason="", nodes=(), edges=(), tensors=(),
+                 passes=(BACKWARD,) * (0 if steps is None else len(steps.grads)),
                  findings=(), steps=steps)
 
 
