@@ -6,7 +6,9 @@ import json
 import math
 import os
 import struct
+import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,6 +145,16 @@ def test_steps_png_is_a_png(tmp_path: Path) -> None:
     assert width == 2 * 780 and height > 600
 
 
+def test_png_without_cairosvg_names_the_extra(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cairosvg", None)  # `import cairosvg` raises ImportError
+    out = tmp_path / "steps.png"
+    result = invoke("steps", saved(mlp_loop(5), tmp_path), "-o", out)
+    assert result.exit_code == 2 and not out.exists()
+    assert "error: a PNG chart needs CairoSVG" in result.stderr
+    assert "pip install 'gradtrace[plot]'" in result.stderr
+
+
 @pytest.mark.parametrize("trace", [loop_trace(None), loop_trace(steps_of({"w": []}))],
                          ids=["no-steps", "no-passes"])
 def test_steps_without_passes_is_an_error(tmp_path: Path, trace: Trace) -> None:
@@ -152,6 +164,13 @@ def test_steps_without_passes_is_an_error(tmp_path: Path, trace: Trace) -> None:
         assert "error: no backward passes were recorded, so there are no steps to chart" \
             in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "s.svg").exists()
+
+
+def test_a_trace_saved_without_steps_says_so(tmp_path: Path) -> None:
+    old = replace(mlp_loop(5), steps=None)  # passes, but saved before steps were recorded
+    result = invoke("steps", saved(old, tmp_path))
+    assert result.exit_code == 2
+    assert "error: the trace has 5 backward pass(es) but no steps" in result.stderr
 
 
 def test_steps_refuses_a_suffix_it_cannot_write(tmp_path: Path) -> None:

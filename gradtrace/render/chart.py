@@ -51,11 +51,15 @@ def xml_text(text: str) -> str:
 
 def require_steps(trace: Trace) -> Steps:
     """trace's steps, or an error saying why there are none."""
-    if trace.steps is None or not trace.steps.grads:
-        raise ExportError("no backward passes were recorded, so there are no steps to chart",
-                          "the steps are those of a script that calls backward() (a training "
-                          "loop); a trace saved before gradtrace recorded steps has none")
-    return trace.steps
+    if trace.steps is not None and trace.steps.grads:
+        return trace.steps
+    if trace.passes and trace.steps is None:  # saved by a gradtrace that kept no steps
+        raise ExportError(f"the trace has {len(trace.passes)} backward pass(es) but no steps "
+                          "recorded for them",
+                          "record it again with this gradtrace: gradtrace show SCENARIO --json")
+    raise ExportError("no backward passes were recorded, so there are no steps to chart",
+                      "the steps are the passes of a script that calls backward(), such as "
+                      "a training loop")
 
 
 class Axis(NamedTuple):
