@@ -50,7 +50,7 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
 }
 THIRD_PARTY = {  # outside the standard library
     "base": set(), "compat": {"torch"}, "model": set(), "findings": set(), "diff": set(),
-    "render": {"rich", "graphviz"},
+    "render": {"rich", "graphviz", "cairosvg"},  # cairosvg: the optional extra `plot`
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},
     "cli": {"typer", "rich"},

@@ -11,11 +11,22 @@ from typing import Any
 
 from ..model.records import Node, Trace
 from ..model.texts import grad_text, received_text, shape_text, size_text
+from ..model.values import json_float
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
 from .escape import visible
+from .series import (
+    bucket_bounds,
+    bucketed,
+    first_non_finite,
+    grad_series,
+    loss_series,
+    mean,
+)
+from .steps import MIN_PASSES
 
 MEMBERS_LISTED = 200  # a folded box lists its first nodes; the count says how many in all
+STEPS_POINTS = 300  # the steps panel's points per line at most: a long run's buckets
 _PROLOG = re.compile(r"\A.*?(?=<svg)", re.DOTALL)  # the XML declaration, DOCTYPE, comments
 
 
@@ -62,7 +73,29 @@ def page_data(trace: Trace, picture: Drawing) -> dict[str, Any]:
     passes = [f"pass {i}: {p.kind}" + (f" at line {p.line} {p.code}" if p.line else "")
               + ("" if p.by == "scenario" else " (by gradtrace)")
               for i, p in enumerate(trace.passes, 1)]
-    return {"boxes": boxes, "passes": passes, "scenario": trace.scenario}
+    return {"boxes": boxes, "passes": passes, "scenario": trace.scenario,
+            "steps": steps_data(trace)}
+
+
+def steps_data(trace: Trace) -> dict[str, Any] | None:
+    """The steps panel's lines: each module's gradient norm (a leaf outside any module stands
+    for itself) and the loss, in at most STEPS_POINTS buckets (a norm's largest, the loss's
+    mean) centred on their passes; None for fewer than MIN_PASSES passes."""
+    steps = trace.steps
+    if steps is None or len(steps.grads) < MIN_PASSES:
+        return None
+    passes = len(steps.grads)
+    loss = loss_series(steps)
+    return {
+        "passes": passes,
+        "optimizer_steps": sum(steps.optimizer_steps),
+        "x": [(start + end - 1) / 2 + 1 for start, end in bucket_bounds(passes, STEPS_POINTS)],
+        "loss": None if loss is None else
+        [json_float(x) for x in bucketed(loss.values, STEPS_POINTS, mean)],
+        "series": [{"name": s.name, "leaves": list(s.leaves), "first_bad": first_non_finite(s),
+                    "values": [json_float(x) for x in bucketed(s.values, STEPS_POINTS)]}
+                   for s in grad_series(steps, by_module=True)],
+    }
 
 
 def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:

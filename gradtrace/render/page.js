@@ -250,6 +250,120 @@
     });
   });
 
+  // --- the steps of a training loop: gradient norm per module, the loss -------------------
+  var steps = data.steps;
+  var stepsPanel = document.getElementById("gt-steps");
+  var stepsToggle = document.getElementById("gt-steps-toggle");
+  var COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31"];
+  var SVGNS = "http://www.w3.org/2000/svg";
+  function svgEl(tag, attrs, text) {
+    var e = document.createElementNS(SVGNS, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function drawable(v, log) { return typeof v === "number" && (!log || v > 0); }
+  // a plot of lines (each {values, colour, name}) over steps.x; log: a log10 y axis
+  function plot(lines, log, height, title) {
+    var W = 440, L = 44, R = 8, T = 18, B = 18, H = height;
+    var chart = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title });
+    var ys = [];
+    lines.forEach(function (l) { l.values.forEach(function (v) { if (drawable(v, log)) ys.push(log ? Math.log10(v) : v); }); });
+    var lo = ys.length ? Math.min.apply(null, ys) : 0, hi = ys.length ? Math.max.apply(null, ys) : 1;
+    if (log) { lo = Math.floor(lo); hi = Math.ceil(hi); }
+    if (hi - lo < 1e-12) { lo -= 1; hi += 1; }
+    var n = steps.passes;
+    function x(p) { return n > 1 ? L + (p - 1) / (n - 1) * (W - L - R) : (L + W - R) / 2; }
+    function y(v) { return T + (hi - (log ? Math.log10(v) : v)) / (hi - lo) * (H - T - B); }
+    chart.appendChild(svgEl("text", { x: L, y: 11, "font-weight": "bold" }, title));
+    var ticks = [];
+    if (log) { var every = Math.max(1, Math.ceil((hi - lo) / 5)); for (var k = lo; k <= hi; k += every) ticks.push(Math.pow(10, k)); }
+    else { for (var i = 0; i <= 4; i++) ticks.push(lo + (hi - lo) * i / 4); }
+    ticks.forEach(function (t) {
+      chart.appendChild(svgEl("line", { x1: L, x2: W - R, y1: y(t), y2: y(t), stroke: "#eceff1" }));
+      chart.appendChild(svgEl("text", { x: L - 4, y: y(t) + 3, "text-anchor": "end", "class": "gt-tick" }, Number(t.toPrecision(3))));
+    });
+    chart.appendChild(svgEl("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: "#90a4ae" }));
+    chart.appendChild(svgEl("text", { x: L, y: H - 4 }, "pass 1"));
+    chart.appendChild(svgEl("text", { x: W - R, y: H - 4, "text-anchor": "end" }, "pass " + n.toLocaleString("en")));
+    lines.forEach(function (l) {
+      var pts = [], bad = [];
+      l.values.forEach(function (v, i) {
+        if (typeof v === "string") bad.push(x(steps.x[i]));
+        else if (drawable(v, log)) pts.push(x(steps.x[i]).toFixed(1) + "," + y(v).toFixed(1));
+      });
+      var g = svgEl("g", { "class": "gt-series", "data-name": l.name });
+      g.appendChild(svgEl("title", {}, l.name));
+      g.appendChild(svgEl("polyline", { "class": "gt-line", points: pts.join(" "), stroke: l.colour }));
+      g.appendChild(svgEl("polyline", { "class": "gt-line-hit", points: pts.join(" ") }));
+      bad.forEach(function (bx) {
+        g.appendChild(svgEl("path", { d: "M" + (bx - 3) + "," + (T + 1) + " l6,6 M" + (bx - 3) + "," + (T + 7) + " l6,-6", stroke: "#d62728", "class": "gt-nonfinite" }));
+      });
+      if (l.pick) g.addEventListener("click", function (event) { event.stopPropagation(); l.pick(); });
+      chart.appendChild(g);
+    });
+    return chart;
+  }
+  function inModule(n, s) {
+    return (n.module && (n.module === s.name || n.module.indexOf(s.name + ".") === 0)) ||
+      (n.tensor !== null && s.leaves.indexOf(n.tensor) >= 0);
+  }
+  var picked = null;
+  function pickModule(s) {
+    var ids = Object.keys(groups).filter(function (id) {
+      return boxes[id].nodes.some(function (n) { return inModule(n, s); });
+    });
+    search.value = "";
+    find("");  // clears the search's marks; the module's boxes are marked the same way
+    hits = ids; hitAt = -1;
+    ids.forEach(function (id) { groups[id].classList.add("gt-hit"); });
+    svg.classList.toggle("gt-searching", true);
+    count.textContent = ids.length + (ids.length === 1 ? " box in " : " boxes in ") + s.name;
+    picked = s.name;
+    stepsPanel.querySelectorAll("#gt-steps-chart .gt-series").forEach(function (g) {
+      g.classList.toggle("gt-active", g.getAttribute("data-name") === s.name);
+      g.classList.toggle("gt-dim", g.getAttribute("data-name") !== s.name);
+    });
+    stepsPanel.querySelectorAll("#gt-steps-legend button").forEach(function (b) {
+      b.setAttribute("aria-pressed", String(b.getAttribute("data-name") === s.name));
+    });
+    if (ids.length) { centre(groups[ids[0]]); select(ids[0]); hitAt = 0; }
+  }
+  function showSteps(on) {
+    stepsPanel.hidden = !on;
+    stepsToggle.setAttribute("aria-pressed", String(on));
+  }
+  if (steps) {
+    document.getElementById("gt-steps-title").textContent = "steps · " +
+      steps.passes.toLocaleString("en") + " passes, " + steps.optimizer_steps.toLocaleString("en") + " optimizer steps";
+    var lines = steps.series.map(function (s, i) {
+      return { name: s.name, values: s.values, colour: COLOURS[i % COLOURS.length], pick: function () { pickModule(s); } };
+    });
+    document.getElementById("gt-steps-chart").appendChild(plot(lines, true, 240, "gradient norm per module (log)"));
+    if (steps.loss) {
+      var numbers = steps.loss.filter(function (v) { return typeof v === "number"; });
+      var log = numbers.length > 0 && numbers.every(function (v) { return v > 0; });
+      document.getElementById("gt-steps-loss").appendChild(plot([{ name: "loss", values: steps.loss, colour: "#263238" }], log, 110, "loss" + (log ? " (log)" : "")));
+    }
+    var legend = document.getElementById("gt-steps-legend");
+    steps.series.forEach(function (s, i) {
+      var li = el("li"), b = el("button");
+      b.setAttribute("data-name", s.name);
+      b.setAttribute("aria-pressed", "false");
+      var swatch = el("span", null, "gt-swatch");
+      swatch.style.background = COLOURS[i % COLOURS.length];
+      b.appendChild(swatch);
+      b.appendChild(el("span", s.name));
+      if (s.first_bad !== null) b.appendChild(el("span", "! not finite from pass " + s.first_bad, "gt-bad"));
+      b.onclick = function () { pickModule(s); };
+      li.appendChild(b); legend.appendChild(li);
+    });
+    stepsToggle.hidden = false;
+    stepsToggle.onclick = function () { showSteps(stepsPanel.hidden); fit(); };
+    showSteps(true);
+  }
+
   // --- keyboard ---------------------------------------------------------------------------
   document.addEventListener("keydown", function (event) {
     if (event.target === search || event.ctrlKey || event.metaKey || event.altKey) return;

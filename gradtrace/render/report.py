@@ -11,6 +11,8 @@ from rich.text import Text
 from ..model.records import Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
+from .steps import ROWS as STEPS_ROWS
+from .steps import steps_view
 from .table import tensor_table
 from .tree import graph_tree
 
@@ -26,10 +28,11 @@ class Budget(NamedTuple):
     passes: int | None = 5  # the first passes and the last two
     changes: int | None = 6  # .grad changes listed per pass
     output_lines: int = 10  # the end of what the scenario printed
+    steps_rows: int | None = STEPS_ROWS  # a loop's parameters (the section: 15 lines at most)
 
     @classmethod
     def everything(cls) -> Budget:
-        return cls(None, None, None, None, 40)
+        return cls(None, None, None, None, 40, None)
 
 
 def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
@@ -47,6 +50,9 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
         parts.append(memory)
     parts += [Text(), tensor_table(trace, budget.table_rows), Text("\npasses", style="bold"),
               passes_view(trace, budget)]
+    steps = steps_view(trace, max_rows=budget.steps_rows)
+    if steps is not None:
+        parts.append(steps)
     second = second_order_view(trace)
     if second is not None:
         parts += [Text(), second]
@@ -61,6 +67,9 @@ def module_report(trace: Trace, shown_pass: Pass | None, every: bool = False) ->
     and the findings."""
     parts: list[RenderableType] = [header(trace), graph_title(trace, shown_pass),
                                    module_table(trace, shown_pass, None if every else 40)]
+    steps = steps_view(trace, by_module=True, max_rows=None if every else STEPS_ROWS)
+    if steps is not None:
+        parts.append(steps)
     findings = findings_view(trace)
     if findings is not None:
         parts += [Text("\nfindings", style="bold"), findings]

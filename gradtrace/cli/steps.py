@@ -1,0 +1,63 @@
+"""`gradtrace steps`: a training loop's gradient norms and loss over its passes, in the terminal
+or as a chart (SVG, PNG) or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..render.chart import require_steps
+from ..render.chart_files import CHART_FORMATS, chart_format
+from .core import DEBUG, PASSES, SCRIPT_ARGS, TIMEOUT, app, stdout_console
+from .files import absolute, input_file, write_atomic
+from .inputs import RunChoices, load_trace
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace steps scenarios/real/train_args.py -- --epochs 1    in the terminal\n\n"
+    "  gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1\n\n"
+    "  gradtrace steps trace.json --by-leaf -o steps.png     from a saved trace\n\n"
+    "  gradtrace steps trace.json -o steps.json\n\n"
+    "Files by suffix: " + "; ".join(f"{f.suffix} {f.description}" for f in CHART_FORMATS)
+    + ".\n\n"
+    "Exit codes: 0 success, 2 bad input, no backward pass to chart, or an output that cannot "
+    "be written.",
+)
+def steps(
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
+                                   ".json saved by `gradtrace show --json`.",
+                                   metavar="SCENARIO"),
+    script_args: list[str] | None = SCRIPT_ARGS,
+    out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
+                                    help="Write the chart (.svg, .png) or the numbers (.json). "
+                                    "Default: the steps view in the terminal."),
+    by_module: bool | None = typer.Option(None, "--by-module/--by-leaf",
+                                          help="A row or line per nn.Module (its norm: the "
+                                          "root of its parameters' squared norms) or per "
+                                          "parameter. Default: per parameter in the terminal, "
+                                          "per module in a chart.", show_default=False),
+    show_all: bool = typer.Option(False, "--all",
+                                  help="Every parameter or module (by default a screen's "
+                                  "worth of rows, 12 lines in a chart)."),
+    timeout: float | None = TIMEOUT,
+    passes: str = PASSES,
+    debug_flag: bool = DEBUG,  # read by the error boundary
+) -> None:
+    """Chart a training loop: each parameter's gradient norm and the loss, pass by pass."""
+    source = input_file(scenario)
+    chosen = None if out is None else chart_format(out)  # a bad suffix fails before the run
+    trace, stopped = load_trace(scenario, [], backward=True, saved=False, flow=False,
+                                run=RunChoices(script_args, passes, timeout))
+    require_steps(trace)
+    if out is None or chosen is None:
+        from ..render.steps import ROWS, steps_view
+
+        stdout_console().print(steps_view(trace, bool(by_module),
+                                          None if show_all else ROWS, min_passes=1))
+    else:
+        data = chosen.make(trace, True if by_module is None else by_module, show_all)
+        write_atomic(absolute(out), data, protected=[source])
+    if stopped is not None:
+        raise stopped
