@@ -139,23 +139,28 @@ def scenario_output(trace: Trace, last: int = 10) -> RenderableType | None:
 
 def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
     """Each backward/grad pass in order: where, roots, flags, error, and the .grad it changed
-    (the first passes and the last two, within the budget)."""
+    (the first passes and the last two, within the budget); a run of a loop's passes kept
+    with light statistics only is one line."""
     if not trace.passes:
         return Text("no backward pass (--no-backward)", style="dim")
-    parts: list[RenderableType] = []
-    numbers: list[int | None] = list(range(1, len(trace.passes) + 1))
-    if budget.passes is not None and len(numbers) > budget.passes:
+    runs = _pass_runs(trace.passes)
+    shown: list[tuple[int, int] | None] = list(runs)
+    if budget.passes is not None and len(shown) > budget.passes:
         head = max(budget.passes - 2, 1)
-        hidden = len(numbers) - budget.passes
-        numbers = numbers[:head] + [None] + numbers[head + hidden:]
-    for i in numbers:
-        if i is None:
-            parts.append(Text(f"… {len(trace.passes) - len(numbers) + 1} more passes (--all)",
-                              style="yellow"))
+        hidden = len(shown) - budget.passes
+        shown = shown[:head] + [None] + shown[head + hidden:]
+    parts: list[RenderableType] = []
+    for run in shown:
+        if run is None:
+            left_out = sum(last - first + 1 for first, last in runs) \
+                - sum(last - first + 1 for first, last in filter(None, shown))
+            parts.append(Text(f"… {left_out} more passes (--all)", style="yellow"))
             continue
-        p = trace.passes[i - 1]
+        first, last = run
+        p = trace.passes[first - 1]
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"pass {i} ", style="bold")
+        text.append(f"pass {first} " if first == last else f"passes {first}–{last} ",
+                    style="bold")
         call = "torch.autograd.grad" if p.kind == "grad" else "backward"
         if p.by == "gradtrace":
             text.append(f"{call} by gradtrace", style="")
@@ -163,6 +168,14 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
             text.append(f"{call} at line {p.line}" if p.line else call)
             if p.code:
                 text.append(f"  {p.code}", style="cyan")
+        if p.light:
+            kept = max((i for i, q in enumerate(trace.passes, 1)
+                        if q.graph == p.graph and not q.light), default=None)
+            text.append("\n  light statistics only"
+                        + (f" (pass {kept} over the same graph is kept in full)" if kept else ""),
+                        style="dim")
+            parts.append(text)
+            continue
         names = [n or "(unnamed)" for n in p.root_names]
         text.append(f"\n  roots {', '.join(names) or '-'}", style="dim")
         text.append(f"  retain_graph={p.retain_graph} create_graph={p.create_graph}",
@@ -173,15 +186,26 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
         if len(changes) < len(p.grad_changes):
             text.append(f"\n  … {len(p.grad_changes) - len(changes)} more .grad changes "
                         "(--all)", style="yellow")
-        if p.light:
-            text.append("\n  light statistics only: a later pass over the same graph is "
-                        "kept in full", style="dim")
-        elif not p.grad_changes and p.error is None:
+        if not p.grad_changes and p.error is None:
             text.append("\n  no named .grad changed", style="dim")
         if p.error:
             text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")
         parts.append(text)
     return Group(*parts)
+
+
+def _pass_runs(passes: tuple[Pass, ...]) -> list[tuple[int, int]]:
+    """(first, last) pass numbers: each pass alone, but a run of light passes made at one
+    line over one graph together."""
+    runs: list[tuple[int, int]] = []
+    for i, p in enumerate(passes, 1):
+        before = passes[i - 2] if i > 1 else None
+        if p.light and before is not None and before.light and runs and runs[-1][1] == i - 1 \
+                and (before.graph, before.line, before.kind) == (p.graph, p.line, p.kind):
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
 
 
 def memory_view(trace: Trace, top: int = 3) -> Text | None:
