@@ -48,6 +48,11 @@ class ModuleTracker:
             after.remove()
             before.remove()
 
+    def forget(self, nodes: list[Any]) -> None:
+        """Let go of nodes (a loop step whose detail is no longer kept)."""
+        for node in nodes:
+            self.owner.pop(id(node), None)
+
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
         self._starts.append(next_sequence_number())
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..extract.build import RawCall, RawPass, build_trace
-from ..extract.summary import summarize
+from ..extract.summary import summarize_all
 from ..extract.tensors import Named
 from ..extract.walk import (
     SavedCache,
@@ -69,12 +69,14 @@ class Recorder:
     """Patches torch while a scenario runs, recording passes and custom Function calls."""
 
     def __init__(self, path: str, lines: list[str], names: ScenarioNames,
-                 options: CaptureOptions, source_of: Callable[[Any], Source | None]) -> None:
+                 options: CaptureOptions, source_of: Callable[[Any], Source | None],
+                 forget: Callable[[list[Any]], None] = lambda nodes: None) -> None:
         self.path = path
         self.lines = lines
         self.names = names
         self.options = options
         self.source_of = source_of  # the line that made a node
+        self.forget = forget  # told of the nodes of a pass whose detail is let go of
         self.passes: list[RawPass] = []
         # the (name, tensor) roots of the code's latest pass: the default graph; and of the
         # pass asked for (--pass N), when that is the graph shown
@@ -151,8 +153,9 @@ class Recorder:
             if self.options.graph_pass == len(self.passes) + 1:
                 self.asked_roots = self.last_roots
         grads = [(name, t, readable_grad(t)) for name, t in named]
+        held = iter(summarize_all([g for _, _, g in grads if g is not None]))
         before = [GradBefore(name, t, g, None if g is None else g._version,
-                             None if g is None else summarize(g)) for name, t, g in grads]
+                             None if g is None else next(held)) for name, t, g in grads]
         if self.grad_before is None:
             self.grad_before = {b.name: b.summary for b in before}
         if self.options.derivative_order == 2 and self.second_order is None and roots:
@@ -209,7 +212,8 @@ class Recorder:
                 record.flow_failures = capture.failures
             record.grad_changes = _grad_changes(before)
             # inside torch.func transforms the root is a batched wrapper: no loss read
-            self.steps.add(leaves, untouched, () if record.batched else roots)
+            self.steps.add(leaves, untouched, () if record.batched else roots,
+                           {c.tensor: c.after for c in record.grad_changes})
             record.keep = len(self.passes) == 1 or record.error is not None \
                 or self._asked_for(len(self.passes)) or bool(self.hooked) \
                 or not all(s is None or s.finite for s in self.steps.rows[-1])
@@ -236,6 +240,7 @@ class Recorder:
             return
         for node in previous.nodes:
             self.saved_before.pop(node, None)
+        self.forget(previous.nodes)
         release(previous.nodes)
         previous.roots, previous.flow, previous.grad_changes = [], {}, []
         previous.thinned = True
@@ -314,10 +319,12 @@ class Recorder:
 
 
 def _grad_changes(before: list[GradBefore]) -> list[GradChange]:
-    changes = []
+    """The named tensors whose .grad the pass changed, from what to what."""
+    changed = []
     for b in before:
         new = readable_grad(b.tensor)
-        if new is b.grad and (new is None or new._version == b.version):
-            continue
-        changes.append(GradChange(b.name, b.summary, None if new is None else summarize(new)))
-    return changes
+        if not (new is b.grad and (new is None or new._version == b.version)):
+            changed.append((b, new))
+    after = iter(summarize_all([new for _, new in changed if new is not None]))
+    return [GradChange(b.name, b.summary, None if new is None else next(after))
+            for b, new in changed]

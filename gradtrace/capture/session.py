@@ -58,7 +58,7 @@ class CaptureSession:
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
         self.recorder = Recorder(path or "<python>", lines, self.names, options,
-                                 self.line_log.source_of)
+                                 self.line_log.source_of, self.tracker.forget)
 
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:

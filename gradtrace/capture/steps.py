@@ -14,7 +14,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ..extract.tensors import Named
-from ..model.records import LeafStep, Steps
+from ..model.records import GradSummary, LeafStep, Steps
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -66,18 +66,28 @@ class StepLog:
         return states
 
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
-            roots: Sequence[Any]) -> None:
-        """The row of the pass that just ran."""
+            roots: Sequence[Any], changed: dict[str, GradSummary | None]) -> None:
+        """The row of the pass that just ran; changed: the summaries of the .grads it changed
+        (a .grad it left alone keeps its last row's statistics)."""
         row: list[LeafStep | None] = [None] * len(self.columns)
-        grads = [t.grad for _, t in leaves]
-        briefs = _briefs(grads)
-        for (name, _), g, brief, start in zip(leaves, grads, briefs, untouched, strict=True):
+        last = self.rows[-1] if self.rows else []
+        missing: list[tuple[int, torch.Tensor]] = []  # no summary nor earlier row: read now
+        for (name, t), start in zip(leaves, untouched, strict=True):
+            g, column = t.grad, self.columns[name]
             self._at_end[name] = None if g is None else _state(g)
-            if brief is not None:
-                # the same tensor, added to: autograd accumulated into what the last pass left
-                kept = start is not None and start[0]() is g and g is not None \
-                    and g._version != start[1]
-                row[self.columns[name]] = LeafStep(*brief, kept=kept)
+            if g is None:
+                continue
+            # the same tensor, added to: autograd accumulated into what the last pass left
+            kept = start is not None and start[0]() is g and g._version != start[1]
+            previous = last[column] if column < len(last) else None
+            if name in changed:
+                row[column] = _from_summary(changed[name], kept)
+            elif previous is not None:
+                row[column] = previous._replace(kept=False)  # unchanged by this pass
+            else:
+                missing.append((column, g))
+        for (column, _), brief in zip(missing, _briefs([g for _, g in missing]), strict=True):
+            row[column] = None if brief is None else LeafStep(*brief, kept=False)
         self.rows.append(row)
         self.loss.append(_loss(roots))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
@@ -94,6 +104,13 @@ class StepLog:
             grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows))
 
 
+def _from_summary(s: GradSummary | None, kept: bool) -> LeafStep | None:
+    if s is None or s.min is None or s.max is None:  # no .grad, or values unreadable
+        return None
+    top = max(abs(s.min), abs(s.max)) if s.min == s.min and s.max == s.max else float("nan")
+    return LeafStep(norm=s.norm, max_abs=top, finite=s.finite, kept=kept)
+
+
 def _state(g: torch.Tensor) -> GradState:
     return weakref.ref(g), g._version
 
@@ -108,7 +125,7 @@ def _loss(roots: Sequence[Any]) -> float | None:
     return float(root.detach())
 
 
-def _briefs(grads: list[torch.Tensor | None]) -> list[tuple[float, float, bool] | None]:
+def _briefs(grads: list[torch.Tensor]) -> list[tuple[float, float, bool] | None]:
     """(norm, max |g|, finite) of each gradient, read in one go (None: no .grad, or values
     that cannot be read: meta, quantized)."""
     pairs: list[torch.Tensor] = []
@@ -130,9 +147,9 @@ def _briefs(grads: list[torch.Tensor | None]) -> list[tuple[float, float, bool] 
     return out
 
 
-def _norm_and_max(g: torch.Tensor | None) -> torch.Tensor | None:
+def _norm_and_max(g: torch.Tensor) -> torch.Tensor | None:
     """[norm, max |g|] of a gradient as a float64 CPU pair (its stored values for sparse)."""
-    if g is None or g.is_meta or g.is_quantized:
+    if g.is_meta or g.is_quantized:
         return None
     g = g.detach()
     if g.layout != torch.strided:

@@ -186,6 +186,20 @@ def summarize(t: torch.Tensor) -> GradSummary:
     return summary
 
 
+def summarize_all(tensors: Sequence[torch.Tensor]) -> list[GradSummary]:
+    """summarize() of each tensor, their statistics read in one go (a pass's .grads)."""
+    table = StatsTable()
+    raws: list[RawStats | GradSummary] = []
+    for t in tensors:
+        try:
+            raws.append(grad_stats(t, table))
+        except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash
+            raws.append(unavailable(t, exc))
+    made = iter(to_summaries([r for r in raws if isinstance(r, RawStats)]))
+    return [r if isinstance(r, GradSummary) else next(made) or unavailable(t, ValueError())
+            for r, t in zip(raws, tensors, strict=True)]
+
+
 def unavailable(t: torch.Tensor, exc: Exception) -> GradSummary:
     """The summary of a tensor whose values cannot be read, saying why."""
     try:
