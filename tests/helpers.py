@@ -82,6 +82,16 @@ GALLERY_FINDINGS = {
     "graph-freed": ("explained/gan_shared_fake.py", "fake", 11, "pass 1 (line 13"),
     "nan-value": ("explained/log_of_zero.py", "y", 8, "at line 8"),
     "graph-cut": ("explained/cut_by_item.py", "loss", 7, "line 7"),
+    # issue 26's training loops: these pass once the capture fills Trace.steps and the
+    # scenarios/loops/ files land (lines are their loss.backward() lines in the drafts)
+    "grad-accumulating": ("loops/forgot_zero_grad.py", "model.0.weight", 26,
+                          "zero_grad() is missing"),
+    "vanishing-gradient": ("loops/sigmoid_deep.py", "model.0.bias", 35,
+                           "model.0's gradient norm is below 1/10,000"),
+    "exploding-gradient": ("loops/exploding_rnn.py", "model.rec.weight", 47,
+                           "model.rec's gradient norm reached"),
+    "dead-parameter": ("loops/dead_relu.py", "model.block.weight", 46,
+                       "exactly zero in all 10 passes"),
 }
 
 

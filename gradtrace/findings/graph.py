@@ -7,6 +7,7 @@ from collections import Counter
 from ..model.gradients import same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title
+from .health import step_findings
 from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
 
 # Why a node's local derivative blows up, by the op that met it.
@@ -39,8 +40,8 @@ FORWARD_CAUSES = {
 
 def trace_findings(trace: Trace) -> list[Finding]:
     """Every finding that the Trace alone can tell."""
-    return [*unreached_leaves(trace), *hook_changes(trace), *nan_origins(trace),
-            *nan_values(trace)]
+    nan = [*nan_origins(trace), *nan_values(trace)]
+    return [*unreached_leaves(trace), *hook_changes(trace), *nan, *step_findings(trace, nan)]
 
 
 def nan_values(trace: Trace) -> list[Finding]:

@@ -101,3 +101,20 @@ GRAPH_CUT = declare(
     "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
     "or through .detach(), .item(), .data, torch.tensor(...), argmax; a warning for a leaf "
     "whose path to every root was cut (freezing may be meant).", also=("warning",))
+GRAD_ACCUMULATING = declare(
+    "grad-accumulating", "warning", "a .grad kept growing while the optimizer stepped",
+    "Over 3 passes or more a parameter's .grad was never reset, though the optimizer stepped "
+    "before each, and its norm grew in most: zero_grad() is missing (accumulation on purpose "
+    "steps only after the last micro-batch, and is not reported).")
+VANISHING_GRADIENT = declare(
+    "vanishing-gradient", "info", "a module's gradient is 10,000 times too small",
+    "Below 1e-4 of the largest module's in most passes, or fallen 1e4-fold over the run while "
+    "the loss did not converge: the module barely learns (info: small can be meant).")
+EXPLODING_GRADIENT = declare(
+    "exploding-gradient", "warning", "a gradient grew 10,000-fold or became non-finite",
+    "A module's gradient norm passed 1e4 times the largest of the first pass, or a .grad "
+    "became NaN or Inf; names the module, the parameter and the pass.")
+DEAD_PARAMETER = declare(
+    "dead-parameter", "warning", "a parameter's gradient is exactly zero in every pass",
+    "It is on the graph and gets a .grad in 2 passes or more, always all zeros (dead ReLUs, "
+    "a mask): it never learns. unreached-leaf is the case with no .grad at all.")

@@ -1,0 +1,312 @@
+"""Gradient-health findings (grad-accumulating, vanishing-, exploding-gradient, dead-parameter)
+on hand-built Steps: no torch, no capture."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from gradtrace.findings.graph import trace_findings
+from gradtrace.findings.health import (
+    FACTOR,
+    accumulating_run,
+    leaf_column,
+    low_share,
+    module_norms,
+    step_findings,
+)
+from gradtrace.model.records import Finding, LeafStep, Pass, PassKind, Steps, Trace
+
+HEALTH = {"grad-accumulating", "vanishing-gradient", "exploding-gradient", "dead-parameter"}
+
+
+def g(norm: float, kept: bool = False, finite: bool = True) -> LeafStep:
+    return LeafStep(norm, norm, finite, kept)
+
+
+def trace(grads: Sequence[Sequence[LeafStep | None]], *, leaves: Sequence[str] = ("w",),
+          modules: Sequence[str | None] | None = None, stepped: Sequence[int] | None = None,
+          loss: Sequence[float | None] | None = None, kinds: Sequence[PassKind] | None = None,
+          roots: Sequence[int] | None = None) -> Trace:
+    """A Trace with only passes (pass p+1 at line 10 + p) and steps."""
+    n = len(grads)
+    passes = tuple(Pass((kinds or ["backward"] * n)[p],
+                        tuple(f"r{j}" for j in range((roots or [1] * n)[p])), False, False,
+                        None, line=10 + p) for p in range(n))
+    steps = Steps(tuple(leaves), tuple(modules or [None] * len(leaves)),
+                  tuple(loss or [None] * n), tuple(stepped or [0] + [1] * (n - 1)),
+                  tuple(tuple(row) for row in grads))
+    return Trace("s.py", "0", "2.13", (), (), "", (), (), (), passes, (), steps=steps)
+
+
+def codes(found: list[Finding]) -> list[str]:
+    return [f.code for f in found]
+
+
+# --- grad-accumulating -------------------------------------------------------------------
+
+FOUR = ("model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias")
+FOUR_MODULES = ("model.0", "model.0", "model.2", "model.2")
+
+
+def test_forgotten_zero_grad_is_one_finding_naming_module_tensor_and_passes() -> None:
+    grads = [[g(1.0 * (p + 1) * (i + 1), kept=p > 0) for i in range(4)] for p in range(20)]
+    (f,) = step_findings(trace(grads, leaves=FOUR, modules=FOUR_MODULES))
+    assert (f.code, f.severity, f.tensor, f.line) == ("grad-accumulating", "warning",
+                                                      "model.0.weight", 11)
+    assert f.message.startswith("4 parameters' .grad kept growing without being reset while "
+                                "the optimizer stepped before each pass, first model.0.weight "
+                                "(model.0) over passes 1 to 20 (its norm went from 1 to 20)")
+    assert f.message.endswith("by module: model.0 (2), model.2 (2)")
+    assert f.hint is not None and "zero_grad()" in f.hint
+
+
+def test_one_accumulating_leaf_is_named_alone() -> None:
+    grads = [[g(p + 1.0, kept=p > 0), g(1.0)] for p in range(5)]
+    (f,) = step_findings(trace(grads, leaves=("w", "b")))
+    assert f.message.startswith("w: its .grad kept growing over passes 1 to 5 without being "
+                                "reset")
+
+
+def test_deliberate_accumulation_steps_only_after_the_last_micro_batch() -> None:
+    # nanoGPT's gradient_accumulation_steps = 4: zero_grad and step once every 4 passes
+    grads = [[g(1.0 + p % 4, kept=p % 4 > 0)] for p in range(24)]
+    stepped = [1 if p % 4 == 0 and p > 0 else 0 for p in range(24)]
+    assert step_findings(trace(grads, stepped=stepped)) == []
+
+
+def test_two_passes_without_a_reset_are_not_yet_a_run() -> None:
+    # a GAN: D's .grad is kept from lossD's pass into lossG's, after opt_D.step(), then reset
+    grads = [[g(1.0 + p % 2, kept=p % 2 == 1)] for p in range(40)]
+    assert step_findings(trace(grads)) == []
+    assert accumulating_run([g(1), g(2, True), g(3, True)], [0, 1, 1]) == (1, 2)
+    assert accumulating_run([g(1), g(2, True), g(3, True)], [0, 1, 0]) is None
+
+
+def test_a_kept_gradient_that_does_not_grow_is_not_reported() -> None:
+    grads = [[g(10.0 - p, kept=p > 0)] for p in range(6)]  # adds that shrink it: not growing
+    assert step_findings(trace(grads)) == []
+    # growth in more than half the kept passes is enough
+    assert accumulating_run([g(1), g(2, True), g(1.5, True), g(3, True)], [0, 1, 1, 1]) \
+        == (1, 3)
+
+
+# --- vanishing-gradient ------------------------------------------------------------------
+
+def deep(passes: int, first: float, *, falls: bool = False) -> list[list[LeafStep | None]]:
+    """Two modules: a (two leaves) and b (one), b's norm 1 each pass."""
+    rows: list[list[LeafStep | None]] = []
+    for p in range(passes):
+        x = first * (1e-5 ** (p / (passes - 1)) if falls else 1.0)
+        rows.append([g(x), g(x), g(1.0)])
+    return rows
+
+
+def test_a_module_below_1e4_of_the_largest_is_an_info_naming_it_and_its_first_pass() -> None:
+    grads = deep(10, 1e-6)
+    (f,) = step_findings(trace(grads, leaves=("enc.weight", "enc.bias", "head.weight"),
+                               modules=("enc", "enc", "head")))
+    assert (f.code, f.severity, f.tensor, f.line) == ("vanishing-gradient", "info",
+                                                      "enc.weight", 10)
+    assert f.message.startswith("enc's gradient norm is below 1/10,000 of the largest "
+                                "module's (head) in 10 of 10 passes, from pass 1 (1.41e-06 "
+                                "against 1): enc.weight and the rest of enc barely learn")
+
+
+def test_vanishing_needs_most_passes() -> None:
+    grads = deep(10, 1.0)
+    for p in range(5):  # small in 5 passes of 10: not most
+        grads[p] = [g(1e-6), g(1e-6), g(1.0)]
+    assert step_findings(trace(grads, modules=("a", "a", "b"), leaves=("x", "y", "z"))) == []
+    grads[5] = [g(1e-6), g(1e-6), g(1.0)]
+    (f,) = step_findings(trace(grads, modules=("a", "a", "b"), leaves=("x", "y", "z")))
+    assert "in 6 of 10 passes, from pass 1" in f.message
+
+
+def test_a_fall_counts_only_while_the_loss_does_not_converge() -> None:
+    grads = [[g(1e-5 ** (p / 9))] for p in range(10)]  # one module: no other to compare
+    stalled = [2.0 - 0.01 * p for p in range(10)]
+    (f,) = step_findings(trace(grads, loss=stalled))
+    assert f.code == "vanishing-gradient" and f.tensor == "w"
+    assert f.message.startswith("w's gradient norm fell more than 10,000-fold, from 1 at pass "
+                                "1 to 3.59e-05 at pass 9, while the loss did not converge: w "
+                                "barely learns")
+    converged = [2.0 * 1e-3 ** p for p in range(10)]
+    assert step_findings(trace(grads, loss=converged)) == []
+    assert step_findings(trace(grads)) == []  # no loss: no telling
+    # a pass with several roots: its one number is not the whole loss
+    assert step_findings(trace(grads, loss=stalled, roots=[1] * 9 + [2])) == []
+
+
+def test_low_share_counts_as_the_plain_loop_does() -> None:
+    rng = random.Random(1)
+    for _ in range(200):
+        xs = [rng.choice([0.0, 1e-9, 1e-3, 1.0, 5.0]) for _ in range(12)]
+        top = [max(x, rng.choice([0.0, 1e-3, 1.0, 1e6])) for x in xs]
+        top = [t if x or t else 0.0 for x, t in zip(xs, top, strict=True)]
+        present = [k for k, x in enumerate(xs) if x > 0]
+        low = [k for k in present if xs[k] * FACTOR < top[k]]
+        assert low_share(xs, top) == (len(present), len(low))
+
+
+# --- exploding-gradient ------------------------------------------------------------------
+
+def test_a_norm_10000_times_the_first_pass_largest_is_a_warning() -> None:
+    grads = [[g(3.0 ** p), g(1.0)] for p in range(12)]  # 3**9 = 19683 > 1e4 × 1... × 3**0
+    (f,) = step_findings(trace(grads, leaves=("rnn.weight", "out.weight"),
+                               modules=("rnn", "out")))
+    assert (f.code, f.severity, f.tensor, f.line) == ("exploding-gradient", "warning",
+                                                      "rnn.weight", 19)
+    assert f.message.startswith("rnn's gradient norm reached 1.97e+04 at pass 10 (most of it "
+                                "rnn.weight's), more than 10,000 times the largest module's "
+                                "at pass 1 (1, rnn)")
+
+
+def test_a_layer_whose_first_gradient_is_tiny_is_not_exploding() -> None:
+    # after a zero-initialised head the first layer's gradient starts near 0, then is normal
+    grads = [[g(1e-9 if p == 0 else 0.5), g(2.0)] for p in range(10)]
+    assert step_findings(trace(grads, leaves=("body.weight", "head.weight"),
+                               modules=("body", "head"))) == []
+
+
+def test_a_non_finite_gradient_is_named_and_points_to_the_nan_finding() -> None:
+    grads = [[g(1.0), g(1.0)], [g(1.0), g(1.0)], [g(math.nan, finite=False), g(1.0)],
+             [g(math.nan, finite=False), g(math.nan, finite=False)]]
+    t = trace(grads, leaves=("fc.weight", "fc.bias"), modules=("fc", "fc"))
+    (f,) = step_findings(t)
+    assert (f.code, f.tensor, f.line) == ("exploding-gradient", "fc.weight", 12)
+    assert f.message.startswith("fc.weight (fc): its .grad became non-finite (NaN or Inf) at "
+                                "pass 3")
+    assert f.hint is not None and "clip" in f.hint
+    nan = Finding("nan-gradient", "error", "pass 3: the first non-finite gradient is born at "
+                  "LogBackward0 (y, line 8) (n4): …")
+    (f,) = step_findings(t, [nan])
+    assert f.hint == ("the nan-gradient finding (pass 3) names the node where the first "
+                      "non-finite gradient is born: fix it there")
+
+
+# --- dead-parameter ----------------------------------------------------------------------
+
+def test_a_gradient_exactly_zero_in_every_pass_is_a_dead_parameter() -> None:
+    grads = [[g(0.0), g(0.0), g(1.0)] for _ in range(10)]
+    found = step_findings(trace(grads, leaves=("block.weight", "block.bias", "head.weight"),
+                                modules=("block", "block", "head")))
+    assert codes(found) == ["dead-parameter", "dead-parameter"]
+    assert [f.tensor for f in found] == ["block.weight", "block.bias"]
+    assert found[0].severity == "warning" and found[0].line == 10
+    assert found[0].message.startswith("block.weight (block): its .grad is exactly zero in "
+                                       "all 10 passes that gave it one, from pass 1")
+
+
+def test_dead_needs_two_passes_with_a_grad_and_zero_in_each() -> None:
+    one: list[list[LeafStep | None]] = [[None, g(1.0)], [g(0.0), g(1.0)], [None, g(1.0)]]
+    assert step_findings(trace(one, leaves=("a", "b"))) == []
+    once_alive = [[g(0.0), g(1.0)], [g(0.0), g(1.0)], [g(1e-12), g(1.0)]]
+    assert step_findings(trace(once_alive, leaves=("a", "b"))) == []
+    # no .grad at all is unreached-leaf's case, not this one
+    assert step_findings(trace([[None, g(1.0)]] * 5, leaves=("a", "b"))) == []
+
+
+def test_many_dead_parameters_make_one_finding_by_module() -> None:
+    leaves = ("a.weight", "a.bias", "b.weight", "b.bias", "c.weight")
+    grads = [[g(0.0)] * 4 + [g(1.0)] for _ in range(3)]
+    (f,) = step_findings(trace(grads, leaves=leaves, modules=("a", "a", "b", "b", "c")))
+    assert f.message.startswith("4 parameters' .grad is exactly zero in every pass that gave "
+                                "them one, first a.weight (a) from pass 1 (3 passes)")
+    assert f.message.endswith("by module: a (2), b (2)")
+
+
+# --- what every rule shares --------------------------------------------------------------
+
+def test_one_pass_gives_nothing() -> None:
+    assert step_findings(trace([[g(0.0), g(1e-9, kept=True), g(1e9)]],
+                               leaves=("a", "b", "c"))) == []
+    assert step_findings(trace([])) == []
+    assert step_findings(Trace("s.py", "0", "2.13", (), (), "", (), (), (), (), ())) == []
+
+
+def test_a_leaf_named_late_has_shorter_rows_before() -> None:
+    # w from pass 1; v named at pass 5 (rows 1-4 have one item), then dead
+    grads: list[list[LeafStep | None]] = [[g(1.0)] for _ in range(4)]
+    grads += [[g(1.0), g(0.0)] for _ in range(4)]
+    (f,) = step_findings(trace(grads, leaves=("w", "v")))
+    assert (f.code, f.tensor, f.line) == ("dead-parameter", "v", 14)
+    assert "all 4 passes that gave it one, from pass 5" in f.message
+
+
+def test_autograd_grad_passes_are_not_counted_and_their_steps_carry_on() -> None:
+    # backward, autograd.grad (a gradient penalty: .grad as it was), backward, … : the
+    # optimizer step before the grad pass still comes before the next backward
+    grads = [[g(p // 2 + 1.0, kept=p > 0 and p % 2 == 0)] for p in range(8)]
+    kinds: list[PassKind] = ["backward", "grad"] * 4
+    stepped = [0, 1, 0, 1, 0, 1, 0, 1]
+    (f,) = step_findings(trace(grads, kinds=kinds, stepped=stepped))
+    assert f.code == "grad-accumulating"
+    assert "over passes 1 to 7" in f.message  # the backward passes' own numbers
+    assert step_findings(trace(grads[:3], kinds=kinds[:3], stepped=stepped[:3])) == []
+
+
+def healthy(passes: int, leaves: int, seed: int = 0) -> Trace:
+    """A healthy loop: zero_grad every pass, an optimizer step between passes, norms
+    wandering within 0.1–10× of each leaf's start, the loss falling slowly, and one leaf of
+    an unused branch with no .grad or a zero one in a few passes."""
+    rng = random.Random(seed)
+    start = [rng.uniform(0.01, 1.0) for _ in range(leaves)]
+    walk = [0.0] * leaves
+    rows = []
+    for p in range(passes):
+        row: list[LeafStep | None] = []
+        for i in range(leaves):
+            walk[i] = min(math.log(10), max(-math.log(10), walk[i] + rng.gauss(0, 0.05)))
+            row.append(g(start[i] * math.exp(walk[i])))
+        if p % 97 == 3:
+            row[-1] = None  # an unused branch, .grad set to None
+        elif p % 89 == 5:
+            row[-1] = g(0.0)  # an unused branch, .grad zeroed in place
+        rows.append(row)
+    names = [f"model.{i // 2}.{'weight' if i % 2 == 0 else 'bias'}" for i in range(leaves)]
+    return trace(rows, leaves=names, modules=[n.rsplit(".", 1)[0] for n in names],
+                 loss=[2.0 / (1 + p / 100) for p in range(passes)])
+
+
+def test_a_healthy_1000_pass_loop_gives_no_health_finding() -> None:
+    for seed in range(3):
+        assert step_findings(healthy(1000, 20, seed)) == []
+
+
+def test_1000_passes_of_100_leaves_take_well_under_a_tenth_of_a_second() -> None:
+    t = healthy(1000, 100)
+    best = math.inf
+    for _ in range(3):  # best of three: the machine is shared
+        start = time.perf_counter()
+        step_findings(t)
+        best = min(best, time.perf_counter() - start)
+    assert best < 0.1, f"{best:.3f} s"
+
+
+def test_leaf_columns_and_module_norms_are_the_plain_sums() -> None:
+    rng = random.Random(2)
+    for _ in range(100):
+        cols = [[rng.choice([None, g(0.0), g(rng.uniform(0, 3)), g(math.inf),
+                             g(math.nan, finite=False)]) for _ in range(7)]
+                for _ in range(3)]
+        fast = module_norms([leaf_column(c).norms for c in cols])
+        for k in range(7):
+            usable = [s.norm for c in cols
+                      if (s := c[k]) is not None and s.finite and math.isfinite(s.norm)]
+            assert fast[k] == pytest.approx(math.sqrt(sum(x * x for x in usable)))
+        for c in cols:
+            present = [s for s in c if s is not None]
+            column = leaf_column(c)
+            assert column.finite == all(s.finite for s in present)
+            assert column.kept == any(s.kept for s in present)
+
+
+def test_trace_findings_include_the_health_findings() -> None:
+    grads = [[g(0.0), g(1.0)] for _ in range(3)]
+    t = trace(grads, leaves=("a", "b"))
+    assert [f.code for f in trace_findings(t) if f.code in HEALTH] == ["dead-parameter"]
