@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from ..model.gradients import same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
@@ -58,6 +59,12 @@ def nan_values(trace: Trace) -> list[Finding]:
             continue
         kind = "NaN" if t.value.norm != t.value.norm else "Inf"
         if t.node is None or t.is_leaf:
+            if trace.steps is not None and any(trace.steps.optimizer_steps):
+                # values read at the end of the run: an optimizer may have written them
+                return [NAN_VALUE.finding(
+                    f"{t.name} holds {kind} values at the end of the run (a leaf an "
+                    "optimizer updated: a step with non-finite gradients writes them in)",
+                    tensor=t.name)]
             return [NAN_VALUE.finding(f"{t.name} holds {kind} values from the start (a leaf: "
                                       "the data it was made from)", tensor=t.name)]
         node = nodes.get(t.node)
@@ -147,19 +154,34 @@ def _finite(g: GradSummary | None) -> bool:
 
 def nan_origins(trace: Trace) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
-    a non-finite one."""
-    findings: list[Finding] = []
+    a non-finite one; a loop's later passes that repeat the same origin are told in the
+    first one's finding, not one by one."""
+    first: dict[str | None, Finding] = {}  # the origin node -> its first pass's finding
+    again: dict[str | None, list[int]] = {}  # … and the passes that repeat it
+    for number, found in _each_pass_nan_origin(trace):
+        if found.node in first:
+            again[found.node].append(number)
+        else:
+            first[found.node], again[found.node] = found, []
+    return [replace(f, message=f"{f.message} (the same in {len(later)} later pass(es), "
+                    f"{later[0]}–{later[-1]})") if (later := again[node]) else f
+            for node, f in first.items()]
+
+
+def _each_pass_nan_origin(trace: Trace) -> list[tuple[int, Finding]]:
+    """(pass number, finding) for each pass whose gradients turned non-finite."""
+    findings: list[tuple[int, Finding]] = []
     for i, p in enumerate(trace.passes, 1):
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
             if not all(_finite(g) for g in f.grad_outputs):
                 if f.position == 0:
-                    findings.append(NAN_GRADIENT.finding(
+                    findings.append((i, NAN_GRADIENT.finding(
                         f"pass {i}: the gradient given to backward is already non-finite",
-                        node=node_id))
+                        node=node_id)))
                 break
             bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
             if bad:
-                findings.append(_nan_finding(i, p, node_id, bad, trace))
+                findings.append((i, _nan_finding(i, p, node_id, bad, trace)))
                 break
     return findings
 
