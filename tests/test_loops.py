@@ -1,0 +1,109 @@
+"""Training loops: one step's graph, every step's light statistics (equal to plain PyTorch's),
+full flow for a bounded set of passes, create_graph styling only where it is true."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import SCENARIOS, invoke, show_json
+
+LOOPS = SCENARIOS / "loops"
+
+
+def node_lines(dot: str) -> list[str]:
+    return re.findall(r"^  n\d+ \[.*$", dot, re.MULTILINE)
+
+
+def test_a_30_step_loop_draws_one_steps_graph_without_create_graph_styling() -> None:
+    default = invoke("dot", LOOPS / "mlp_30_steps.py")
+    first = invoke("dot", LOOPS / "mlp_30_steps.py", "--pass", "1")
+    every = invoke("dot", LOOPS / "mlp_30_steps.py", "--pass", "all")
+    assert default.exit_code == first.exit_code == every.exit_code == 0
+    assert len(node_lines(default.stdout)) == len(node_lines(first.stdout)) > 0
+    assert len(node_lines(every.stdout)) > 20 * len(node_lines(first.stdout)) // 2
+    assert not any("dashed" in line for line in node_lines(default.stdout))
+
+
+def test_only_the_nodes_a_create_graph_pass_made_are_a_gradients_graph() -> None:
+    trace = show_json("second_derivative.py")
+    styled = {n["type"] for n in trace["nodes"] if n.get("grad_graph")}
+    plain = {(n["type"], n["tensor"]) for n in trace["nodes"] if not n.get("grad_graph")}
+    assert ("LogBackward0", "z") in plain and ("PowBackward0", "y") in plain
+    made_at = {n["source"]["line"] for n in trace["nodes"] if n.get("grad_graph")}
+    assert made_at == {9} and "MulBackward0" in styled  # line 9: backward(create_graph=True)
+    # the seed's autograd.grad(create_graph=True) makes a gradient never differentiated
+    # again: the graph shown is the forward's, so nothing in it is a gradient's graph
+    cube = show_json("double_backward_cube.py")
+    assert cube["passes"][0]["create_graph"] and not any(n.get("grad_graph")
+                                                         for n in cube["nodes"])
+    assert not any(n.get("grad_graph") for n in show_json(LOOPS / "mlp_30_steps.py")["nodes"])
+
+
+def test_a_1000_step_loop_runs_to_its_end_in_80_lines_with_bounded_detail() -> None:
+    shown = invoke("show", LOOPS / "mlp_1000_steps.py", env={"COLUMNS": "120"})
+    assert shown.exit_code == 0, shown.stderr
+    assert len(shown.stdout.splitlines()) <= 80
+    assert "1000 passes over the same graph of 9 ops" in shown.stdout
+    assert "passes 2–999 backward at line" in shown.stdout
+    trace = show_json(LOOPS / "mlp_1000_steps.py")
+    assert len(trace["passes"]) == 1000 and len(trace["steps"]["grads"]) == 1000
+    assert [i for i, p in enumerate(trace["passes"]) if p["flow"]] == [0, 999]
+    assert all(p.get("light") for p in trace["passes"][1:999])
+    assert sum(trace["steps"]["optimizer_steps"]) == 999  # steps taken before passes 2…1000
+
+
+STEP_NORMS = '''
+import json, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+norms = []
+for step in range(12):
+    opt.zero_grad(set_to_none=step % 2 == 0)
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    norms.append([loss.item()] + [p.grad.norm().item() for p in model.parameters()])
+    opt.step()
+print(json.dumps(norms))
+'''
+
+
+def test_every_steps_statistics_equal_plain_pytorchs(tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(STEP_NORMS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120, check=True)
+    expected = json.loads(plain.stdout)
+    steps = show_json(script)["steps"]
+    assert steps["leaves"] == ["model.0.weight", "model.0.bias", "model.2.weight",
+                               "model.2.bias"]
+    assert steps["modules"] == ["model.0", "model.0", "model.2", "model.2"]
+    for row, loss, grads in zip(expected, steps["loss"], steps["grads"], strict=True):
+        assert loss == pytest.approx(row[0], rel=1e-6)
+        assert [g[0] for g in grads] == pytest.approx(row[1:], rel=1e-5)
+        assert all(g[2] for g in grads)  # finite
+        assert not any(g[3] for g in grads)  # zero_grad before every pass: nothing kept
+    assert steps["optimizer_steps"] == [0] + [1] * 11
+
+
+def test_a_forgotten_zero_grad_is_kept_and_a_reset_one_is_not(tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text("import torch\nw = torch.ones(2, requires_grad=True)\n"
+                      "opt = torch.optim.SGD([w], lr=0.01)\n"
+                      "for step in range(4):\n"
+                      "    if step == 2:\n        opt.zero_grad()\n"
+                      "    (w * 3).sum().backward()\n    opt.step()\n")
+    kept = [row[0][3] for row in show_json(script)["steps"]["grads"]]
+    assert kept == [False, True, False, True]
+
+
+def test_pass_out_of_range_or_not_a_number_is_exit_2() -> None:
+    for value in ("31", "zero"):
+        result = invoke("show", LOOPS / "mlp_30_steps.py", "--pass", value)
+        assert result.exit_code == 2 and "error:" in result.stderr, value
