@@ -55,6 +55,15 @@ def test_readme_transcript_is_the_real_output() -> None:
     assert real == shown.rstrip("\n")
 
 
+def test_readme_steps_transcript_is_the_real_output() -> None:
+    block = re.search(r"```console\n\$ (gradtrace steps \S+)\n(.*?)```", README, re.DOTALL)
+    assert block is not None
+    result = invoke(*shlex.split(block[1])[1:], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.stderr
+    real = "\n".join(line.rstrip() for line in result.stdout.splitlines()).strip("\n")
+    assert real == "\n".join(line.rstrip() for line in block[2].splitlines()).strip("\n")
+
+
 def readme_layers() -> dict[str, tuple[set[str], set[str]]]:
     """The README's layer table: layer -> (the layers it may import, its modules)."""
     table = README[README.index("### The house"):README.index("Renderers return values")]

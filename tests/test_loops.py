@@ -107,3 +107,16 @@ def test_pass_out_of_range_or_not_a_number_is_exit_2() -> None:
     for value in ("31", "zero"):
         result = invoke("show", LOOPS / "mlp_30_steps.py", "--pass", value)
         assert result.exit_code == 2 and "error:" in result.stderr, value
+
+
+def test_a_diff_of_two_loops_names_the_changed_layer_once(tmp_path: Path) -> None:
+    changed = tmp_path / "mlp_30_steps_tanh.py"
+    source = (LOOPS / "mlp_30_steps.py").read_text()
+    changed.write_text(source.replace("nn.ReLU()", "nn.Tanh()", 1))
+    result = invoke("diff", LOOPS / "mlp_30_steps.py", changed, "--json")
+    assert result.exit_code == 1
+    diff = json.loads(result.stdout)
+    assert [(n["a"]["type"], n["b"]["type"]) for n in diff["nodes"]] == [
+        ("ReluBackward0", "TanhBackward0")]
+    moved = [g["tensor"] for g in diff["gradients"]]
+    assert len(moved) == len(set(moved)) == 6  # each parameter once, not once per step

@@ -3,6 +3,7 @@ or as a chart (SVG, PNG) or JSON."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -52,10 +53,18 @@ def steps(
                                 run=RunChoices(script_args, passes, timeout))
     require_steps(trace)
     if out is None or chosen is None:
+        from ..findings.registry import STEP_CODES
+        from ..render.report import findings_view
         from ..render.steps import ROWS, steps_view
 
-        stdout_console().print(steps_view(trace, bool(by_module),
-                                          None if show_all else ROWS, min_passes=1))
+        console = stdout_console()
+        console.print(steps_view(trace, bool(by_module), None if show_all else ROWS,
+                                 min_passes=1))
+        health = replace(trace, findings=tuple(f for f in trace.findings
+                                               if f.code in STEP_CODES))
+        told = findings_view(health)  # what the steps say about the gradients' health
+        if told is not None:
+            console.print(told)
     else:
         data = chosen.make(trace, True if by_module is None else by_module, show_all)
         write_atomic(absolute(out), data, protected=[source])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..gcpause import gc_paused
@@ -80,7 +81,7 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
     tensor's final .grad, unless its passes said it moved."""
     tensors_b = {t.name: t for t in b.tensors}
     both = [(t, tensors_b[t.name]) for t in a.tensors if t.name in tensors_b]
-    moved: set[str] = set()
+    moved: dict[str, list[GradientChange]] = {}
     for i, (pa, pb) in enumerate(zip(a.passes, b.passes, strict=False), 1):
         for ta, tb in both:
             if not (ta.is_leaf and tb.is_leaf):
@@ -93,12 +94,25 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
             gb = fb.grad_outputs[0] if fb is not None and fb.grad_outputs else None
             change = gradient_change(ta.name, i, ga, gb, rtol, atol)
             if change is not None:
-                moved.add(ta.name)
-                yield change
+                moved.setdefault(ta.name, []).append(change)
+    # A loop's steps run one graph again and again: each tensor is told once, at the first
+    # pass it moved in, not once per step.
+    loops = _loop(a) and _loop(b)
+    for changes in moved.values():
+        if loops and len(changes) > 1:
+            later = ", ".join(str(c.pass_number) for c in changes[1:])
+            yield replace(changes[0], detail=f"{changes[0].detail}; also in pass {later}")
+        else:
+            yield from changes
     for ta, tb in both:
         change = gradient_change(ta.name, None, ta.grad, tb.grad, rtol, atol)
         if change is not None and ta.name not in moved:  # else said per pass already
             yield change
+
+
+def _loop(trace: Trace) -> bool:
+    """Whether the trace's passes run one graph more than once (a training loop's steps)."""
+    return len({p.graph for p in trace.passes}) < len(trace.passes)
 
 
 def gradient_change(name: str, pass_number: int | None, a: GradSummary | None,

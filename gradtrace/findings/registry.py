@@ -118,3 +118,7 @@ DEAD_PARAMETER = declare(
     "dead-parameter", "warning", "a parameter's gradient is exactly zero in every pass",
     "It is on the graph and gets a .grad in 2 passes or more, always all zeros (dead ReLUs, "
     "a mask): it never learns. unreached-leaf is the case with no .grad at all.")
+
+# What the steps of a loop say about its gradients' health (`gradtrace steps` lists them).
+STEP_CODES = frozenset(c.name for c in (GRAD_ACCUMULATING, VANISHING_GRADIENT,
+                                        EXPLODING_GRADIENT, DEAD_PARAMETER))
