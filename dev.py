@@ -6,7 +6,7 @@
                            tests it leaves out, as .ci/run does; -n 2 runs it on two cores)
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
-torch >= 2.1 is already importable there (an unpinned torch would pull a multi-GB CUDA
+torch >= 2.13 is already importable there (an unpinned torch would pull a multi-GB CUDA
 build), installs gradtrace with its test extras, and installs Graphviz's `dot` with apt-get
 when it is missing and this user can.
 """
@@ -40,7 +40,7 @@ def run(*cmd: str | Path, check: bool = True) -> int:
 
 def has_torch() -> bool:
     probe = "import torch, sys; v = torch.__version__.split('+')[0].split('.'); " \
-            "sys.exit(0 if (int(v[0]), int(v[1])) >= (2, 1) else 1)"
+            "sys.exit(0 if (int(v[0]), int(v[1])) >= (2, 13) else 1)"
     return subprocess.run([str(PY), "-c", probe], capture_output=True).returncode == 0
 
 

@@ -107,7 +107,7 @@ def help_examples() -> list[str]:
     wide = {"COLUMNS": "200"}  # one example a line, however long
     texts = [invoke("--help", env=wide).stdout]
     texts += [invoke(name, "--help", env=wide).stdout
-              for name in ("show", "dot", "check", "diff")]
+              for name in ("show", "dot", "check", "diff", "steps")]
     examples = []
     for text in texts:
         for line in text.splitlines():
@@ -227,6 +227,14 @@ EXAMPLES: dict[str, Example] = {
                            and json.loads(out)["same"] is False)),
     "gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github": Example(
         1, lambda out, _: out.startswith("::error file=scenarios/diff/mlp_tanh.py,line=9,")),
+    "gradtrace steps scenarios/real/train_args.py -- --epochs 1": Example(
+        0, lambda out, _: "4 passes, 3 optimizer steps" in out and "model.conv1.weight" in out),
+    "gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1": Example(
+        0, lambda out, folder: "model.conv1" in svg_texts(folder / "steps.svg")),
+    "gradtrace steps trace.json --by-leaf -o steps.png": Example(
+        0, lambda out, folder: (folder / "steps.png").read_bytes().startswith(b"\x89PNG")),
+    "gradtrace steps trace.json -o steps.json": Example(0, lambda out, folder: (
+        json.loads((folder / "steps.json").read_text())["series"][0]["leaves"] == ["x"])),
 }
 # Saved by one example, read by later ones.
 PRODUCERS = {"trace.json": "gradtrace show scenarios/chain_rule.py --json > trace.json",
