@@ -210,13 +210,19 @@ class Recorder:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
-            record.grad_changes = _grad_changes(before)
+            changed = _changed_grads(before)
             # inside torch.func transforms the root is a batched wrapper: no loss read
             self.steps.add(leaves, untouched, () if record.batched else roots,
-                           {c.tensor: c.after for c in record.grad_changes})
+                           {b.name for b, _ in changed})
             record.keep = len(self.passes) == 1 or record.error is not None \
                 or self._asked_for(len(self.passes)) or bool(self.hooked) \
                 or not all(s is None or s.finite for s in self.steps.rows[-1])
+            if record.keep:
+                record.grad_changes = _summarised(changed)
+            else:  # most are a loop's steps, let go of at the next: summarised only if kept
+                record.pending_changes = [
+                    (b.name, b.summary, new, -1 if new is None else new._version)
+                    for b, new in changed]
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
             if self.last_walk is not None:
@@ -243,6 +249,7 @@ class Recorder:
         self.forget(previous.nodes)
         release(previous.nodes)
         previous.roots, previous.flow, previous.grad_changes = [], {}, []
+        previous.pending_changes = []
         previous.thinned = True
 
     def graph_passes(self) -> list[RawPass]:
@@ -259,6 +266,9 @@ class Recorder:
               findings: list[Finding], modules: dict[int, str], stdout: str = "") -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
+        for p in self.passes:
+            if p.pending_changes:
+                p.grad_changes, p.pending_changes = _pending_summarised(p), []
         return build_trace(
             scenario=scenario, named=named, outputs=outputs, root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
@@ -318,13 +328,31 @@ class Recorder:
                 seen[node] = alike.setdefault(saved, saved)
 
 
-def _grad_changes(before: list[GradBefore]) -> list[GradChange]:
-    """The named tensors whose .grad the pass changed, from what to what."""
+def _changed_grads(before: list[GradBefore]) -> list[tuple[GradBefore, torch.Tensor | None]]:
+    """The named tensors whose .grad the pass changed, and their .grad now."""
     changed = []
     for b in before:
         new = readable_grad(b.tensor)
         if not (new is b.grad and (new is None or new._version == b.version)):
             changed.append((b, new))
+    return changed
+
+
+def _summarised(changed: list[tuple[GradBefore, torch.Tensor | None]]) -> list[GradChange]:
+    """The .grad changes, from what to what."""
     after = iter(summarize_all([new for _, new in changed if new is not None]))
     return [GradChange(b.name, b.summary, None if new is None else next(after))
             for b, new in changed]
+
+
+def _pending_summarised(p: RawPass) -> list[GradChange]:
+    """A pass's pending .grad changes summarised now; a .grad changed in place since (a
+    zero_grad(set_to_none=False)) is said to be so, not read as if it were the pass's."""
+    unchanged = [g for _, _, g, version in p.pending_changes
+                 if g is not None and g._version == version]
+    after = iter(summarize_all(unchanged))
+    return [GradChange(name, before, None if g is None else next(after)
+                       if g._version == version else GradSummary(
+                           tuple(g.shape), float("nan"), None, None, True, None,
+                           "values unavailable (changed in place after the pass)"))
+            for name, before, g, version in p.pending_changes]

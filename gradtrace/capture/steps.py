@@ -14,7 +14,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ..extract.tensors import Named
-from ..model.records import GradSummary, LeafStep, Steps
+from ..model.records import LeafStep, Steps
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -66,28 +66,27 @@ class StepLog:
         return states
 
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
-            roots: Sequence[Any], changed: dict[str, GradSummary | None]) -> None:
-        """The row of the pass that just ran; changed: the summaries of the .grads it changed
-        (a .grad it left alone keeps its last row's statistics)."""
+            roots: Sequence[Any], changed: set[str]) -> None:
+        """The row of the pass that just ran; changed: the leaves whose .grad it changed (a
+        .grad it left alone keeps its last row's statistics)."""
         row: list[LeafStep | None] = [None] * len(self.columns)
         last = self.rows[-1] if self.rows else []
-        missing: list[tuple[int, torch.Tensor]] = []  # no summary nor earlier row: read now
+        read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept): read now
         for (name, t), start in zip(leaves, untouched, strict=True):
             g, column = t.grad, self.columns[name]
             self._at_end[name] = None if g is None else _state(g)
             if g is None:
                 continue
-            # the same tensor, added to: autograd accumulated into what the last pass left
-            kept = start is not None and start[0]() is g and g._version != start[1]
             previous = last[column] if column < len(last) else None
-            if name in changed:
-                row[column] = _from_summary(changed[name], kept)
-            elif previous is not None:
+            if name not in changed and previous is not None:
                 row[column] = previous._replace(kept=False)  # unchanged by this pass
-            else:
-                missing.append((column, g))
-        for (column, _), brief in zip(missing, _briefs([g for _, g in missing]), strict=True):
-            row[column] = None if brief is None else LeafStep(*brief, kept=False)
+                continue
+            # the same tensor, added to: autograd accumulated into what the last pass left
+            read.append((column, g, start is not None and start[0]() is g
+                         and g._version != start[1]))
+        for (column, _, kept), brief in zip(read, _briefs([g for _, g, _ in read]),
+                                            strict=True):
+            row[column] = None if brief is None else LeafStep(*brief, kept=kept)
         self.rows.append(row)
         self.loss.append(_loss(roots))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
@@ -102,13 +101,6 @@ class StepLog:
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
             grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows))
-
-
-def _from_summary(s: GradSummary | None, kept: bool) -> LeafStep | None:
-    if s is None or s.min is None or s.max is None:  # no .grad, or values unreadable
-        return None
-    top = max(abs(s.min), abs(s.max)) if s.min == s.min and s.max == s.max else float("nan")
-    return LeafStep(norm=s.norm, max_abs=top, finite=s.finite, kept=kept)
 
 
 def _state(g: torch.Tensor) -> GradState:

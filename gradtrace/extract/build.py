@@ -80,6 +80,9 @@ class RawPass:
     nodes: list[Any] = field(default_factory=list)  # its graph, held while its detail is kept
     thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)
     keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
+    # .grad changes not summarised yet: (name, before, the new .grad or None, its version)
+    pending_changes: list[tuple[str, GradSummary | None, Any, int]] = \
+        field(default_factory=list)
 
 
 @dataclass
