@@ -2,8 +2,8 @@
 
     python3 dev.py demo    set up .venv, then show a bundled scenario and draw it to out/
     python3 dev.py test    set up .venv (and Chromium for the page's browser tests), then run
-                           the test suite (extra args go to pytest: -m slow runs the slow
-                           tests it leaves out, as .ci/run does; -n 2 runs it on two cores)
+                           the test suite on two cores (extra args go to pytest: -m slow runs
+                           the slow tests it leaves out, as .ci/run does; -n 0 runs serially)
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.13 is already importable there (an unpinned torch would pull a multi-GB CUDA
@@ -103,7 +103,10 @@ def main(argv: list[str]) -> int:
                 say(f"wrote {SVG}")
         return code
     ensure_chromium()
-    return run(PY, "-m", "pytest", "-q", *argv[1:], check=False)
+    # both cores by default (pytest-xdist, a test extra): the suite takes ~2 minutes, not ~3
+    workers = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in argv[1:]) \
+        else ["-n", str(min(os.cpu_count() or 1, 2))]
+    return run(PY, "-m", "pytest", "-q", *workers, *argv[1:], check=False)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ from gradtrace.render.json import to_json
 ONLY_WITH_LINES = {"graph-cut"}
 # A with-block cannot express these: they read sys.argv, stop the run, or run as pytest does.
 NOT_A_BLOCK = {"real/train_args.py", "real/raises_after_two_passes.py",
-               "real/polynomial_loop.py", "real/test_value_grads.py"}
+               "real/polynomial_loop.py", "real/test_value_grads.py",
+               "loops/mlp_1000_steps.py"}  # its 30-step twin is compared; 1,000 cost seconds
 GALLERY = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
                  if "no_graph" not in p.parts)
 
