@@ -17,6 +17,7 @@ import torch
 from helpers import SCENARIOS, invoke
 
 import gradtrace
+from gradtrace.model.values import flat_values
 from gradtrace.render.json import to_json
 
 # What only one entry point can know, by code: the line log of a run names the line that
@@ -62,22 +63,11 @@ def _same_grads(cli: dict[str, Any], other: dict[str, Any]) -> None:
         else:
             assert theirs[name]["norm"] == pytest.approx(g["norm"], rel=1e-6, abs=1e-12), name
         if "values" in g:
-            mine, cli_values = _flat(theirs[name]["values"]), _flat(g["values"])
+            mine, cli_values = flat_values(theirs[name]["values"]), flat_values(g["values"])
             if any(isinstance(v, str) for v in cli_values):  # "nan", "inf": exactly
                 assert mine == cli_values, name
             else:
                 assert mine == pytest.approx(cli_values, rel=1e-6, abs=1e-12), name
-
-
-def _flat(values: Any) -> list[float]:
-    todo, flat = [values], []
-    while todo:
-        item = todo.pop()
-        if isinstance(item, list):
-            todo.extend(reversed(item))
-        else:
-            flat.append(item)
-    return flat
 
 
 def _as_block(scenario: str, tmp_path: Path, backward_of: str | None) -> Path:

@@ -290,6 +290,9 @@ class Recorder:
         if self.last_walk is not None:
             release(self.last_walk.order)
             self.last_walk = None
+        for p in self.passes:  # root first, as release() frees: a deep graph dies node by node
+            release(p.nodes)
+        self._latest_of.clear()
         self.recomputed.clear()
         self.last_roots.clear()
         self.asked_roots.clear()
