@@ -4,19 +4,17 @@ are in patches.py)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ..extract.build import RawCall, RawPass, build_trace
-from ..extract.summary import summarize_all
 from ..extract.tensors import Named
 from ..extract.walk import (
     SavedCache,
     Walk,
     indexed_walk,
-    readable_grad,
     release,
     saved_reader,
     saved_tensors,
@@ -25,7 +23,6 @@ from ..extract.walk import (
 from ..gcpause import gc_paused
 from ..model.records import (
     Finding,
-    GradChange,
     GradSummary,
     PassBy,
     PassKind,
@@ -42,22 +39,14 @@ from ..torch_compat import (
 )
 from .flow import FlowCapture
 from .freed import FreedGraphs
+from .grad_changes import changed_grads, grads_before, pending_summarised, summarised
 from .higher import second_derivatives
 from .inplace import changed_saved, inplace_finding
 from .names import ScenarioNames
 from .options import CaptureOptions
-from .roots import named_tensors
+from .roots import named_tensors, names_of
 from .steps import StepLog
-
-
-class GradBefore(NamedTuple):
-    """A named tensor's .grad as a pass starts, to tell afterwards whether the pass changed it."""
-
-    name: str
-    tensor: torch.Tensor
-    grad: torch.Tensor | None
-    version: int | None
-    summary: GradSummary | None
+from .where import running_line
 
 
 class PassLimit(BaseException):
@@ -108,24 +97,7 @@ class Recorder:
 
     def caller_line(self) -> tuple[int | None, str | None]:
         """The scenario's line that is running now, and its text."""
-        frame: Any = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename != self.path:
-            frame = frame.f_back
-        if frame is None:
-            return None, None
-        lineno = frame.f_lineno
-        text = self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else None
-        return lineno, text
-
-    def names_of(self, tensors: Sequence[Any], named: Named) -> list[str | None]:
-        """The scenario name of each tensor, "x.grad" for a gradient, else None."""
-        names: dict[int, str] = {}
-        for name, t in named:
-            names.setdefault(id(t), name)
-            grad = readable_grad(t)
-            if grad is not None:
-                names.setdefault(id(grad), f"{name}.grad")
-        return [names.get(id(t)) for t in tensors]
+        return running_line(self.path, self.lines)
 
     @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
     def run_pass(
@@ -146,16 +118,13 @@ class Recorder:
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
         self.names.look(sys._getframe(1))
         named = named_tensors(self.names.merged())
-        root_names = self.names_of(roots, named)
+        root_names = names_of(roots, named)
         if by == "scenario":
             self.last_roots = [(n, t) for n, t in zip(root_names, roots, strict=True)
                                if isinstance(t, torch.Tensor)]
             if self.options.graph_pass == len(self.passes) + 1:
                 self.asked_roots = self.last_roots
-        grads = [(name, t, readable_grad(t)) for name, t in named]
-        held = iter(summarize_all([g for _, _, g in grads if g is not None]))
-        before = [GradBefore(name, t, g, None if g is None else g._version,
-                             None if g is None else next(held)) for name, t, g in grads]
+        before = grads_before(named)
         if self.grad_before is None:
             self.grad_before = {b.name: b.summary for b in before}
         if self.options.derivative_order == 2 and self.second_order is None and roots:
@@ -210,7 +179,7 @@ class Recorder:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
-            changed = _changed_grads(before)
+            changed = changed_grads(before)
             # inside torch.func transforms the root is a batched wrapper: no loss read
             self.steps.add(leaves, untouched, () if record.batched else roots,
                            {b.name for b, _ in changed})
@@ -218,7 +187,7 @@ class Recorder:
                 or self._asked_for(len(self.passes)) or bool(self.hooked) \
                 or not all(s is None or s.finite for s in self.steps.rows[-1])
             if record.keep:
-                record.grad_changes = _summarised(changed)
+                record.grad_changes = summarised(changed)
             else:  # most are a loop's steps, let go of at the next: summarised only if kept
                 record.pending_changes = [
                     (b.name, b.summary, new, -1 if new is None else new._version)
@@ -268,7 +237,7 @@ class Recorder:
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         for p in self.passes:
             if p.pending_changes:
-                p.grad_changes, p.pending_changes = _pending_summarised(p), []
+                p.grad_changes, p.pending_changes = pending_summarised(p), []
         return build_trace(
             scenario=scenario, named=named, outputs=outputs, root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
@@ -329,33 +298,3 @@ class Recorder:
                 saved = saved_tensors(node)
                 # one record for equal ones: a chain's nodes mostly save alike
                 seen[node] = alike.setdefault(saved, saved)
-
-
-def _changed_grads(before: list[GradBefore]) -> list[tuple[GradBefore, torch.Tensor | None]]:
-    """The named tensors whose .grad the pass changed, and their .grad now."""
-    changed = []
-    for b in before:
-        new = readable_grad(b.tensor)
-        if not (new is b.grad and (new is None or new._version == b.version)):
-            changed.append((b, new))
-    return changed
-
-
-def _summarised(changed: list[tuple[GradBefore, torch.Tensor | None]]) -> list[GradChange]:
-    """The .grad changes, from what to what."""
-    after = iter(summarize_all([new for _, new in changed if new is not None]))
-    return [GradChange(b.name, b.summary, None if new is None else next(after))
-            for b, new in changed]
-
-
-def _pending_summarised(p: RawPass) -> list[GradChange]:
-    """A pass's pending .grad changes summarised now; a .grad changed in place since (a
-    zero_grad(set_to_none=False)) is said to be so, not read as if it were the pass's."""
-    unchanged = [g for _, _, g, version in p.pending_changes
-                 if g is not None and g._version == version]
-    after = iter(summarize_all(unchanged))
-    return [GradChange(name, before, None if g is None else next(after)
-                       if g._version == version else GradSummary(
-                           tuple(g.shape), float("nan"), None, None, True, None,
-                           "values unavailable (changed in place after the pass)"))
-            for name, before, g, version in p.pending_changes]

@@ -31,6 +31,17 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
     return out
 
 
+def names_of(tensors: Sequence[Any], named: Named) -> list[str | None]:
+    """The scenario name of each tensor, "x.grad" for a gradient, else None."""
+    names: dict[int, str] = {}
+    for name, t in named:
+        names.setdefault(id(t), name)
+        grad = readable_grad(t)
+        if grad is not None:
+            names.setdefault(id(grad), f"{name}.grad")
+    return [names.get(id(t)) for t in tensors]
+
+
 def choose_outputs(
     path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str],
     fallback: tuple[list[tuple[str | None, torch.Tensor]], str] = ([], ""),

@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import traceback
+from typing import Any
 
 from ..errors import ScenarioError
 
@@ -40,6 +41,17 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     return ScenarioError(
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
         f"fix the scenario; `python {path}` shows the full traceback", line)
+
+
+def running_line(path: str, lines: list[str]) -> tuple[int | None, str | None]:
+    """The line of the file at path that this thread is running now, and its text."""
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != path:
+        frame = frame.f_back
+    if frame is None:
+        return None, None
+    lineno = frame.f_lineno
+    return lineno, lines[lineno - 1].strip() if 0 < lineno <= len(lines) else None
 
 
 def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:
