@@ -26,14 +26,17 @@ class ScenarioNames:
         self.namespace = namespace
         self._folder = None if path is None else os.path.dirname(os.path.abspath(path))
         self._seen: dict[str, Any] = {}  # the latest object under each name
+        self._owned: dict[str, bool] = {}  # by file name: asked at every pass of a loop
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package."""
-        if self._folder is None or filename.startswith("<"):
-            return False
-        full = os.path.normcase(os.path.abspath(filename))
-        return full.startswith(self._folder + os.sep) and not full.startswith(_INSTALLED) \
-            and "site-packages" not in full
+        owned = self._owned.get(filename)
+        if owned is None:
+            full = os.path.normcase(os.path.abspath(filename))
+            owned = self._owned[filename] = self._folder is not None \
+                and not filename.startswith("<") and full.startswith(self._folder + os.sep) \
+                and not full.startswith(_INSTALLED) and "site-packages" not in full
+        return owned
 
     def look(self, frame: FrameType | None) -> None:
         """Name the tensors and modules in the locals of the scenario's frames from frame out."""
