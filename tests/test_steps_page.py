@@ -129,3 +129,17 @@ def test_the_steps_svg_opens_in_chromium(browser: Any, tmp_path: Path) -> None: 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=str(ARTIFACTS / "steps-chart-chromium.png"))
     assert errors == []
+
+
+def test_a_real_loops_page_shows_one_step_and_its_steps(browser: Any,  # noqa: F811
+                                                        tmp_path: Path) -> None:
+    """A captured 30-step loop (not a hand-made trace): one step's graph, and the panel."""
+    path = page(SCENARIOS / "loops" / "mlp_30_steps.py", tmp_path)
+    data, svg = parts(path.read_text())
+    assert [s["name"] for s in data["steps"]["series"]] == ["model.0", "model.2", "model.4"]
+    tab, _, errors = opened(browser, path)
+    assert not errors
+    assert not tab.eval_on_selector("#gt-steps", "e => e.hidden")
+    assert tab.inner_text("#gt-steps-title") == "steps · 30 passes, 29 optimizer steps"
+    assert tab.eval_on_selector_all("#gt-steps-chart polyline", "l => l.length") >= 3
+    tab.close()
