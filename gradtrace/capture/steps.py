@@ -118,36 +118,47 @@ def _loss(roots: Sequence[Any]) -> float | None:
 
 
 def _briefs(grads: list[torch.Tensor]) -> list[tuple[float, float, bool] | None]:
-    """(norm, max |g|, finite) of each gradient, read in one go (None: no .grad, or values
-    that cannot be read: meta, quantized)."""
-    pairs: list[torch.Tensor] = []
+    """(norm, max |g|, finite) of each gradient, read in one go (None: values that cannot be
+    read: meta, quantized)."""
+    norms: list[torch.Tensor] = []  # float64, one per gradient read
+    ends: list[torch.Tensor] = []  # [min, max] as float64, one pair per gradient read
     where: list[int] = []
     for i, g in enumerate(grads):
         try:
-            pair = _norm_and_max(g)
+            read = _norm_and_ends(g)
         # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
         # the run; its row says it has no statistics.
         except Exception:  # noqa: BLE001
-            pair = None
-        if pair is not None:
-            pairs.append(pair)
+            read = None
+        if read is not None:
+            norms.append(read[0])
+            ends.append(read[1])
             where.append(i)
     out: list[tuple[float, float, bool] | None] = [None] * len(grads)
-    if pairs:
-        for i, (norm, top) in zip(where, torch.stack(pairs).tolist(), strict=True):
-            out[i] = (norm, top, math.isfinite(norm) and math.isfinite(top))
+    if where:
+        read_norms = torch.stack(norms).tolist()
+        read_ends = torch.stack(ends).tolist()
+        for i, norm, (lo, hi) in zip(where, read_norms, read_ends, strict=True):
+            finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
+            top = max(-lo, hi) if lo == lo and hi == hi else math.nan
+            out[i] = (norm, top, finite)
     return out
 
 
-def _norm_and_max(g: torch.Tensor) -> torch.Tensor | None:
-    """[norm, max |g|] of a gradient as a float64 CPU pair (its stored values for sparse)."""
+def _norm_and_ends(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A gradient's norm (float64, so it cannot overflow) and its [min, max] (of |g| when
+    complex; of the stored values when sparse), as CPU tensors."""
     if g.is_meta or g.is_quantized:
         return None
     g = g.detach()
     if g.layout != torch.strided:
         g = g.coalesce().values() if g.is_sparse else g.values()
+    if g.is_complex():
+        g = g.abs()
     if not g.numel():
-        return torch.zeros(2, dtype=torch.float64)
-    magnitude = g.abs()
-    return torch.stack((torch.linalg.vector_norm(magnitude, dtype=torch.float64),
-                        magnitude.amax().to(torch.float64))).cpu()
+        zero = torch.zeros((), dtype=torch.float64)
+        return zero, torch.zeros(2, dtype=torch.float64)
+    flat = g.reshape(-1)
+    lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
+    return (torch.linalg.vector_norm(flat, dtype=torch.float64).cpu(),
+            torch.stack((lo, hi)).to(torch.float64).cpu())

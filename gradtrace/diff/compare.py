@@ -111,8 +111,9 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
 
 
 def _loop(trace: Trace) -> bool:
-    """Whether the trace's passes run one graph more than once (a training loop's steps)."""
-    return len({p.graph for p in trace.passes}) < len(trace.passes)
+    """Whether the trace's passes run one graph more than once (a training loop's steps; a
+    trace saved before passes told their graph has no steps and is not one)."""
+    return trace.steps is not None and len({p.graph for p in trace.passes}) < len(trace.passes)
 
 
 def gradient_change(name: str, pass_number: int | None, a: GradSummary | None,

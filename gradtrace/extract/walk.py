@@ -133,8 +133,9 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     this is the one place that reads them.
     """
     kind = type(node)
-    attrs = _SAVED_ATTRS.get(kind, ())
-    if attrs == ():
+    if kind in _SAVED_ATTRS:
+        attrs = _SAVED_ATTRS[kind]
+    else:  # a class saving nothing caches () too: dir() of it is not read again
         attrs = _SAVED_ATTRS[kind] = None if is_function_node(node) \
             else saved_attributes(node)
     if attrs is None:
