@@ -89,7 +89,7 @@ class CaptureSession:
                                              self.options.roots, default_roots)
         else:
             reason = default_roots[1]
-        statements = functools.cache(lambda: self._statements())
+        statements = functools.cache(self._statements)
         findings = self._no_graph(label, named, empty_ok) if not outputs else []
         if stopped is None:  # after an error, only what the code itself did is shown
             if outputs and self.options.backward and not recorder.passes:
@@ -104,7 +104,7 @@ class CaptureSession:
         if recorder.capped_at is not None:
             findings.append(PASSES_CAPPED.finding(
                 f"stopped after {self.options.pass_limit} backward passes, at the next one "
-                f"({recorder.capped_at})", hint="--passes all runs the script to the end",
+                f"({recorder.capped_at})", hint="without --passes the script runs to its end",
                 line=recorder.capped_line))
         findings.extend(recorder.findings)
         findings.extend(pass_cuts(recorder.passes, self.lines, statements))
