@@ -34,22 +34,24 @@ def pass_choice(text: str | None) -> int | Literal["all"] | None:
     """--pass N|all: N, "all", or None when not given."""
     if text is None:
         return None
-    if text.strip().lower() == "all":
-        return "all"
-    if not text.strip().isdigit() or int(text) < 1:
-        raise GradtraceError(f"--pass {text!r}: give a pass number (1 or more) or all",
-                             "e.g. --pass 1 for a loop's first step, --pass all for every "
-                             "pass's graph")
-    return int(text)
+    number = _number_or_all(text, f"--pass {text!r}: give a pass number (1 or more) or all",
+                            "e.g. --pass 1 for a loop's first step, --pass all for every "
+                            "pass's graph")
+    return "all" if number is None else number
 
 
 def pass_limit(text: str) -> int | None:
     """--passes N|all: N, or None for all."""
+    return _number_or_all(text, f"--passes {text!r}: give a number of passes (1 or more) or all",
+                          "e.g. --passes 10, or --passes all to run the script to the end")
+
+
+def _number_or_all(text: str, message: str, hint: str) -> int | None:
+    """A whole number of 1 or more, or None for "all"; else GradtraceError(message, hint)."""
     if text.strip().lower() == "all":
         return None
     if not text.strip().isdigit() or int(text) < 1:
-        raise GradtraceError(f"--passes {text!r}: give a number of passes (1 or more) or all",
-                             "e.g. --passes 10, or --passes all to run the script to the end")
+        raise GradtraceError(message, hint)
     return int(text)
 
 
