@@ -120,3 +120,18 @@ def test_a_diff_of_two_loops_names_the_changed_layer_once(tmp_path: Path) -> Non
         ("ReluBackward0", "TanhBackward0")]
     moved = [g["tensor"] for g in diff["gradients"]]
     assert len(moved) == len(set(moved)) == 6  # each parameter once, not once per step
+
+
+def test_a_grad_zeroed_in_place_between_passes_is_read_again(tmp_path: Path) -> None:
+    """A leaf the second pass does not reach keeps its .grad, but zero_grad(set_to_none=False)
+    zeroed it in between: its row says 0, not the last pass's norm."""
+    script = tmp_path / "loop.py"
+    script.write_text("import torch\na = torch.ones(2, requires_grad=True)\n"
+                      "b = torch.ones(2, requires_grad=True)\n"
+                      "opt = torch.optim.SGD([a, b], lr=0.1)\n"
+                      "(a * b * 3).sum().backward()\nopt.zero_grad(set_to_none=False)\n"
+                      "(b * 2).sum().backward()\n")
+    steps = show_json(script)["steps"]
+    a = steps["leaves"].index("a")
+    assert steps["grads"][0][a][0] == pytest.approx(3 * 2 ** 0.5)
+    assert steps["grads"][1][a][0] == 0.0

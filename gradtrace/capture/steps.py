@@ -78,8 +78,9 @@ class StepLog:
             if g is None:
                 continue
             previous = last[column] if column < len(last) else None
-            if name not in changed and previous is not None:
-                row[column] = previous._replace(kept=False)  # unchanged by this pass
+            if name not in changed and previous is not None and start is not None:
+                # untouched since the last pass ended, and by this one: the same values
+                row[column] = previous._replace(kept=False)
                 continue
             # the same tensor, added to: autograd accumulated into what the last pass left
             read.append((column, g, start is not None and start[0]() is g
