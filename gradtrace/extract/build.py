@@ -142,10 +142,13 @@ def build_trace(
         # the passes first: each lets go of its raw flow records as it is made, before the
         # nodes are (for a big graph, the two together were the peak of memory)
         graphs: dict[int, int] = {}  # signature -> its number, in the order first run
+        twin_walks: dict[int, list[Any]] = {}  # id(shown pass) -> its walk: walked once
         trace_passes = tuple(
-            _pass_record(p, *_placed(p, shown, node_ids),
+            _pass_record(p, *_placed(p, shown, node_ids, twin_walks),
                          graphs.setdefault(p.signature, len(graphs)))
             for p in passes)
+        for twin_walk in twin_walks.values():
+            release(twin_walk)
         nodes = _nodes(order, node_ids, named, modules, saved_before, source_of)
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
@@ -263,10 +266,11 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
     return flow
 
 
-def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds) -> tuple[NodeIds, tuple[str, ...]]:
+def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds,
+            twin_walks: dict[int, list[Any]]) -> tuple[NodeIds, tuple[str, ...]]:
     """The ids to give p's flow, and p's root ids: its own nodes' when its graph was walked;
     else, when its graph is like a shown pass's (a loop's other step), that pass's nodes: the
-    i-th node of p's walk is the i-th of the twin's."""
+    i-th node of p's walk is the i-th of the twin's (twin_walks keeps each twin's walk)."""
     own = [r for r in p.roots if r is not None and r in node_ids]
     twin = None if own else next((s for s in reversed(shown) if s.signature == p.signature),
                                  None)
@@ -276,10 +280,11 @@ def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds) -> tuple[NodeId
     if not p.flow:  # its detail was let go of: only its roots are told
         return node_ids, roots
     mine, _ = walk(p.roots)
-    theirs, _ = walk(twin.roots)
+    theirs = twin_walks.get(id(twin))
+    if theirs is None:
+        theirs = twin_walks[id(twin)] = walk(twin.roots)[0]
     index = {node: node_ids.index[t] for node, t in zip(mine, theirs, strict=False)
              if t in node_ids} if len(mine) == len(theirs) else {}
-    release(theirs)
     release(mine)  # the index holds what it needs
     return NodeIds(index, {}, node_ids.ids), roots
 
