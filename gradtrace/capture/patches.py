@@ -20,19 +20,23 @@ from ..model.records import PassKind
 from ..torch_compat import next_sequence_number
 from .modules import made_since
 from .recorder import Recorder
+from .scenario_thread import StopWindow
 
 
 @contextlib.contextmanager
-def patched(recorder: Recorder) -> Iterator[None]:
-    """Install the recording wrappers; restore torch exactly afterwards."""
+def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
+    """Install the recording wrappers; restore torch exactly afterwards (window: a time limit
+    stops a pass's own backward, never the recording around it)."""
     gradcheck_module = sys.modules["torch.autograd.gradcheck"]
     checkpoint_module = importlib.import_module("torch.utils.checkpoint")
     function_cls = torch.autograd.Function
     patches = [
         (checkpoint_module, "checkpoint", _checkpointing(recorder, checkpoint_module.checkpoint)),
-        (torch.Tensor, "backward", _pass_wrapper(recorder, "backward", torch.Tensor.backward)),
-        (torch.autograd, "backward", _pass_wrapper(recorder, "backward", torch.autograd.backward)),
-        (torch.autograd, "grad", _pass_wrapper(recorder, "grad", torch.autograd.grad)),
+        (torch.Tensor, "backward", _pass_wrapper(recorder, window, "backward",
+                                                     torch.Tensor.backward)),
+        (torch.autograd, "backward", _pass_wrapper(recorder, window, "backward",
+                                                        torch.autograd.backward)),
+        (torch.autograd, "grad", _pass_wrapper(recorder, window, "grad", torch.autograd.grad)),
         (function_cls, "apply", _apply_wrapper(recorder, function_cls.__dict__["apply"])),
         (torch.Tensor, "register_hook", _hook_noting(recorder, torch.Tensor.register_hook)),
     ]
@@ -49,7 +53,7 @@ def patched(recorder: Recorder) -> Iterator[None]:
         for owner, name, original in reversed(saved):
             setattr(owner, name, original)
 
-def _pass_wrapper(recorder: Recorder, kind: PassKind,
+def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                   original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
     root_param = next(iter(signature.parameters))  # self / tensors / outputs
@@ -67,8 +71,13 @@ def _pass_wrapper(recorder: Recorder, kind: PassKind,
         retain = given.get("retain_graph")
         retain = create if retain is None else bool(retain)
         every_leaf = kind == "backward" and given.get("inputs") is None
-        return recorder.run_pass(kind, "scenario", roots, retain, create,
-                             lambda: original(*args, **kwargs), every_leaf)
+
+        def call() -> Any:
+            with window.released():
+                return original(*args, **kwargs)
+
+        with window.held():
+            return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf)
 
     return wrapper
 

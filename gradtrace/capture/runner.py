@@ -58,7 +58,7 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
          with_calls: Callable[[list[RawCall]], None] | None, timeout: float | None,
          window: StopWindow) -> Trace:
     with installed_module(target) as module:
-        session = CaptureSession(target.path, lines, module.__dict__, options)
+        session = CaptureSession(target.path, lines, module.__dict__, options, window)
         printed = io.StringIO()
         try:
             with scenario_process(target), python_output_captured(printed), \

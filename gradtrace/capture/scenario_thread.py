@@ -37,11 +37,14 @@ def late(timeout: float | None) -> str:
 
 class StopWindow:
     """When the time limit may stop the scenario: only while its own code runs (and the
-    threads it started), never while gradtrace builds the trace."""
+    threads it started), never while gradtrace builds the trace or records a pass."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._held = 0  # inside held(): a stop waits for the block's end
+        self._due = False  # a stop waiting for the end of held()
+        self._sent = False  # TimeUp was sent and may not have arrived yet
         self.closed = threading.Event()  # the scenario's code is done: the trace is built next
 
     @contextlib.contextmanager
@@ -57,13 +60,72 @@ class StopWindow:
 
     def stop(self) -> None:
         """Raise TimeUp in the scenario's thread at its next Python line, if it still runs
-        its own code: CPython's asynchronous exception, the one way to stop a thread."""
+        its own code (at the end of held(), if it is in one)."""
+        with self._lock:
+            if self._thread is None:
+                return
+            if self._held:
+                self._due = True
+            else:
+                self._send(TimeUp)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A block of gradtrace's bookkeeping a stop must not cut in two: it waits for the
+        end (a no-op outside the scenario's thread)."""
+        if threading.current_thread() is not self._thread:
+            yield
+            return
+        with self._lock:
+            self._defer_sent()  # sent just before the block: it would arrive inside
+            held_before = self._held
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held = held_before
+                if not self._held and self._due:
+                    self._due = False
+                    self._send(TimeUp)
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Inside held(): a block the stop may cut (the code's own backward, its hooks)."""
+        if threading.current_thread() is not self._thread:
+            yield
+            return
+        with self._lock:
+            held, self._held = self._held, 0
+            due, self._due = self._due, False
+        try:
+            if due:
+                raise TimeUp
+            yield
+        except TimeUp:
+            with self._lock:
+                self._sent = False  # it arrived
+            raise
+        finally:
+            with self._lock:
+                self._defer_sent()
+                self._held = held
+
+    def _defer_sent(self) -> None:
+        """Take back a TimeUp sent and not yet arrived; it is due at the end of held()."""
+        if self._sent:
+            self._send(None)
+            self._due = True
+
+    def _send(self, exc: type[BaseException] | None) -> None:
+        """CPython's asynchronous exception, the one way to stop a thread (None: take back
+        the one sent)."""
         import ctypes
 
-        with self._lock:
-            if self._thread is not None and self._thread.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self._thread.ident), ctypes.py_object(TimeUp))
+        assert self._thread is not None and self._thread.ident is not None
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread.ident),
+                                                   ctypes.py_object(exc) if exc else None)
+        self._sent = exc is not None
 
 
 def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],

@@ -29,6 +29,7 @@ from .patches import patched
 from .provenance import LineLog
 from .recorder import Recorder
 from .roots import choose_outputs, named_tensors
+from .scenario_thread import StopWindow
 from .statements import statements_run, why_no_root
 from .where import scenario_line
 
@@ -50,10 +51,11 @@ class CaptureSession:
     the Trace; close() lets go of every torch object."""
 
     def __init__(self, path: str | None, lines: list[str], namespace: dict[str, Any],
-                 options: CaptureOptions) -> None:
+                 options: CaptureOptions, window: StopWindow | None = None) -> None:
         self.path = path  # the file whose lines are traced and cited (None: none)
         self.lines = lines
         self.options = options
+        self.window = window or StopWindow()  # a time limit's: none for a live recording
         self.names = ScenarioNames(path, namespace)
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
@@ -63,8 +65,8 @@ class CaptureSession:
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
-        with patched(self.recorder), self.tracker.tracking(), self.line_log.tracing(frame), \
-                self.recorder.steps.counting_optimizer_steps():
+        with patched(self.recorder, self.window), self.tracker.tracking(), \
+                self.line_log.tracing(frame), self.recorder.steps.counting_optimizer_steps():
             yield
 
     def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,
