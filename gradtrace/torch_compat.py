@@ -81,6 +81,20 @@ def input_shapes(node: Any) -> list[tuple[int, ...]]:
     return [tuple(m.shape) for m in node._input_metadata]
 
 
+# One call for the norms of many tensors: a loop's light statistics read every parameter's
+# .grad after every pass, and one call costs about what one norm does.
+_foreach_norm = _probe("torch._foreach_norm", lambda: torch._foreach_norm,
+                       "a loop's gradient statistics are read one tensor at a time (slower)")
+
+
+def foreach_norms(tensors: list[torch.Tensor], order: float,
+                  dtype: torch.dtype | None = None) -> list[torch.Tensor] | None:
+    """The order-norm of each tensor (strided, on one device) in one call; None without it."""
+    if _foreach_norm is None:
+        return None
+    return list(_foreach_norm(tensors, order, dtype=dtype))
+
+
 def has_tensor_hooks(variable: Any) -> bool:
     """Whether a leaf tensor has hooks of its own (registered with Tensor.register_hook)."""
     return bool(getattr(variable, "_backward_hooks", None))

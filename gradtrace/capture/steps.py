@@ -15,6 +15,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ..extract.tensors import Named
 from ..model.records import LeafStep, Steps
+from ..torch_compat import foreach_norms
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -121,12 +122,19 @@ def _loss(roots: Sequence[Any]) -> float | None:
 def _briefs(grads: list[torch.Tensor]) -> list[tuple[float, float, bool] | None]:
     """(norm, max |g|, finite) of each gradient, read in one go (None: values that cannot be
     read: meta, quantized)."""
+    out: list[tuple[float, float, bool] | None] = [None] * len(grads)
+    together = [i for i, g in enumerate(grads) if _plain(g, grads[0].device)]
+    if len(together) < 2 or not _read_together(grads, together, out):
+        together = []
+    taken = set(together)
     norms: list[torch.Tensor] = []  # float64, one per gradient read
     ends: list[torch.Tensor] = []  # [min, max] as float64, one pair per gradient read
     where: list[int] = []
-    for i, g in enumerate(grads):
+    for i in range(len(grads)):
+        if i in taken:
+            continue
         try:
-            read = _norm_and_ends(g)
+            read = _norm_and_ends(grads[i])
         # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
         # the run; its row says it has no statistics.
         except Exception:  # noqa: BLE001
@@ -135,15 +143,39 @@ def _briefs(grads: list[torch.Tensor]) -> list[tuple[float, float, bool] | None]
             norms.append(read[0])
             ends.append(read[1])
             where.append(i)
-    out: list[tuple[float, float, bool] | None] = [None] * len(grads)
     if where:
         read_norms = torch.stack(norms).tolist()
         read_ends = torch.stack(ends).tolist()
         for i, norm, (lo, hi) in zip(where, read_norms, read_ends, strict=True):
             finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
-            top = max(-lo, hi) if lo == lo and hi == hi else math.nan
+            top = max(hi, -lo) if lo == lo and hi == hi else math.nan
             out[i] = (norm, top, finite)
     return out
+
+
+def _plain(g: torch.Tensor, device: torch.device) -> bool:
+    """A dense tensor of real numbers on device, of torch's own type: its norms can be read
+    with the others' in one call."""
+    return type(g) is torch.Tensor and g.layout == torch.strided and g.device == device \
+        and g.is_floating_point() and g.numel() > 0 and not g.is_meta
+
+
+def _read_together(grads: list[torch.Tensor], where: list[int],
+                   out: list[tuple[float, float, bool] | None]) -> bool:
+    """Fill out[i] for i in where with (norm, max |g|, finite), read in two calls; False when
+    this torch cannot."""
+    chosen = [grads[i] for i in where]
+    try:
+        norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
+        tops = foreach_norms(chosen, math.inf, torch.float64)  # NaN and inf propagate
+        if norms is None or tops is None:
+            return False
+        read = zip(torch.stack(norms).tolist(), torch.stack(tops).tolist(), strict=True)
+    except Exception:  # noqa: BLE001 - one tensor at a time then, as for any odd .grad
+        return False
+    for i, (norm, top) in zip(where, read, strict=True):
+        out[i] = (norm, top, math.isfinite(top))
+    return True
 
 
 def _norm_and_ends(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
