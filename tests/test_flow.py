@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -493,3 +495,37 @@ def test_a_hook_on_a_tensor_inside_a_function_is_seen(tmp_path: Path) -> None:
     h.register_hook(lambda g: g * 10)
     ((h * 5).cos() * 7).backward()
     assert grad(raw, "x") == approx(x.grad.item())
+
+
+SPARSE_STEPS = '''
+import json, torch
+torch.manual_seed({seed})
+emb = torch.nn.Embedding(10, 8, sparse=True)
+opt = torch.optim.SparseAdam(emb.parameters(), lr=0.01)
+norms = []
+for step in range(6):
+    opt.zero_grad()
+    loss = sum(emb(torch.randint(0, 10, (31, k))).pow(p).sum() for k, p in {uses})
+    loss.backward()
+    norms.append(emb.weight.grad.coalesce().values().norm().item())
+    opt.step()
+print(json.dumps(norms))
+'''
+
+
+@pytest.mark.parametrize(("seed", "uses"), [(0, [(1, 2), (5, 1)]), (1, [(2, 1)]),
+                                            (2, [(1, 2), (3, 1), (4, 3)])])
+def test_a_sparse_gradients_flow_is_its_own_sum_in_every_step(
+        tmp_path: Path, seed: int, uses: list[tuple[int, int]]) -> None:
+    # word2vec's pattern: one sparse Embedding used k times a step; the engine sums the
+    # sparse gradients, and the sum must be summarised from its values (its id may be a
+    # freed gradient's)
+    script = tmp_path / "sparse.py"
+    script.write_text(SPARSE_STEPS.format(seed=seed, uses=uses))
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120, check=True)
+    trace = show_json(script, "--pass", "all")
+    into = [trace["gradients"][flow["grad_outputs"][0]]["norm"]
+            for p in trace["passes"] for nid, flow in p["flow"].items()
+            if next(n for n in trace["nodes"] if n["id"] == nid)["type"] == "AccumulateGrad"]
+    assert into == pytest.approx(json.loads(plain.stdout), rel=1e-5)

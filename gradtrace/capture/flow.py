@@ -33,8 +33,11 @@ def content_key(g: torch.Tensor) -> Key:
     A tensor that fills one block of memory is keyed by the block, so its reshapes and
     transposes share one summary (norm, min and max ignore element order).
     """
-    if g.layout != torch.strided:  # sparse: no block of memory to key it by; itself then
-        return id(g), g.layout, g._version
+    if g.layout != torch.strided:
+        # sparse: no block of memory to key it by, and its id may be a dead tensor's (the
+        # engine's sum of two sparse gradients took the id of one): a key equal to no other,
+        # so it is summarised from its own values
+        return (object(),)
     if g.is_contiguous() or is_dense(g):  # the first test is the common, cheap one
         return g.data_ptr(), g.numel(), g.dtype, g._version
     return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, g._version
