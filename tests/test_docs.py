@@ -194,7 +194,7 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace show trace.json": Example(0, lambda out, _: (
         out.startswith("scenario scenarios/chain_rule.py  ·  3 nodes")
         and "LogBackward0 (z)" in out)),
-    "gradtrace show scenarios/chain_rule.py --fail-on nan-gradient --format github": Example(
+    "gradtrace show scenarios/chain_rule.py --strict --format github": Example(
         0, lambda out, _: out == ""),  # no finding: no annotation
     "gradtrace dot scenarios/chain_rule.py": Example(0, lambda out, _: (
         out.startswith("digraph gradtrace {") and 'label="LogBackward0\\n(z)"' in out)),
@@ -204,6 +204,8 @@ EXAMPLES: dict[str, Example] = {
         0, dot_focus),
     "gradtrace dot trace.json -o graph.mmd": Example(0, lambda out, folder: (
         (folder / "graph.mmd").read_text().startswith("flowchart TB"))),
+    "gradtrace dot scenarios/chain_rule.py --to mmd": Example(0, lambda out, _: (
+        out.startswith("flowchart TB") and "LogBackward0" in out)),
     "gradtrace dot scenarios/mlp_modules.py --grads -o g.html": Example(0, lambda out, folder: (
         (folder / "g.html").read_text().startswith("<!DOCTYPE html>")
         and "model.0.weight" in (folder / "g.html").read_text())),

@@ -79,7 +79,7 @@ def test_json_and_mermaid_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["dot", "mmd"])
 def test_golden(name: str, fmt: str) -> None:
     args = ["--grads", "--saved"] if fmt == "dot" else []
-    text = dot_text(SCENARIOS / f"{name}.py", "--format", fmt, *args)
+    text = dot_text(SCENARIOS / f"{name}.py", "--to", fmt, *args)
     golden = GOLDEN / f"{name}.{fmt}"
     if UPDATE:
         golden.write_text(text)
@@ -165,8 +165,8 @@ def test_folding_a_long_chain(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args,message", [
     (["-o", "graph.xyz"], "cannot tell the format"),
-    (["--format", "gif"], "unknown format"),
-    (["--format", "png"], "write it to a file"),
+    (["--to", "gif"], "unknown format"),
+    (["--to", "png"], "write it to a file"),
     (["--rankdir", "UP"], "--rankdir"),
     (["--focus", "nowhere"], "--focus 'nowhere'"),
     (["-o", "/nonexistent/dir/g.svg"], "does not exist"),
@@ -214,7 +214,7 @@ def test_nodes_are_clustered_by_the_module_that_made_them() -> None:
     assert text.index('"cluster_model"') < text.index('"cluster_model.0"')
     shallow = dot_text(SCENARIOS / "mlp_modules.py", "--module-depth", "1")
     assert '"cluster_model.0"' not in shallow and '"cluster_model"' in shallow
-    assert "subgraph cluster1[" in dot_text(SCENARIOS / "mlp_modules.py", "--format", "mmd")
+    assert "subgraph cluster1[" in dot_text(SCENARIOS / "mlp_modules.py", "--to", "mmd")
 
 
 def test_written_files_get_ordinary_permissions(tmp_path: Path) -> None:

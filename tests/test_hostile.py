@@ -38,7 +38,7 @@ def saved(tmp_path: Path, data: Any, name: str = "t.json") -> Path:
 def rejected(path: Path) -> str:
     """Every command that reads a trace refuses it with exit 2 and no traceback."""
     messages = []
-    for args in (["show", path], ["dot", path], ["dot", path, "--format", "mmd"]):
+    for args in (["show", path], ["dot", path], ["dot", path, "--to", "mmd"]):
         result = invoke(*args)
         assert result.exit_code == 2, (args, result.stdout, result.exception)
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
@@ -108,7 +108,7 @@ def test_control_characters_never_reach_the_terminal(good: dict[str, Any],
                                                      tmp_path: Path) -> None:
     path = saved(tmp_path, hostile_trace(good))
     for args in (["show", path], ["show", path, "--saved"], ["dot", path],
-                 ["dot", path, "--format", "mmd", "--module-depth", "1"]):
+                 ["dot", path, "--to", "mmd", "--module-depth", "1"]):
         result = invoke(*args)
         assert result.exit_code == 0, result.stderr
         for bad in ("\x1b", "\x07", "\u202e", "\x9b"):

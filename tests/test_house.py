@@ -71,12 +71,11 @@ def test_root_picks_the_root_in_show_and_dot(tmp_path: Path) -> None:
     assert "output y  (picked by name; pick others with --root NAME)" in report.stdout
 
 
-def test_show_output_is_a_deprecated_alias_of_root() -> None:
+def test_show_output_is_no_longer_an_alias_of_root() -> None:
+    """`--output NAME` was the old name of --root; -o/--output is now always an output file."""
     result = invoke("show", CHAIN, "--output", "y", "--json")
-    assert result.exit_code == 0
-    assert json.loads(result.stdout)["output_names"] == ["y"]
-    assert "`show --output NAME` is now `--root NAME`" in result.stderr
-    assert "--output" not in invoke("show", "--help").stdout  # hidden
+    assert result.exit_code == 2 and "--json and -o y disagree" in result.stderr
+    assert "--output" in invoke("show", "--help").stdout  # listed: it is an option now
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)

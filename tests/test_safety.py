@@ -27,7 +27,7 @@ CHAIN = SCENARIOS / "chain_rule.py"
 def test_a_device_is_written_through_not_replaced(tmp_path: Path) -> None:
     node = tmp_path / "null"
     os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a copy of /dev/null
-    result = invoke("dot", CHAIN, "-o", node, "--format", "dot")
+    result = invoke("dot", CHAIN, "-o", node, "--to", "dot")
     assert result.exit_code == 0, result.stderr
     assert stat.S_ISCHR(os.stat(node).st_mode)
 
@@ -73,7 +73,7 @@ def test_relative_outputs_are_relative_to_where_gradtrace_started(
     assert invoke("dot", "s.py", "-o", "g.dot").exit_code == 0
     assert (tmp_path / "g.dot").exists() and not (tmp_path / "elsewhere" / "g.dot").exists()
     before = scenario.read_bytes()
-    result = invoke("dot", "s.py", "-o", "s.py", "--format", "dot")
+    result = invoke("dot", "s.py", "-o", "s.py", "--to", "dot")
     assert result.exit_code == 2 and "refusing to overwrite" in result.stderr
     assert scenario.read_bytes() == before
     assert Path.cwd() == tmp_path  # and the scenario's chdir was undone

@@ -97,8 +97,8 @@ def test_mutated_traces_are_refused_or_shown_safely(data: st.DataObject,
     path.write_text(json.dumps(trace))
     for args, fmt in ((["show", path], "show"), (["show", path, "--saved"], "show"),
                       (["dot", path, "--grads", "--saved"], "dot"),
-                      (["dot", path, "--format", "mmd"], "mmd"),
-                      (["dot", path, "--format", "json"], "json")):
+                      (["dot", path, "--to", "mmd"], "mmd"),
+                      (["dot", path, "--to", "json"], "json")):
         assert_safe(args, fmt)
 
 

@@ -11,16 +11,26 @@ from rich.console import Console
 
 from ..check.limits import MAX_JACOBIAN, SAMPLE
 from ..render.escape import visible
-from .core import DEBUG, ExitCode, app, debugging, print_error, stdout_console, write_stdout
+from .core import (
+    DEBUG,
+    ExitCode,
+    app,
+    debugging,
+    findings_format,
+    print_error,
+    printed_as,
+    stdout_console,
+    write_stdout,
+)
 from .files import absolute, input_file, write_atomic
 
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace check scenarios/*.py                 every custom Function in the gallery\n\n"
+    "  gradtrace check scenarios/*.py      every custom Function in the gallery\n\n"
     "  gradtrace check scenarios/broken/ --no-gradgrad\n\n"
-    "  gradtrace check scenarios/*.py --junit report.xml   for CI\n\n"
-    "  gradtrace check scenarios/real/fused_conv_bn.py --timeout 60   big inputs: sampled\n\n"
+    "  gradtrace check scenarios/*.py --junit report.xml      for CI\n\n"
+    "  gradtrace check scenarios/real/fused_conv_bn.py --timeout 60\n\n"
     "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
     "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
     "Exit codes: 0 every check ok, 1 a check failed (or looks like a straight-through "
@@ -32,6 +42,8 @@ def check(
                                       help="Scenario files (or FILE::FUNC), or folders to "
                                       "search for *.py."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    out_format: str = findings_format("text (the report), or github: each check that is not "
+                                      "ok as a GitHub Actions annotation on its line."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Also write JUnit XML, for CI systems."),
     eps: float = typer.Option(1e-6, "--eps", help="Finite-difference step."),
@@ -40,8 +52,9 @@ def check(
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
     timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
-                                         help="Give up on a Function call's checks after "
-                                         "this long: its verdict is \"timed out\", exit 2."),
+                                         help="Stop a Function call's checks after this "
+                                         "long: its verdict is \"timed out\", exit 2. "
+                                         "Default: no limit."),
     max_jacobian: int = typer.Option(MAX_JACOBIAN, "--max-jacobian", min=1, metavar="ENTRIES",
                                      help="Check a Jacobian in full up to this many entries "
                                      "(inputs x outputs; gradcheck holds ~100 bytes each); "
@@ -53,6 +66,7 @@ def check(
     from ..check.functions import CheckOptions, check_files, scenario_files
     from ..render.checks import check_json, check_report, to_junit
 
+    printed = printed_as(out_format, as_json)
     options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad,
                            timeout=timeout, max_jacobian=max_jacobian)
     files = scenario_files(paths)
@@ -65,8 +79,12 @@ def check(
         print_error(broken.message, broken.hint)
     if junit is not None:
         write_atomic(junit, to_junit(run).encode("utf-8"), protected=inputs)
-    if as_json:
+    if printed == "json":
         write_stdout(check_json(run))
+    elif printed == "github":
+        from ..render.github import check_annotations
+
+        write_stdout(check_annotations(run))
     else:
         stdout_console().print(check_report(run))
     if run.cannot_run or run.timed_out:

@@ -12,7 +12,8 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.text import Text
-from typer.core import TyperGroup
+from typer._click.exceptions import NoSuchOption  # typer's own vendored Click (typer 0.29)
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._version import __version__
 from ..errors import GradtraceError, Interrupted
@@ -59,9 +60,73 @@ def print_torch_notes() -> None:
         err.print(Text("info: ", style="bold") + Text(line))
 
 
+class PlainArgument(TyperArgument):
+    """An argument shown by its metavar alone: `SCENARIO`, not `{SCENARIO}` and `<str>`."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        return name if self.required else f"[{name}]"
+
+
+class PlainOption(TyperOption):
+    """An option shown by its metavar (SECONDS, N|all), a flag by its name alone: no `<bool>`."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.metavar is not None:
+            return self.metavar
+        return None if self.is_flag else self.bare_type().upper()
+
+
+def plain_help(params: list[Any]) -> list[Any]:
+    """params, each shown in --help the plain way (a class of the same fields)."""
+    for param in params:
+        if type(param) is TyperArgument:
+            param.__class__ = PlainArgument
+        elif type(param) is TyperOption:
+            param.__class__ = PlainOption
+    return params
+
+
+SCRIPT_ARGS_NAME = "script_args"  # the parameter that takes the script's own arguments
+
+
+class Command(TyperCommand):
+    """A gradtrace command: plain --help, and a hint when an option is the script's."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_help(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes args
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            if any(p.name == SCRIPT_ARGS_NAME for p in self.params):
+                exc.message = script_args_hint(exc.option_name, ctx.info_name or "", given)
+                exc.possibilities = None
+            raise
+
+
+def script_args_hint(option: str, command: str, args: list[str]) -> str:
+    """`show train.py --lr 0.1`: the option is gradtrace's unknown, and perhaps the script's."""
+    example = ""
+    at = next((i for i, a in enumerate(args) if a == option or a.startswith(option + "=")),
+              None)
+    if at is not None and "--" not in args:
+        example = ": gradtrace " + " ".join([command, *args[:at], "--", *args[at:]])
+    return (f"No such option: {option}. If it is the script's, put the script's arguments "
+            f"after `--`{example}")
+
+
 class BoundedGroup(TyperGroup):
     """The one error boundary: an error from any command is printed as `error:` and `hint:`
     and exits 2, never as a traceback; --debug (or GRADTRACE_DEBUG=1) lets it raise."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_help(super().get_params(ctx))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -119,16 +184,23 @@ def write_stdout(data: str | bytes | Iterable[str]) -> None:
         sys.stdout.writelines(data)
 
 
-app = typer.Typer(
+class Typer(typer.Typer):
+    """The app: every command a `Command` unless it names another class."""
+
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or Command, **kwargs)
+
+
+app = Typer(
     name="gradtrace",
     cls=BoundedGroup,
     help="See what PyTorch autograd actually does: graphs, tensors, gradients, passes.\n\n"
     "A scenario is an ordinary Python file that builds tensors; gradtrace runs it "
     "(with your rights, like pytest runs a test file), walks its autograd graph and shows it.",
     epilog="Examples:\n\n"
-    "  gradtrace show scenarios/chain_rule.py       the graph, tensors and gradient flow\n\n"
+    "  gradtrace show scenarios/chain_rule.py      the graph, tensors, gradients\n\n"
     "  gradtrace dot scenarios/chain_rule.py -o graph.svg\n\n"
-    "  gradtrace check scenarios/*.py               gradcheck every custom Function\n\n"
+    "  gradtrace check scenarios/*.py              gradcheck custom Functions\n\n"
     "`gradtrace COMMAND --help` tells more.",
     no_args_is_help=True,
     add_completion=False,
@@ -159,6 +231,55 @@ PASSES = typer.Option("all", "--passes", metavar="N|all",
                       "(default: all: it runs to its end, as python would run it).")
 SCRIPT_ARGS = typer.Argument(None, metavar="-- ARGS", show_default=False,
                              help="Arguments for the script's sys.argv, after --.")
+STRICT = typer.Option(False, "--strict",
+                      help="Exit 1 when there is an error or warning finding.")
+FAIL_ON = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
+                       help="Exit 1 when a finding with one of these codes appears (codes: "
+                       "see the README's Findings table).")
+FINDINGS_FORMATS = ("text", "github")
+
+
+def findings_format(help: str) -> Any:
+    """--format text|github: how the command's findings (or results) are printed."""
+    return typer.Option("text", "--format", metavar="text|github", help=help)
+
+
+def printed_as(out_format: str, as_json: bool) -> str:
+    """What a command prints: "json", "github" or "text"; --format github with --json is
+    refused (both choose what is printed)."""
+    if out_format not in FINDINGS_FORMATS:
+        raise GradtraceError(f"--format {out_format!r}: use text or github",
+                             "--format chooses how findings are printed; a file's format "
+                             "comes from the suffix of -o FILE")
+    if as_json and out_format == "github":
+        raise GradtraceError("--format github and --json both choose what is printed",
+                             "give one of them")
+    return "json" if as_json else out_format
+
+
+def fail_on_codes(text: str | None, codes: Iterable[str] | None = None) -> set[str]:
+    """--fail-on CODE[,CODE]: the codes, each one the registry declares (or one of codes)."""
+    from ..findings.registry import CODES
+
+    known = list(CODES if codes is None else codes)
+    wanted = {c.strip() for c in (text or "").split(",") if c.strip()}
+    unknown = sorted(wanted - set(CODES))
+    if unknown:
+        raise GradtraceError(f"--fail-on: no finding has the code {', '.join(unknown)}",
+                             "codes: " + ", ".join(known))
+    elsewhere = sorted(wanted - set(known))
+    if elsewhere:
+        raise GradtraceError(f"--fail-on {', '.join(elsewhere)}: this command does not look "
+                             "for it", "its codes: " + ", ".join(known))
+    return wanted
+
+
+def findings_fail(findings: Iterable[Any], strict: bool, failing: set[str]) -> bool:
+    """--strict: an error or warning finding; --fail-on: a finding with one of the codes."""
+    return any((strict and f.severity in ("error", "warning")) or f.code in failing
+               for f in findings)
+
+
 PASS = typer.Option(None, "--pass", metavar="N|all",
                     help="Show pass N's graph and gradients; all: every pass's graph, a "
                     "loop's repeats included. Default: the latest pass over each distinct "

@@ -16,6 +16,8 @@ from .core import (
     TIMEOUT,
     ExitCode,
     app,
+    findings_format,
+    printed_as,
     stdout_console,
     write_stdout,
 )
@@ -27,7 +29,7 @@ from .inputs import RunChoices, load_trace
     epilog="Examples:\n\n"
     "  gradtrace diff scenarios/diff/mlp_relu.py scenarios/diff/mlp_tanh.py\n\n"
     "  gradtrace show scenarios/diff/mlp_relu.py --json > before.json\n\n"
-    "  gradtrace diff before.json scenarios/diff/mlp_relu.py      a saved trace: the same\n\n"
+    "  gradtrace diff before.json scenarios/diff/mlp_relu.py   the same graph\n\n"
     "  gradtrace diff before.json scenarios/diff/mlp_tanh.py -o changes.svg\n\n"
     "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --json --rtol 1e-3\n\n"
     "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github\n\n"
@@ -45,9 +47,8 @@ def diff(
     atol: float = typer.Option(1e-6, "--atol", min=0.0, help="Absolute tolerance."),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print the diff as JSON (schema gradtrace.diff/1)."),
-    out_format: str = typer.Option("text", "--format", metavar="FMT",
-                                   help="text (the report), or github: each difference as a "
-                                   "GitHub Actions annotation."),
+    out_format: str = findings_format("text (the report), or github: each difference as a "
+                                      "GitHub Actions annotation."),
     out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
                                     help="Also draw both graphs in one picture: added nodes "
                                     "green, removed red, changed amber; the suffix picks the "
@@ -65,8 +66,7 @@ def diff(
     from ..diff.match import match_nodes
     from ..render.diffs import diff_annotations, diff_json, diff_report
 
-    if out_format not in ("text", "github"):
-        raise GradtraceError(f"--format {out_format!r}: use text or github")
+    printed = printed_as(out_format, as_json)
     sources = [input_file(a), input_file(b)]
     target = None if out is None else absolute(out)
     chosen = None if out is None else find_format(out, None)
@@ -80,9 +80,9 @@ def diff(
     trace_a, trace_b = loaded[0].trace, loaded[1].trace
     matching = match_nodes(trace_a, trace_b)
     result = compare(trace_a, trace_b, a, b, rtol, atol, matching)
-    if as_json:
+    if printed == "json":
         write_stdout(diff_json(result))
-    elif out_format == "github":
+    elif printed == "github":
         write_stdout(diff_annotations(result))
     else:
         stdout_console().print(diff_report(result, every=show_all))

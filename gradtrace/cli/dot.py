@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
-from ..render.formats import FORMATS, find_format, suffix_list
+from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
 from .core import (
     DEBUG,
+    FINDINGS_FORMATS,
     NO_BACKWARD,
     PASS,
     PASSES,
@@ -28,12 +30,13 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace dot scenarios/chain_rule.py                  DOT on stdout\n\n"
-    "  gradtrace dot scenarios/chain_rule.py -o graph.svg     picture (needs Graphviz)\n\n"
+    "  gradtrace dot scenarios/chain_rule.py               DOT on stdout\n\n"
+    "  gradtrace dot scenarios/chain_rule.py -o graph.svg  SVG (needs Graphviz)\n\n"
     "  gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png\n\n"
     "  gradtrace dot scenarios/mlp_modules.py --focus model.0.weight -o near.svg\n\n"
-    "  gradtrace dot trace.json -o graph.mmd                  Mermaid, from a saved trace\n\n"
-    "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html   interactive page\n\n"
+    "  gradtrace dot trace.json -o graph.mmd               from a saved trace\n\n"
+    "  gradtrace dot scenarios/chain_rule.py --to mmd      Mermaid on stdout\n\n"
+    "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html  a web page\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
     "Exit codes: 0 success, 2 bad input or an output that cannot be written.",
@@ -46,9 +49,12 @@ def dot(
     out: Path | None = typer.Option(None, "-o", "--output", "--file", metavar="FILE",
                                     help="Write this file; its suffix picks the format "
                                     f"({suffix_list()}). Default: DOT on stdout."),
-    fmt: str | None = typer.Option(None, "--format", metavar="FMT",
-                                   help=", ".join(f.name for f in FORMATS)
-                                   + "; overrides the suffix."),
+    to: str | None = typer.Option(None, "--to", metavar="FORMAT",
+                                  help=", ".join(f.name for f in FORMATS)
+                                  + ": the format on stdout, or of an -o FILE whose suffix "
+                                  "names none (/dev/stdout). Default: the suffix's, else dot."),
+    old_format: str | None = typer.Option(None, "--format", hidden=True,
+                                          help="Old name of --to."),
     root: list[str] | None = ROOT,
     saved: bool = typer.Option(False, "--saved",
                                help="Show each node's saved tensors (name, shape, bytes)."),
@@ -79,7 +85,7 @@ def dot(
     target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
         raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
-    chosen = find_format(out, fmt)
+    chosen = _export_format(out, _old_format(to, old_format))
     if out is None and chosen.binary:
         raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
                           f"add -o graph{chosen.suffixes[0]}")
@@ -98,3 +104,32 @@ def dot(
         write_atomic(target, data, protected=[source])
     if stopped is not None:
         raise stopped
+
+
+def _old_format(to: str | None, old: str | None) -> str | None:
+    """`dot --format FMT`, the old name of --to, still works for one release and says so:
+    --format now means what it means in every command, how findings are printed."""
+    if old is None:
+        return to
+    if old.lower() in FINDINGS_FORMATS:
+        raise GradtraceError(f"dot --format {old}: dot draws the graph; it prints no findings "
+                             "report", "`gradtrace show SCENARIO --format github` prints them")
+    if to is not None:
+        raise GradtraceError(f"--to {to} and --format {old} both name the format",
+                             "give --to alone (--format is its old name)")
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"note: `dot --format {old}` is now `--to {old}`; --format will stop naming an export "
+        "format in the next release")
+    return old
+
+
+def _export_format(out: Path | None, to: str | None) -> ExportFormat:
+    """--to FORMAT, else the suffix of -o FILE, else DOT; both given must agree."""
+    chosen = find_format(out, to)
+    if out is not None and to is not None and out.suffix:
+        by_suffix = [f for f in FORMATS if out.suffix.lower() in f.suffixes]
+        if by_suffix and by_suffix[0] is not chosen:
+            raise GradtraceError(f"--to {to} and -o {out} disagree: the suffix {out.suffix} "
+                                 f"means {by_suffix[0].name}",
+                                 f"drop --to, or write -o {out.with_suffix(chosen.suffixes[0])}")
+    return chosen

@@ -67,6 +67,7 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
             raise GradtraceError("--root and script arguments apply to scenarios, not to "
                                  "saved traces",
                                  f"drop them, or pass the scenario instead of {source}")
+        _refuse_run_options(source, backward, derivative_order, passes, run.timeout)
         try:
             with collector_paused():  # 100,000s of dicts, none in a cycle
                 data = json.loads(Path(source).read_text(encoding="utf-8"))
@@ -90,6 +91,22 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
                                    timeout=run.timeout))
     except ScenarioStopped as stop:
         return Loaded(stop.trace, stop)
+
+
+def _refuse_run_options(source: str, backward: bool, derivative_order: int,
+                        passes: int | None, timeout: float | None) -> None:
+    """Options that change how a scenario runs cannot apply to a saved trace, which is read,
+    not run: each one given is refused, naming it and the file."""
+    given = [name for name, on in (("--no-backward", not backward),
+                                   (f"--order {derivative_order}", derivative_order != 1),
+                                   (f"--passes {passes}", passes is not None),
+                                   (f"--timeout {timeout:g}" if timeout else "", bool(timeout)))
+             if on]
+    if given:
+        raise GradtraceError(f"{' and '.join(given)} cannot apply to {source}: a saved trace "
+                             "is read, not run again",
+                             f"drop {' and '.join(g.split()[0] for g in given)}, or give the "
+                             "scenario that made it")
 
 
 def pick_pass(trace: Trace, choice: str | None) -> Pass | None:

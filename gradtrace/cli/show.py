@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
 import typer
 from rich.console import Console
 
 from ..errors import GradtraceError
+from ..render.escape import visible_console
 from .core import (
     DEBUG,
+    FAIL_ON,
     NO_BACKWARD,
     PASS,
     PASSES,
     ROOT,
     SCRIPT_ARGS,
+    STRICT,
     TIMEOUT,
     ExitCode,
     app,
+    fail_on_codes,
+    findings_fail,
+    findings_format,
+    printed_as,
     stdout_console,
     write_stdout,
 )
+from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass
 
 
@@ -31,7 +43,7 @@ from .inputs import RunChoices, load_trace, pick_pass
     "  gradtrace show scenarios/real/gpt_tiny.py --by-module\n\n"
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
-    "  gradtrace show scenarios/chain_rule.py --fail-on nan-gradient --format github\n\n"
+    "  gradtrace show scenarios/chain_rule.py --strict --format github\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or a "
     "scenario that cannot run.",
 )
@@ -41,8 +53,9 @@ def show(
                                    metavar="SCENARIO"),
     script_args: list[str] | None = SCRIPT_ARGS,
     root: list[str] | None = ROOT,
-    old_output: list[str] | None = typer.Option(None, "--output", hidden=True,
-                                                help="Old name of --root."),
+    out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
+                                    help="Write what would be printed to this file instead "
+                                    "(a .json FILE: the trace as JSON, as --json)."),
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
     passes: str = PASSES,
@@ -66,41 +79,34 @@ def show(
     derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
                               "with respect to the named leaves (a Hessian for small ones)."),
-    strict: bool = typer.Option(False, "--strict",
-                                help="Exit 1 when there is an error or warning finding."),
-    fail_on: str | None = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
-                                       help="Exit 1 when a finding with one of these codes "
-                                       "appears (codes: see the README's Findings table)."),
-    out_format: str = typer.Option("text", "--format", metavar="FMT",
-                                   help="text (the report), or github: the findings as GitHub "
-                                   "Actions annotations on their file and line."),
+    strict: bool = STRICT,
+    fail_on: str | None = FAIL_ON,
+    out_format: str = findings_format("text (the report), or github: the findings as GitHub "
+                                      "Actions annotations on their file and line."),
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
-    failing = _fail_on_codes(fail_on)  # checked before the scenario runs
-    if out_format not in ("text", "github"):
-        raise GradtraceError(f"--format {out_format!r}: use text or github")
-    if old_output:
-        Console(stderr=True, highlight=False).print(
-            "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
-            "next release")
-    trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
+    failing = fail_on_codes(fail_on)  # checked before the scenario runs
+    printed = _printed(out_format, as_json, out)
+    target = None if out is None else absolute(out)  # before the scenario can chdir
+    trace, stopped = load_trace(scenario, root or [],
                                 backward=not no_backward, derivative_order=derivative_order,
-                                saved=saved or as_json or by_module,
+                                saved=saved or printed == "json" or by_module,
                                 run=RunChoices(script_args, passes, timeout, pass_number))
     shown_pass = pick_pass(trace, pass_number)
-    if as_json:
+    console = stdout_console() if target is None else _file_console()
+    if printed == "json":
         from ..render.json import json_chunks
 
-        write_stdout(json_chunks(trace))
-    elif out_format == "github":
+        _emit(json_chunks(trace), target, scenario)
+    elif printed == "github":
         from ..render.github import github_annotations
 
-        write_stdout(github_annotations(trace.findings))
+        _emit(github_annotations(trace.findings), target, scenario)
     elif by_module:
         from ..render.report import module_report
 
-        stdout_console().print(module_report(trace, shown_pass, every=show_all))
+        console.print(module_report(trace, shown_pass, every=show_all))
     else:
         from ..render.report import Budget, report
 
@@ -108,23 +114,43 @@ def show(
         if max_nodes is not None:
             budget = budget._replace(tree_lines=max_nodes)
         # --all: long lines in full (the terminal wraps them); else cut at its width, with …
-        stdout_console().print(report(trace, shown_pass, max_depth, budget, saved,
-                                      cut=not show_all), crop=not show_all)
+        console.print(report(trace, shown_pass, max_depth, budget, saved,
+                             cut=not show_all), crop=not show_all)
+    if target is not None and printed == "text":
+        assert isinstance(console.file, io.StringIO)
+        _emit(console.file.getvalue(), target, scenario)
     if stopped is not None:
         raise stopped
-    if strict and any(f.severity in ("error", "warning") for f in trace.findings):
-        raise typer.Exit(ExitCode.FAILED)
-    if any(f.code in failing for f in trace.findings):
+    if findings_fail(trace.findings, strict, failing):
         raise typer.Exit(ExitCode.FAILED)
 
 
-def _fail_on_codes(text: str | None) -> set[str]:
-    """--fail-on CODE[,CODE]: the codes, each one the registry declares."""
-    from ..findings.registry import CODES
+def _printed(out_format: str, as_json: bool, out: Path | None) -> str:
+    """json, github or text; -o FILE.json is --json, and nothing else may say otherwise."""
+    printed = printed_as(out_format, as_json)
+    if out is None:
+        return printed
+    if out.suffix.lower() == ".json":
+        if printed == "github":
+            raise GradtraceError(f"--format github and -o {out} disagree: a .json file holds "
+                                 "the trace", "give one of them")
+        return "json"
+    if printed == "json":
+        raise GradtraceError(f"--json and -o {out} disagree: JSON goes to a .json file",
+                             f"write -o {out.with_suffix('.json')}, or drop --json")
+    return printed
 
-    codes = {c.strip() for c in (text or "").split(",") if c.strip()}
-    unknown = sorted(codes - set(CODES))
-    if unknown:
-        raise GradtraceError(f"--fail-on: no finding has the code {', '.join(unknown)}",
-                             "codes: " + ", ".join(CODES))
-    return codes
+
+def _file_console() -> Console:
+    """A console that keeps the report for a file: 120 columns, no colour."""
+    return visible_console(Console(file=io.StringIO(), width=120, color_system=None,
+                                   highlight=False))
+
+
+def _emit(data: str | Iterable[str], target: Path | None, scenario: str) -> None:
+    """Output to stdout, or atomically to -o FILE (never over the scenario)."""
+    if target is None:
+        write_stdout(data)
+    else:
+        text = data if isinstance(data, str) else "".join(data)
+        write_atomic(target, text.encode("utf-8"), protected=[input_file(scenario)])

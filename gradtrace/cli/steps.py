@@ -8,18 +8,34 @@ from pathlib import Path
 
 import typer
 
+from ..errors import GradtraceError
 from ..render.chart import require_steps
 from ..render.chart_files import CHART_FORMATS, chart_format
-from .core import DEBUG, PASSES, SCRIPT_ARGS, TIMEOUT, app, stdout_console
+from .core import (
+    DEBUG,
+    FAIL_ON,
+    PASSES,
+    SCRIPT_ARGS,
+    STRICT,
+    TIMEOUT,
+    ExitCode,
+    app,
+    fail_on_codes,
+    findings_fail,
+    findings_format,
+    printed_as,
+    stdout_console,
+    write_stdout,
+)
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace
 
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace steps scenarios/real/train_args.py -- --epochs 1    in the terminal\n\n"
+    "  gradtrace steps scenarios/real/train_args.py -- --epochs 1  a table\n\n"
     "  gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1\n\n"
-    "  gradtrace steps trace.json --by-leaf -o steps.png     from a saved trace\n\n"
+    "  gradtrace steps trace.json --by-leaf -o steps.png   from a saved trace\n\n"
     "  gradtrace steps trace.json -o steps.json\n\n"
     "Files by suffix: " + "; ".join(f"{f.suffix} {f.description}" for f in CHART_FORMATS)
     + ".\n\n"
@@ -42,26 +58,45 @@ def steps(
     show_all: bool = typer.Option(False, "--all",
                                   help="Every parameter or module (by default a screen's "
                                   "worth of rows, 12 lines in a chart)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON (what "
+                                 "-o steps.json writes) instead of the steps view."),
+    out_format: str = findings_format("text (the steps view), or github: the gradient-health "
+                                      "findings as GitHub Actions annotations."),
+    strict: bool = STRICT,
+    fail_on: str | None = FAIL_ON,
     timeout: float | None = TIMEOUT,
     passes: str = PASSES,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Chart a training loop: each parameter's gradient norm and the loss, pass by pass."""
+    from ..findings.registry import STEP_CODES
+
     source = input_file(scenario)
+    failing = fail_on_codes(fail_on, sorted(STEP_CODES))  # the codes steps can find
+    printed = printed_as(out_format, as_json)
+    if out is not None and printed != "text":
+        raise GradtraceError(f"--{'json' if as_json else 'format github'} and -o {out} both "
+                             "choose what is written", "give one of them")
     chosen = None if out is None else chart_format(out)  # a bad suffix fails before the run
     trace, stopped = load_trace(scenario, [], backward=True, saved=False, flow=False,
                                 run=RunChoices(script_args, passes, timeout))
     require_steps(trace)
-    if out is None or chosen is None:
-        from ..findings.registry import STEP_CODES
+    health = replace(trace, findings=tuple(f for f in trace.findings
+                                           if f.code in STEP_CODES))
+    if printed == "json":
+        numbers = chart_format(Path("steps.json"))  # what -o steps.json writes
+        write_stdout(numbers.make(trace, True if by_module is None else by_module, show_all))
+    elif printed == "github":
+        from ..render.github import github_annotations
+
+        write_stdout(github_annotations(health.findings))
+    elif out is None or chosen is None:
         from ..render.report import findings_view
         from ..render.steps import ROWS, steps_view
 
         console = stdout_console()
         console.print(steps_view(trace, bool(by_module), None if show_all else ROWS,
                                  min_passes=1))
-        health = replace(trace, findings=tuple(f for f in trace.findings
-                                               if f.code in STEP_CODES))
         told = findings_view(health)  # what the steps say about the gradients' health
         if told is not None:
             console.print(told)
@@ -70,3 +105,5 @@ def steps(
         write_atomic(absolute(out), data, protected=[source])
     if stopped is not None:
         raise stopped
+    if findings_fail(health.findings, strict, failing):
+        raise typer.Exit(ExitCode.FAILED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..model.checks import CheckRun
 from ..model.records import Finding
 from .escape import visible
 
@@ -37,3 +38,21 @@ def github_annotations(findings: tuple[Finding, ...]) -> str:
         annotation(LEVEL.get(f.severity, "notice"), f"gradtrace {f.code}",
                    f.message + (f"\n{f.hint}" if f.hint else ""), f.file, f.line)
         for f in sorted(findings, key=lambda f: order.get(f.severity, 3)))
+
+
+def check_annotations(run: CheckRun) -> str:
+    """One annotation per check that is not ok (on the scenario's line of the Function call),
+    and one per scenario that could not run."""
+    lines = [annotation("error", "gradtrace check", f"{c.scenario}: {c.message}"
+                        + (f"\n{c.hint}" if c.hint else ""), c.scenario)
+             for c in run.cannot_run]
+    for r in run.results:
+        if r.ok or r.outcome == "skipped":
+            continue
+        level = "error" if r.outcome in ("failed", "timed out") else "warning"
+        told = [f"gradcheck {r.gradcheck}", f"gradgradcheck {r.gradgradcheck}",
+                *(f"smell: {s}" for s in r.smells), r.message or ""]
+        lines.append(annotation(level, f"gradtrace check {r.function}",
+                                f"{r.function}({', '.join(r.inputs)}): {r.outcome}: "
+                                + "; ".join(t for t in told if t), r.scenario, r.line))
+    return "".join(lines)
