@@ -49,7 +49,7 @@ class CheckOptions:
     rtol: float = 1e-3
     fast: bool = False
     gradgrad: bool = True
-    timeout: float | None = None  # seconds for each Function call's checks
+    timeout: float | None = None  # seconds for each scenario's run, and each call's checks
     max_jacobian: int = MAX_JACOBIAN  # entries; above it, sampled coordinates are checked
 
 
@@ -113,7 +113,7 @@ def check_scenario(path: Path, options: CheckOptions,
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
         run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False),
-                     with_calls=check_calls)
+                     with_calls=check_calls, timeout=options.timeout)
     except ScenarioError:
         if not results:
             raise
@@ -126,17 +126,27 @@ def _signature(value: Any) -> tuple[Any, ...]:
     return ("value", repr(value)[:40])
 
 
+class Stage:
+    """Where a call's checks are (what a time limit cut), and gradcheck's verdict once
+    known: written by the checking thread, read by the one that waits for it."""
+
+    def __init__(self) -> None:
+        self.now = "gradcheck"
+        self.first: Verdict | None = None
+
+
 def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
-    """check_call within options.timeout: past it, the verdict is "timed out" (the check goes
-    on in a background thread that ends with the process)."""
+    """check_call within options.timeout: past it, the verdict of the check it was in is
+    "timed out" (the check goes on in a background thread that ends with the process)."""
     if options.timeout is None:
         return check_call(call, scenario, options)
     outcome: list[CheckResult] = []
     failure: list[BaseException] = []
+    stage = Stage()
 
     def work() -> None:
         try:
-            outcome.append(check_call(call, scenario, options))
+            outcome.append(check_call(call, scenario, options, stage))
         except BaseException as exc:  # handed back to this thread
             failure.append(exc)
 
@@ -147,14 +157,19 @@ def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckR
         raise failure[0]
     if outcome:
         return outcome[0]
+    late = f"{stage.now} did not finish within {options.timeout:g} s"
+    verdicts: tuple[Verdict, Verdict] = ("timed out", "skipped") if stage.first is None \
+        else (stage.first, "timed out")
     return CheckResult(scenario, call.function.__name__, call.line,
-                       tuple(describe_value(a) for a in call.args), "timed out", "skipped",
-                       f"gradcheck did not finish within {options.timeout:g} s")
+                       tuple(describe_value(a) for a in call.args), *verdicts, late)
 
 
-def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
+def check_call(call: RawCall, scenario: str, options: CheckOptions,
+               stage: Stage | None = None) -> CheckResult:
     """gradcheck, then gradgradcheck, of one recorded call, re-run in float64; a Jacobian
-    over options.max_jacobian entries is checked on sampled coordinates."""
+    over options.max_jacobian entries is checked on sampled coordinates (stage: told
+    where it is)."""
+    stage = stage or Stage()
     inputs, from_float32 = _float64_inputs(call.args)
 
     apply = call.function.apply  # type: ignore[attr-defined]  # an autograd.Function
@@ -185,6 +200,7 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResu
         return result("straight-through", "skipped", through, smells, first.mismatch,
                       _sampled_text(first, size, options))
     second = CheckOutcome("skipped")
+    stage.first, stage.now = first.verdict, "gradgradcheck"
     if first.verdict == "pass" and options.gradgrad:
         if once:
             second = CheckOutcome("not applicable", "backward is @once_differentiable: it "

@@ -40,8 +40,10 @@ def check(
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
     timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
-                                         help="Give up on a Function call's checks after "
-                                         "this long: its verdict is \"timed out\", exit 2."),
+                                         help="Bound each scenario's run and each Function "
+                                         "call's checks: a run past it stops at the line it "
+                                         "is on, a call's gradcheck or gradgradcheck past it "
+                                         "is \"timed out\"; exit 2. Default: no limit."),
     max_jacobian: int = typer.Option(MAX_JACOBIAN, "--max-jacobian", min=1, metavar="ENTRIES",
                                      help="Check a Jacobian in full up to this many entries "
                                      "(inputs x outputs; gradcheck holds ~100 bytes each); "

@@ -52,6 +52,8 @@ class CheckResult:
         timed out."""
         if self.gradcheck in ("skipped", "timed out", "straight-through"):
             return self.gradcheck
+        if self.gradgradcheck == "timed out":
+            return "timed out"
         if not self.ok:
             return "smell" if self.smells and self.gradcheck == "pass" and \
                 self.gradgradcheck != "fail" else "failed"
@@ -80,4 +82,4 @@ class CheckRun:
 
     @property
     def timed_out(self) -> bool:
-        return any(r.gradcheck == "timed out" for r in self.results)
+        return any(r.outcome == "timed out" for r in self.results)

@@ -1,0 +1,60 @@
+"""`gradtrace check` bounded and talkative (issue 27, item 2): a time limit on every script
+and call, progress when piped, nothing to check is an error, test files run their tests, and
+numbers that say what they mean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import SCENARIOS, invoke
+
+BROKEN = SCENARIOS / "broken"
+
+TWICE = (
+    "import torch\n\n\nclass Twice(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return g * 2\n\n\n"
+)
+
+
+def check_json(*args: str | Path) -> tuple[int, dict]:
+    result = invoke("check", *args, "--json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+def gradtrace(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m gradtrace ARGS` as CI runs it: stdout and stderr are pipes."""
+    return subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_timeout_bounds_the_script_run_too(tmp_path: Path) -> None:
+    """Regression: --timeout bounded only the gradcheck calls; this never returned."""
+    path = tmp_path / "loop_forever.py"
+    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\nwhile True:\n"
+                    "    y = x * 2\n")
+    start = time.perf_counter()
+    done = gradtrace("check", path, "--timeout", "5", timeout=60)
+    assert time.perf_counter() - start < 30
+    assert done.returncode == 2, done.stderr
+    assert f"the scenario did not finish within 5 s: it was at {path}:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_call_that_times_out_says_which_check(tmp_path: Path) -> None:
+    path = tmp_path / "slow.py"
+    # only double backward (a backward with a graph of its own) is slow
+    path.write_text(TWICE.replace("return g * 2", "if torch.is_grad_enabled():\n"
+                                  "            import time\n            time.sleep(3)\n"
+                                  "        return g * 2")
+                    + "x = torch.ones(2, requires_grad=True)\ny = Twice.apply(x)\n")
+    code, report = check_json(path, "--timeout", "1")
+    (result,) = report["results"]
+    assert code == 2 and (result["gradcheck"], result["gradgradcheck"]) == ("pass", "timed out")
+    assert result["outcome"] == "timed out"
+    assert result["message"].startswith("gradgradcheck did not finish within 1 s")
+
