@@ -58,3 +58,52 @@ def test_a_call_that_times_out_says_which_check(tmp_path: Path) -> None:
     assert result["outcome"] == "timed out"
     assert result["message"].startswith("gradgradcheck did not finish within 1 s")
 
+
+def test_progress_lines_on_stderr_when_piped(tmp_path: Path) -> None:
+    """Regression: `check .` ran silently for minutes when stderr was not a terminal."""
+    path = tmp_path / "two.py"
+    path.write_text(TWICE + "x = torch.ones(2, requires_grad=True)\ny = Twice.apply(x)\n"
+                    "z = Twice.apply(torch.ones(3, 4, requires_grad=True))\n")
+    done = gradtrace("check", path, "--no-gradgrad")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines == [f"running {path}",
+                     "checking two.py:15 Twice(tensor float32[2])",
+                     "checking two.py:16 Twice(tensor float32[3, 4])"]
+    for quiet in ("--quiet", "-q"):
+        silent = gradtrace("check", path, "--no-gradgrad", quiet)
+        assert silent.returncode == 0 and silent.stderr == ""
+
+
+def test_nothing_to_check_is_exit_2(tmp_path: Path) -> None:
+    """Regression: "0 of 0 passed" exited 0, so a glob typo passed CI."""
+    result = invoke("check", SCENARIOS / "chain_rule.py")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: no custom autograd.Function call in {SCENARIOS / 'chain_rule.py'}")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke("check", empty)
+    assert result.exit_code == 2
+    assert f"no custom autograd.Function call in {empty}" in result.stderr
+    assert "no .py file" in result.stderr
+
+
+def test_a_test_file_runs_its_test_functions(tmp_path: Path) -> None:
+    """Regression: a pytest-style file exited 2 with "names no tensors"."""
+    path = tmp_path / "test_model.py"
+    path.write_text(TWICE + "def test_vector():\n    x = torch.ones(3, requires_grad=True)\n"
+                    "    Twice.apply(x).sum().backward()\n"
+                    "    assert x.grad.tolist() == [2] * 3\n\n\n"
+                    "class TestMatrix:\n    def test_matrix(self):\n"
+                    "        Twice.apply(torch.ones(2, 2, requires_grad=True))\n\n\n"
+                    "def test_no_tensors():\n    assert 1 + 1 == 2\n\n\n"
+                    "def test_with_a_fixture(tmp_path):\n    Twice.apply(torch.ones(5))\n")
+    code, report = check_json(path)
+    assert code == 0, report
+    assert [r["scenario"] for r in report["results"]] == [
+        f"{path}::test_vector", f"{path}::TestMatrix::test_matrix"]
+    assert all(r["ok"] for r in report["results"])
+    assert report["notes"] == [f"{path}::test_with_a_fixture takes arguments (tmp_path), "
+                               "pytest fixtures: not run"]
+

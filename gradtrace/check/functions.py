@@ -8,7 +8,7 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -18,6 +18,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
+from ..capture.target import parse_target
 from ..capture.where import scenario_line
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
@@ -53,69 +54,68 @@ class CheckOptions:
     max_jacobian: int = MAX_JACOBIAN  # entries; above it, sampled coordinates are checked
 
 
-def scenario_files(paths: Iterable[str]) -> list[Path]:
-    """The .py files named, and those below the folders named, in a stable order."""
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found.extend(sorted(p.rglob("*.py")))
-        else:
-            found.append(p)  # run_scenario says what is wrong with it, if anything
-    return list(dict.fromkeys(found))
-
-
 class Watcher(Protocol):
-    """Told what is being checked: for a progress line."""
+    """Told what is being run and checked: for progress lines."""
 
+    def running(self, target: str) -> None: ...  # a scenario starts
     def checking(self, what: str) -> None: ...  # a Function call's checks begin
     def checked(self) -> None: ...  # and end
 
 
-def check_files(files: Iterable[Path], options: CheckOptions, *, stop_on_error: bool = False,
-                watcher: Watcher | None = None) -> CheckRun:
-    """Check every file; a file that cannot run is kept as a CannotRun, not raised
-    (unless stop_on_error)."""
+def check_files(targets: Iterable[str], options: CheckOptions, *,
+                stop_on_error: bool = False, watcher: Watcher | None = None,
+                notes: Iterable[str] = ()) -> CheckRun:
+    """Check every target (FILE or FILE::FUNC); one that cannot run is kept as a CannotRun,
+    not raised (unless stop_on_error)."""
     results: list[CheckResult] = []
     cannot_run: list[CannotRun] = []
-    for path in files:
+    for target in targets:
+        if watcher is not None:
+            watcher.running(target)
         try:
-            results.extend(check_scenario(path, options, watcher))
+            results.extend(check_scenario(target, options, watcher))
         except GradtraceError as exc:
             if stop_on_error:
                 raise
-            cannot_run.append(CannotRun(str(path), exc.message, exc.hint))
-    return CheckRun(tuple(results), tuple(cannot_run))
+            cannot_run.append(CannotRun(target, exc.message, exc.hint))
+    return CheckRun(tuple(results), tuple(cannot_run), tuple(notes))
 
 
-def check_scenario(path: Path, options: CheckOptions,
+def check_scenario(target: str | Path, options: CheckOptions,
                    watcher: Watcher | None = None) -> list[CheckResult]:
-    """Run the scenario and check each Function once per distinct input signature."""
+    """Run the scenario (FILE or FILE::FUNC) and check each Function once per distinct
+    input signature."""
+    label = str(target)
+    name = Path(parse_target(label).path).name
     results: list[CheckResult] = []
+    ran = False  # to its end: what goes wrong after that is building a trace check needs not
 
     def check_calls(calls: list[RawCall]) -> None:
+        nonlocal ran
+        ran = True
         seen: set[tuple[Any, ...]] = set()
         # what the Functions print or warn while being checked is not the report's
         with contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for call in calls:
+            for index, call in enumerate(calls, 1):
                 key = (call.function, tuple(_signature(a) for a in call.args))
                 if key not in seen:
                     seen.add(key)
                     if watcher is not None:
-                        watcher.checking(f"{path.name}:{call.line} {call.function.__name__}("
+                        watcher.checking(f"{name}:{call.line} {call.function.__name__}("
                                          f"{', '.join(describe_value(a) for a in call.args)})")
-                    results.append(bounded_check(call, str(path), options))
+                    results.append(replace(bounded_check(call, label, options), call=index))
                     if watcher is not None:
                         watcher.checked()
 
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
-        run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False),
+        run_scenario(label, CaptureOptions(backward=False, saved=False, flow=False),
                      with_calls=check_calls, timeout=options.timeout)
     except ScenarioError:
-        if not results:
+        # no root, no named tensor: the trace is not what check is about
+        if not ran:
             raise
     return results
 
@@ -399,6 +399,7 @@ def _reason(exc: BaseException, scenario: str, where: str) -> str:
     meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")
     if meaning is not None:
         return f"{meaning}: {text}"
-    line = scenario_line(scenario, exc)
-    at = f" at {scenario}:{line}" if line else ""
+    path = scenario.partition("::")[0]  # FILE of FILE::FUNC
+    line = scenario_line(path, exc)
+    at = f" at {path}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"

@@ -39,6 +39,7 @@ class CheckResult:
     smells: tuple[str, ...] = ()
     mismatch: Mismatch | None = None
     sampled: str | None = None  # which coordinates were checked, when not all of them
+    call: int = 0  # which of the scenario's Function calls (1-based; 0: not known)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +76,7 @@ class CheckRun:
 
     results: tuple[CheckResult, ...]
     cannot_run: tuple[CannotRun, ...] = ()
+    notes: tuple[str, ...] = ()  # what was left out and why (a test that takes fixtures)
 
     @property
     def failed(self) -> bool:

@@ -32,6 +32,7 @@ def check_report(run: CheckRun) -> RenderableType:
         check_table(run.results) if run.results
         else Text("no custom autograd.Function calls found", style="yellow")]
     parts.extend(view for view in map(mismatch_view, run.results) if view is not None)
+    parts.extend(Text(f"note: {note}", style="dim") for note in run.notes)
     parts.append(Text(summary(run), style="bold"))
     return Group(*parts)
 
@@ -42,7 +43,7 @@ def summary(run: CheckRun) -> str:
     counts = Counter(r.outcome for r in run.results)
     told = [f"{counts[o]} {OUTCOMES[o]}" for o in OUTCOMES if counts[o]]
     n = len(run.results)
-    head = f"{n} of {n} passed" if counts["passed"] == n else \
+    head = "nothing checked" if not n else f"{n} of {n} passed" if counts["passed"] == n else \
         f"{sum(r.ok for r in run.results)} of {n} ok: {', '.join(told)}"
     could_not = f"; {len(run.cannot_run)} scenario(s) could not run" if run.cannot_run else ""
     return head + could_not
@@ -130,7 +131,8 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
 def check_json(run: CheckRun) -> str:
     """`gradtrace check --json`: every result, and the scenarios that could not run."""
     return json.dumps({"results": [check_dict(r) for r in run.results],
-                       "cannot_run": {c.scenario: c.message for c in run.cannot_run}},
+                       "cannot_run": {c.scenario: c.message for c in run.cannot_run},
+                       "notes": list(run.notes)},
                       indent=2) + "\n"
 
 
