@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from helpers import SCENARIOS, invoke
 
 BROKEN = SCENARIOS / "broken"
@@ -49,14 +50,14 @@ def test_a_call_that_times_out_says_which_check(tmp_path: Path) -> None:
     path = tmp_path / "slow.py"
     # only double backward (a backward with a graph of its own) is slow
     path.write_text(TWICE.replace("return g * 2", "if torch.is_grad_enabled():\n"
-                                  "            import time\n            time.sleep(3)\n"
+                                  "            import time\n            time.sleep(8)\n"
                                   "        return g * 2")
                     + "x = torch.ones(2, requires_grad=True)\ny = Twice.apply(x)\n")
-    code, report = check_json(path, "--timeout", "1")
+    code, report = check_json(path, "--timeout", "3")  # gradcheck: well within it
     (result,) = report["results"]
     assert code == 2 and (result["gradcheck"], result["gradgradcheck"]) == ("pass", "timed out")
     assert result["outcome"] == "timed out"
-    assert result["message"].startswith("gradgradcheck did not finish within 1 s")
+    assert result["message"].startswith("gradgradcheck did not finish within 3 s")
 
 
 def test_progress_lines_on_stderr_when_piped(tmp_path: Path) -> None:
@@ -107,3 +108,51 @@ def test_a_test_file_runs_its_test_functions(tmp_path: Path) -> None:
     assert report["notes"] == [f"{path}::test_with_a_fixture takes arguments (tmp_path), "
                                "pytest fixtures: not run"]
 
+
+def test_zero_against_a_number_is_a_mismatch_not_rounding() -> None:
+    """Regression: "max abs error 3.4105, max rel error 2.23e-10" for a backward that is
+    completely wrong (the worst entry is 0 against 3.4105)."""
+    path = BROKEN / "mul_ignores_grad_output.py"
+    out = invoke("check", path).stdout
+    assert "max rel error" not in out and "e-10" not in out
+    assert "mismatch: finite differences give 0 where backward gives 3.4105" in out
+    _, report = check_json(path)
+    mismatch = report["results"][0]["mismatch"]
+    assert mismatch["max_rel"] is None and mismatch["worst_values"] == [0.0,
+                                                                       pytest.approx(3.4105,
+                                                                                     abs=1e-4)]
+    # where the numerical value is not 0 the relative error is told
+    pow_out = invoke("check", BROKEN / "gradcheck_pow_wrong_backward.py").stdout
+    assert "max relative error 0.113" in " ".join(pow_out.split())
+
+
+def test_gradgradcheck_failures_are_titled_as_such() -> None:
+    out = invoke("check", BROKEN / "sinh_saved_on_ctx.py").stdout
+    assert "SinhBad: gradgradcheck:" in out
+    assert "Jacobian of output 0 with respect to input 0" not in out
+    _, report = check_json(BROKEN / "sinh_saved_on_ctx.py")
+    assert report["results"][0]["mismatch"]["check"] == "gradgradcheck"
+
+
+def test_numbers_are_never_cut_at_80_columns() -> None:
+    """Regression: cells were cut to `-0.00805…`."""
+    for path in (BROKEN / "mul_ignores_grad_output.py",
+                 BROKEN / "custom_function_global_operand.py"):
+        out = invoke("check", path, env={"COLUMNS": "80"}).stdout
+        assert "…" not in out, out
+        assert all(len(line) <= 80 for line in out.splitlines())
+    out = invoke("check", BROKEN / "mul_ignores_grad_output.py",
+                 env={"COLUMNS": "80"}).stdout
+    assert "0 / 3.4105" in out and "numerical / analytical" in out
+
+
+def test_two_calls_at_one_line_are_told_apart(tmp_path: Path) -> None:
+    path = tmp_path / "loop.py"
+    path.write_text(TWICE + "for n in (2, 3):\n"
+                    "    Twice.apply(torch.ones(n, requires_grad=True))\n")
+    out = invoke("check", path).stdout
+    rows = [line for line in out.splitlines() if line.startswith("│ Twice")]
+    assert len(rows) == 2 and rows[0] != rows[1]
+    assert "float32[2]" in rows[0] and "float32[3]" in rows[1]
+    _, report = check_json(path)
+    assert [r["call"] for r in report["results"]] == [1, 2]

@@ -11,17 +11,24 @@ Verdict = Literal["pass", "fail", "error", "skipped", "timed out", "straight-thr
 
 @dataclass(frozen=True, slots=True)
 class Mismatch:
-    """Where a Function's analytical Jacobian disagrees with the numerical one."""
+    """Where a Function's analytical Jacobian disagrees with the numerical one (for
+    gradgradcheck: backward's own, over the inputs and then the incoming gradients)."""
 
     output: int
     input: int
     numerical: Any  # nested lists (rows: input elements, columns: output elements)
     analytical: Any
     max_abs: float
-    max_rel: float | None  # None where every numerical entry is 0: no relative error
+    # Largest |analytical - numerical| / |numerical| over the entries that disagree; None
+    # where one of them has a numerical value within atol of 0 (a 0-against-x mismatch:
+    # a relative error there means nothing).
+    max_rel: float | None
     worst: tuple[int, int]  # (input element, output element) of the largest difference
     rows: tuple[int, ...] | None = None  # the input elements checked, when sampled
     cols: tuple[int, ...] | None = None  # the output elements checked, when sampled
+    check: Literal["gradcheck", "gradgradcheck"] = "gradcheck"
+    worst_values: tuple[float, float] = (0.0, 0.0)  # (numerical, analytical) at worst
+    zero_numerical: bool = False  # the worst entry's numerical value is within atol of 0
 
 
 @dataclass(frozen=True, slots=True)
