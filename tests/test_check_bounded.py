@@ -88,6 +88,8 @@ def test_nothing_to_check_is_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"no custom autograd.Function call in {empty}" in result.stderr
     assert "no .py file" in result.stderr
+    code, report = check_json(empty)
+    assert code == 2 and report["summary"]["checked"] == 0
 
 
 def test_a_test_file_runs_its_test_functions(tmp_path: Path) -> None:
@@ -156,3 +158,19 @@ def test_two_calls_at_one_line_are_told_apart(tmp_path: Path) -> None:
     assert "float32[2]" in rows[0] and "float32[3]" in rows[1]
     _, report = check_json(path)
     assert [r["call"] for r in report["results"]] == [1, 2]
+
+
+def test_json_has_a_schema_and_counts() -> None:
+    code, report = check_json(BROKEN, SCENARIOS / "custom_add.py")
+    assert code == 1
+    assert report["schema"] == "gradtrace.check/1"
+    assert report["summary"] == {"checked": 6, "ok": 1, "passed": 1, "failed": 5, "smell": 0,
+                                 "straight_through": 0, "skipped": 0, "timed_out": 0,
+                                 "cannot_run": 0}
+
+
+@pytest.mark.parametrize("option", ["--rtol", "--atol", "--eps"])
+def test_negative_tolerances_are_refused(option: str) -> None:
+    result = invoke("check", SCENARIOS / "custom_add.py", option, "-1")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert option in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,9 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Also write JUnit XML, for CI systems."),
-    eps: float = typer.Option(1e-6, "--eps", help="Finite-difference step."),
-    atol: float = typer.Option(1e-5, "--atol", help="Absolute tolerance."),
-    rtol: float = typer.Option(1e-3, "--rtol", help="Relative tolerance."),
+    eps: float = typer.Option(1e-6, "--eps", min=0.0, help="Finite-difference step (> 0)."),
+    atol: float = typer.Option(1e-5, "--atol", min=0.0, help="Absolute tolerance."),
+    rtol: float = typer.Option(1e-3, "--rtol", min=0.0, help="Relative tolerance."),
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
     timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
@@ -62,6 +63,12 @@ def check(
     from ..check.functions import CheckOptions, check_files
     from ..render.checks import check_json, check_report, to_junit
 
+    if not 0 < eps < math.inf:
+        raise GradtraceError(f"--eps {eps:g}: the finite-difference step must be a positive "
+                             "number", "e.g. --eps 1e-6 (the default)")
+    for name, value in (("--atol", atol), ("--rtol", rtol)):
+        if math.isnan(value):
+            raise GradtraceError(f"{name} nan: a tolerance must be a number, 0 or more")
     options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad,
                            timeout=timeout, max_jacobian=max_jacobian)
     found = targets_of(paths)

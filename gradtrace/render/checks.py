@@ -193,9 +193,22 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
     return d
 
 
+CHECK_SCHEMA = "gradtrace.check/1"
+
+
+def counts(run: CheckRun) -> dict[str, int]:
+    """The summary line's counts, as JSON: each result counted once, by its outcome."""
+    by_outcome = Counter(r.outcome for r in run.results)
+    return {"checked": len(run.results), "ok": sum(r.ok for r in run.results),
+            **{o.replace(" ", "_").replace("-", "_"): by_outcome[o] for o in OUTCOMES},
+            "cannot_run": len(run.cannot_run)}
+
+
 def check_json(run: CheckRun) -> str:
-    """`gradtrace check --json`: every result, and the scenarios that could not run."""
-    return json.dumps({"results": [check_dict(r) for r in run.results],
+    """`gradtrace check --json`: the counts, every result, the scenarios that could not run
+    and what was left out."""
+    return json.dumps({"schema": CHECK_SCHEMA, "summary": counts(run),
+                       "results": [check_dict(r) for r in run.results],
                        "cannot_run": {c.scenario: c.message for c in run.cannot_run},
                        "notes": list(run.notes)},
                       indent=2) + "\n"
