@@ -8,7 +8,7 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -18,6 +18,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
+from ..capture.target import parse_target
 from ..capture.where import scenario_line
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
@@ -49,73 +50,72 @@ class CheckOptions:
     rtol: float = 1e-3
     fast: bool = False
     gradgrad: bool = True
-    timeout: float | None = None  # seconds for each Function call's checks
+    timeout: float | None = None  # seconds for each scenario's run, and each call's checks
     max_jacobian: int = MAX_JACOBIAN  # entries; above it, sampled coordinates are checked
 
 
-def scenario_files(paths: Iterable[str]) -> list[Path]:
-    """The .py files named, and those below the folders named, in a stable order."""
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found.extend(sorted(p.rglob("*.py")))
-        else:
-            found.append(p)  # run_scenario says what is wrong with it, if anything
-    return list(dict.fromkeys(found))
-
-
 class Watcher(Protocol):
-    """Told what is being checked: for a progress line."""
+    """Told what is being run and checked: for progress lines."""
 
+    def running(self, target: str) -> None: ...  # a scenario starts
     def checking(self, what: str) -> None: ...  # a Function call's checks begin
     def checked(self) -> None: ...  # and end
 
 
-def check_files(files: Iterable[Path], options: CheckOptions, *, stop_on_error: bool = False,
-                watcher: Watcher | None = None) -> CheckRun:
-    """Check every file; a file that cannot run is kept as a CannotRun, not raised
-    (unless stop_on_error)."""
+def check_files(targets: Iterable[str], options: CheckOptions, *,
+                stop_on_error: bool = False, watcher: Watcher | None = None,
+                notes: Iterable[str] = ()) -> CheckRun:
+    """Check every target (FILE or FILE::FUNC); one that cannot run is kept as a CannotRun,
+    not raised (unless stop_on_error)."""
     results: list[CheckResult] = []
     cannot_run: list[CannotRun] = []
-    for path in files:
+    for target in targets:
+        if watcher is not None:
+            watcher.running(target)
         try:
-            results.extend(check_scenario(path, options, watcher))
+            results.extend(check_scenario(target, options, watcher))
         except GradtraceError as exc:
             if stop_on_error:
                 raise
-            cannot_run.append(CannotRun(str(path), exc.message, exc.hint))
-    return CheckRun(tuple(results), tuple(cannot_run))
+            cannot_run.append(CannotRun(target, exc.message, exc.hint))
+    return CheckRun(tuple(results), tuple(cannot_run), tuple(notes))
 
 
-def check_scenario(path: Path, options: CheckOptions,
+def check_scenario(target: str | Path, options: CheckOptions,
                    watcher: Watcher | None = None) -> list[CheckResult]:
-    """Run the scenario and check each Function once per distinct input signature."""
+    """Run the scenario (FILE or FILE::FUNC) and check each Function once per distinct
+    input signature."""
+    label = str(target)
+    name = Path(parse_target(label).path).name
     results: list[CheckResult] = []
+    ran = False  # to its end: what goes wrong after that is building a trace check needs not
 
     def check_calls(calls: list[RawCall]) -> None:
+        nonlocal ran
+        ran = True
         seen: set[tuple[Any, ...]] = set()
         # what the Functions print or warn while being checked is not the report's
         with contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for call in calls:
+            for index, call in enumerate(calls, 1):
                 key = (call.function, tuple(_signature(a) for a in call.args))
                 if key not in seen:
                     seen.add(key)
                     if watcher is not None:
-                        watcher.checking(f"{path.name}:{call.line} {call.function.__name__}("
+                        watcher.checking(f"{name}:{call.line} {call.function.__name__}("
                                          f"{', '.join(describe_value(a) for a in call.args)})")
-                    results.append(bounded_check(call, str(path), options))
+                    results.append(replace(bounded_check(call, label, options), call=index))
                     if watcher is not None:
                         watcher.checked()
 
     try:
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
-        run_scenario(str(path), CaptureOptions(backward=False, saved=False, flow=False),
-                     with_calls=check_calls)
+        run_scenario(label, CaptureOptions(backward=False, saved=False, flow=False),
+                     with_calls=check_calls, timeout=options.timeout)
     except ScenarioError:
-        if not results:
+        # no root, no named tensor: the trace is not what check is about
+        if not ran:
             raise
     return results
 
@@ -126,17 +126,27 @@ def _signature(value: Any) -> tuple[Any, ...]:
     return ("value", repr(value)[:40])
 
 
+class Stage:
+    """Where a call's checks are (what a time limit cut), and gradcheck's verdict once
+    known: written by the checking thread, read by the one that waits for it."""
+
+    def __init__(self) -> None:
+        self.now = "gradcheck"
+        self.first: Verdict | None = None
+
+
 def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
-    """check_call within options.timeout: past it, the verdict is "timed out" (the check goes
-    on in a background thread that ends with the process)."""
+    """check_call within options.timeout: past it, the verdict of the check it was in is
+    "timed out" (the check goes on in a background thread that ends with the process)."""
     if options.timeout is None:
         return check_call(call, scenario, options)
     outcome: list[CheckResult] = []
     failure: list[BaseException] = []
+    stage = Stage()
 
     def work() -> None:
         try:
-            outcome.append(check_call(call, scenario, options))
+            outcome.append(check_call(call, scenario, options, stage))
         except BaseException as exc:  # handed back to this thread
             failure.append(exc)
 
@@ -147,14 +157,19 @@ def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckR
         raise failure[0]
     if outcome:
         return outcome[0]
+    late = f"{stage.now} did not finish within {options.timeout:g} s"
+    verdicts: tuple[Verdict, Verdict] = ("timed out", "skipped") if stage.first is None \
+        else (stage.first, "timed out")
     return CheckResult(scenario, call.function.__name__, call.line,
-                       tuple(describe_value(a) for a in call.args), "timed out", "skipped",
-                       f"gradcheck did not finish within {options.timeout:g} s")
+                       tuple(describe_value(a) for a in call.args), *verdicts, late)
 
 
-def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResult:
+def check_call(call: RawCall, scenario: str, options: CheckOptions,
+               stage: Stage | None = None) -> CheckResult:
     """gradcheck, then gradgradcheck, of one recorded call, re-run in float64; a Jacobian
-    over options.max_jacobian entries is checked on sampled coordinates."""
+    over options.max_jacobian entries is checked on sampled coordinates (stage: told
+    where it is)."""
+    stage = stage or Stage()
     inputs, from_float32 = _float64_inputs(call.args)
 
     apply = call.function.apply  # type: ignore[attr-defined]  # an autograd.Function
@@ -185,6 +200,7 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions) -> CheckResu
         return result("straight-through", "skipped", through, smells, first.mismatch,
                       _sampled_text(first, size, options))
     second = CheckOutcome("skipped")
+    stage.first, stage.now = first.verdict, "gradgradcheck"
     if first.verdict == "pass" and options.gradgrad:
         if once:
             second = CheckOutcome("not applicable", "backward is @once_differentiable: it "
@@ -257,7 +273,7 @@ def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOption
         output, index = int(found[1]), differentiable(inputs)[int(found[2])]
         (block,) = blocks(fn, inputs, options.eps, pairs=[(output, index)])
         return CheckOutcome("fail", _disagree_text(output, index),
-                            _mismatch(block, sampled=False))
+                            _mismatch(block, False, options))
     except Exception as exc:
         return CheckOutcome("error", _reason(exc, scenario, "backward"))
     return CheckOutcome("pass")
@@ -283,11 +299,28 @@ def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...
         _torch_check(torch.autograd.gradgradcheck, fn, inputs, options)
     except GradcheckError as exc:
         found = MISMATCH.search(str(exc))
-        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
-                            if found else f"double backward: {_first_line(exc)}")
+        if found is None:
+            return CheckOutcome("fail", f"double backward: {_first_line(exc)}")
+        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True),
+                            _second_mismatch(fn, [*inputs, *grads], len(inputs),
+                                             int(found[1]), int(found[2]), options))
     except Exception as exc:
         return CheckOutcome("error", _reason(exc, scenario, "double backward"))
     return CheckOutcome("pass")
+
+
+def _second_mismatch(fn: Callable[..., Any], args: list[Any], n: int, output: int,
+                     index: int, options: CheckOptions) -> Mismatch | None:
+    """The block of backward's Jacobian gradgradcheck found wrong, with our own incoming
+    gradients (torch draws its own at random): None when it agrees with them."""
+    try:
+        (block,) = blocks(backward_of(fn, n), args, options.eps,
+                          pairs=[(output, differentiable(args)[index])])
+    except Exception:  # the Function's own code raised: the verdict stands, without numbers
+        return None
+    if disagreeing([block], options.atol, options.rtol) is None:
+        return None
+    return _mismatch(block, False, options, second=True)
 
 
 def backward_of(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
@@ -322,7 +355,7 @@ def _sampled_check(fn: Callable[..., Any], inputs: list[Any], options: CheckOpti
     if bad is None:
         return CheckOutcome("pass", sampled=counts)
     return CheckOutcome("fail", _disagree_text(bad.output, bad.input, second),
-                        _mismatch(bad, sampled=True), counts)
+                        _mismatch(bad, True, options, second), counts)
 
 
 def _sampled_text(first: CheckOutcome, size: int, options: CheckOptions,
@@ -353,20 +386,31 @@ def _disagree_text(output: int, index: int, second: bool = False) -> str:
             "disagrees with finite differences")
 
 
-def _mismatch(b: Block, sampled: bool) -> Mismatch:
+def _mismatch(b: Block, sampled: bool, options: CheckOptions,
+              second: bool = False) -> Mismatch:
     """The Mismatch record of a block: worst entry, errors, the entries when few."""
     diff = (b.numerical - b.analytical).abs()
+    size = b.numerical.abs()
     worst = divmod(int(diff.argmax()), diff.shape[1]) if diff.numel() else (0, 0)
-    nonzero = b.numerical.abs() > 0
-    max_rel = float((diff[nonzero] / b.numerical.abs()[nonzero]).max()) \
-        if bool(nonzero.any()) else None
+    # gradcheck's own test; where |numerical| <= atol the absolute part decides it, and a
+    # relative error (3.4 against 1e-17) would be noise either way
+    bad = diff > options.atol + options.rtol * size
+    if not bool(bad.any()):
+        bad = diff > 0  # our differences agree where torch's did not: say what differs
+    near_zero = size <= options.atol
+    max_rel = None if bool((bad & near_zero).any()) or not bool(bad.any()) \
+        else float((diff[bad] / size[bad]).max())
     small = diff.numel() <= TABLE_LIMIT
+    at = (float(b.numerical[worst]), float(b.analytical[worst])) if diff.numel() \
+        else (0.0, 0.0)
     return Mismatch(b.output, b.input,
                     b.numerical.tolist() if small else None,
                     b.analytical.tolist() if small else None,
                     float(diff.max()) if diff.numel() else 0.0, max_rel,
                     (b.rows[worst[0]], b.cols[worst[1]]),
-                    tuple(b.rows) if sampled else None, tuple(b.cols) if sampled else None)
+                    tuple(b.rows) if sampled else None, tuple(b.cols) if sampled else None,
+                    "gradgradcheck" if second else "gradcheck", at,
+                    abs(at[0]) <= options.atol)
 
 
 # What a Function's backward did wrong, by the kind torch_compat.error_kind gives the error.
@@ -383,6 +427,7 @@ def _reason(exc: BaseException, scenario: str, where: str) -> str:
     meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")
     if meaning is not None:
         return f"{meaning}: {text}"
-    line = scenario_line(scenario, exc)
-    at = f" at {scenario}:{line}" if line else ""
+    path = scenario.partition("::")[0]  # FILE of FILE::FUNC
+    line = scenario_line(path, exc)
+    at = f" at {path}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ..check.limits import MAX_JACOBIAN, SAMPLE
+from ..errors import GradtraceError
 from ..render.escape import visible
 from .core import (
     DEBUG,
@@ -40,41 +42,55 @@ def check(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="FILE_OR_DIR...",
                                       help="Scenario files (or FILE::FUNC), or folders to "
-                                      "search for *.py."),
+                                      "search for *.py. A pytest-style test file "
+                                      "(test_*.py, *_test.py) runs each of its test "
+                                      "functions, as FILE::FUNC."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     out_format: str = findings_format("text (the report), or github: each check that is not "
                                       "ok as a GitHub Actions annotation on its line."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Also write JUnit XML, for CI systems."),
-    eps: float = typer.Option(1e-6, "--eps", help="Finite-difference step."),
-    atol: float = typer.Option(1e-5, "--atol", help="Absolute tolerance."),
-    rtol: float = typer.Option(1e-3, "--rtol", help="Relative tolerance."),
+    eps: float = typer.Option(1e-6, "--eps", min=0.0, help="Finite-difference step (> 0)."),
+    atol: float = typer.Option(1e-5, "--atol", min=0.0, help="Absolute tolerance."),
+    rtol: float = typer.Option(1e-3, "--rtol", min=0.0, help="Relative tolerance."),
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
     timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
-                                         help="Stop a Function call's checks after this "
-                                         "long: its verdict is \"timed out\", exit 2. "
-                                         "Default: no limit."),
+                                         help="Bound each scenario's run and each Function "
+                                         "call's checks: a run past it stops at the line it "
+                                         "is on, a call's gradcheck or gradgradcheck past it "
+                                         "is \"timed out\"; exit 2. Default: no limit."),
     max_jacobian: int = typer.Option(MAX_JACOBIAN, "--max-jacobian", min=1, metavar="ENTRIES",
                                      help="Check a Jacobian in full up to this many entries "
                                      "(inputs x outputs; gradcheck holds ~100 bytes each); "
                                      f"above it, {SAMPLE} random coordinates of each input "
                                      "and output, with the same tolerances."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No progress lines on stderr (one a scenario and one a "
+                               "Function call, also when stderr is not a terminal)."),
     debug_flag: bool = DEBUG,  # read by the error boundary, and here
 ) -> None:
     """gradcheck and gradgradcheck every custom autograd.Function the scenarios call."""
-    from ..check.functions import CheckOptions, check_files, scenario_files
+    from ..check.discover import targets_of
+    from ..check.functions import CheckOptions, check_files
     from ..render.checks import check_json, check_report, to_junit
 
     printed = printed_as(out_format, as_json)
+    if not 0 < eps < math.inf:
+        raise GradtraceError(f"--eps {eps:g}: the finite-difference step must be a positive "
+                             "number", "e.g. --eps 1e-6 (the default)")
+    for name, value in (("--atol", atol), ("--rtol", rtol)):
+        if math.isnan(value):
+            raise GradtraceError(f"{name} nan: a tolerance must be a number, 0 or more")
     options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad,
                            timeout=timeout, max_jacobian=max_jacobian)
-    files = scenario_files(paths)
+    found = targets_of(paths)
     # resolved before any scenario runs (and perhaps changes the working folder)
     junit = None if junit is None else absolute(junit)
-    inputs = [input_file(f) for f in files]
-    with CallProgress() as watcher:
-        run = check_files(files, options, stop_on_error=debugging(ctx), watcher=watcher)
+    inputs = [input_file(f) for f in found.targets]
+    with CallProgress(quiet) as watcher:
+        run = check_files(found.targets, options, stop_on_error=debugging(ctx),
+                          watcher=watcher, notes=found.notes)
     for broken in run.cannot_run:
         print_error(broken.message, broken.hint)
     if junit is not None:
@@ -87,36 +103,72 @@ def check(
         write_stdout(check_annotations(run))
     else:
         stdout_console().print(check_report(run))
+    if not run.results and not run.cannot_run:
+        raise _nothing_to_check(paths, found.targets)
     if run.cannot_run or run.timed_out:
         raise typer.Exit(ExitCode.USAGE)
     if run.failed:
         raise typer.Exit(ExitCode.FAILED)
 
 
+def _nothing_to_check(paths: list[str], targets: list[str]) -> GradtraceError:
+    """A run that checked nothing is an error: a glob or folder that matched no scenario
+    must not pass CI."""
+    where = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    none_there = "" if targets else " (no .py file there)"
+    return GradtraceError(
+        f"no custom autograd.Function call in {where}{none_there}",
+        "check runs the custom Functions (torch.autograd.Function subclasses) the scenarios "
+        "call; `gradtrace show` shows the graph of a script that calls none")
+
+
 class CallProgress:
-    """A line on stderr, on a terminal only, for the Function call being checked: its
-    scenario line, name, input sizes and the time it has taken so far."""
+    """Progress on stderr: on a terminal a line that names the scenario running or the
+    Function call being checked (its line, name, input sizes) and the time so far; piped, a
+    line a scenario and a line a call (CI logs show where a long run is); quiet: none."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.progress: Any = None
+        self.task: Any = None
 
     def __enter__(self) -> CallProgress:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+        if self.quiet:
+            return self
         # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run
         self.stream = os.fdopen(os.dup(2), "w")
-        self.progress = Progress(SpinnerColumn(), TextColumn("checking {task.description}"),
-                                 TimeElapsedColumn(), console=Console(file=self.stream),
-                                 transient=True)
-        self.progress.__enter__()
-        self.task: Any = None
+        if self.stream.isatty():
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                     TimeElapsedColumn(), console=Console(file=self.stream),
+                                     transient=True)
+            self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(None, None, None)
+        if self.quiet:
+            return
+        if self.progress is not None:
+            self.progress.__exit__(None, None, None)
         self.stream.close()
 
+    def _say(self, line: str) -> None:
+        if self.quiet:
+            return
+        if self.progress is None:
+            print(visible(line), file=self.stream, flush=True)
+            return
+        self.checked()
+        self.task = self.progress.add_task(visible(line), total=None)
+
+    def running(self, target: str) -> None:
+        self._say(f"running {target}")
+
     def checking(self, what: str) -> None:
-        self.task = self.progress.add_task(visible(what), total=None)
+        self._say(f"checking {what}")
 
     def checked(self) -> None:
-        if self.task is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.remove_task(self.task)
             self.task = None

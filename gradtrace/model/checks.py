@@ -11,17 +11,24 @@ Verdict = Literal["pass", "fail", "error", "skipped", "timed out", "straight-thr
 
 @dataclass(frozen=True, slots=True)
 class Mismatch:
-    """Where a Function's analytical Jacobian disagrees with the numerical one."""
+    """Where a Function's analytical Jacobian disagrees with the numerical one (for
+    gradgradcheck: backward's own, over the inputs and then the incoming gradients)."""
 
     output: int
     input: int
     numerical: Any  # nested lists (rows: input elements, columns: output elements)
     analytical: Any
     max_abs: float
-    max_rel: float | None  # None where every numerical entry is 0: no relative error
+    # Largest |analytical - numerical| / |numerical| over the entries that disagree; None
+    # where one of them has a numerical value within atol of 0 (a 0-against-x mismatch:
+    # a relative error there means nothing).
+    max_rel: float | None
     worst: tuple[int, int]  # (input element, output element) of the largest difference
     rows: tuple[int, ...] | None = None  # the input elements checked, when sampled
     cols: tuple[int, ...] | None = None  # the output elements checked, when sampled
+    check: Literal["gradcheck", "gradgradcheck"] = "gradcheck"
+    worst_values: tuple[float, float] = (0.0, 0.0)  # (numerical, analytical) at worst
+    zero_numerical: bool = False  # the worst entry's numerical value is within atol of 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,7 @@ class CheckResult:
     smells: tuple[str, ...] = ()
     mismatch: Mismatch | None = None
     sampled: str | None = None  # which coordinates were checked, when not all of them
+    call: int = 0  # which of the scenario's Function calls (1-based; 0: not known)
 
     @property
     def ok(self) -> bool:
@@ -52,6 +60,8 @@ class CheckResult:
         timed out."""
         if self.gradcheck in ("skipped", "timed out", "straight-through"):
             return self.gradcheck
+        if self.gradgradcheck == "timed out":
+            return "timed out"
         if not self.ok:
             return "smell" if self.smells and self.gradcheck == "pass" and \
                 self.gradgradcheck != "fail" else "failed"
@@ -73,6 +83,7 @@ class CheckRun:
 
     results: tuple[CheckResult, ...]
     cannot_run: tuple[CannotRun, ...] = ()
+    notes: tuple[str, ...] = ()  # what was left out and why (a test that takes fixtures)
 
     @property
     def failed(self) -> bool:
@@ -80,4 +91,4 @@ class CheckRun:
 
     @property
     def timed_out(self) -> bool:
-        return any(r.gradcheck == "timed out" for r in self.results)
+        return any(r.outcome == "timed out" for r in self.results)

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -28,12 +28,31 @@ SHOWN = 6  # rows and columns of a Jacobian shown around its worst entry
 
 def check_report(run: CheckRun) -> RenderableType:
     """The table, the Jacobians where they disagree, and the count of passes."""
+    names = row_names(run.results)
     parts: list[RenderableType] = [
-        check_table(run.results) if run.results
+        check_table(run.results, names) if run.results
         else Text("no custom autograd.Function calls found", style="yellow")]
-    parts.extend(view for view in map(mismatch_view, run.results) if view is not None)
+    parts.extend(view for r, name in zip(run.results, names, strict=True)
+                 if (view := mismatch_view(r, name)) is not None)
+    parts.extend(Text(f"note: {note}", style="dim") for note in run.notes)
     parts.append(Text(summary(run), style="bold"))
     return Group(*parts)
+
+
+def row_names(results: tuple[CheckResult, ...]) -> list[str]:
+    """Each result's Function name; with its inputs where another row of the same Function
+    and line would look the same, and its call number where even those agree."""
+    at = Counter((r.scenario, r.line, r.function) for r in results)
+    signed = Counter((r.scenario, r.line, r.function, r.inputs) for r in results)
+    names = []
+    for r in results:
+        name = r.function
+        if at[r.scenario, r.line, r.function] > 1:
+            name += f"({', '.join(r.inputs)})"
+        if signed[r.scenario, r.line, r.function, r.inputs] > 1 and r.call:
+            name += f" call {r.call}"
+        names.append(name)
+    return names
 
 
 def summary(run: CheckRun) -> str:
@@ -42,25 +61,26 @@ def summary(run: CheckRun) -> str:
     counts = Counter(r.outcome for r in run.results)
     told = [f"{counts[o]} {OUTCOMES[o]}" for o in OUTCOMES if counts[o]]
     n = len(run.results)
-    head = f"{n} of {n} passed" if counts["passed"] == n else \
+    head = "nothing checked" if not n else f"{n} of {n} passed" if counts["passed"] == n else \
         f"{sum(r.ok for r in run.results)} of {n} ok: {', '.join(told)}"
     could_not = f"; {len(run.cannot_run)} scenario(s) could not run" if run.cannot_run else ""
     return head + could_not
 
 
-def check_table(results: tuple[CheckResult, ...]) -> Table:
-    """One row per Function and input signature."""
+def check_table(results: tuple[CheckResult, ...], names: list[str] | None = None) -> Table:
+    """One row per Function and input signature (names: row_names)."""
+    names = names or row_names(results)
     table = Table(title="custom autograd.Functions", title_justify="left", header_style="bold")
     for column in ("Function", "scenario", "gradcheck", "gradgradcheck", "max error", "note"):
         table.add_column(column, overflow="fold")
-    for r in results:
+    for r, name in zip(results, names, strict=True):
         error = number(r.mismatch.max_abs) if r.mismatch else ""
         notes = [r.message or "", *(f"smell: {s}" for s in r.smells), r.sampled or ""]
         if r.from_float32 and r.gradcheck not in ("skipped", "timed out"):
             notes.append("checked in float64")
         note = "; ".join(n for n in notes if n)
         table.add_row(
-            Text(r.function, style="bold"),
+            Text(name, style="bold"),
             Text(f"{r.scenario}:{r.line}" if r.line else r.scenario),
             Text(r.gradcheck, style=VERDICT_STYLE.get(r.gradcheck, "")),
             Text(r.gradgradcheck, style=VERDICT_STYLE.get(r.gradgradcheck, "")),
@@ -70,39 +90,82 @@ def check_table(results: tuple[CheckResult, ...]) -> Table:
     return table
 
 
-def mismatch_view(r: CheckResult) -> RenderableType | None:
+def mismatch_view(r: CheckResult, name: str | None = None) -> RenderableType | None:
     """Numerical against analytical Jacobian near the worst entry, worst one highlighted."""
     m = r.mismatch
     if m is None:
         return None
     head = Text()
-    head.append(f"{r.function}: Jacobian of output {m.output} with respect to input "
-                f"{m.input}", style="bold")
-    relative = "" if m.max_rel is None else f", max rel error {number(m.max_rel)}"
-    checked = "" if m.rows is None else " (sampled elements)"
-    head.append(f"  max abs error {number(m.max_abs)}{relative}, worst at input element "
-                f"{m.worst[0]}, output element {m.worst[1]}{checked}")
+    what = f"Jacobian of output {m.output} with respect to input {m.input}" \
+        if m.check == "gradcheck" else \
+        (f"backward's Jacobian: gradient {m.output} with respect to input {m.input} (the "
+         "inputs, then the incoming gradients)")
+    head.append(f"{name or r.function}: {m.check}: {what}", style="bold")
+    checked = " (sampled elements)" if m.rows is not None else ""
+    head.append(f"\nworst at input element {m.worst[0]}, output element {m.worst[1]}"
+                f"{checked}: {worst_text(m)}")
     if m.numerical is None:
         return Group(head, Text("(too large to list)", style="dim"))
-    return Group(head, _jacobians(m))
+    return Group(head, JacobianView(m))
 
 
-def _jacobians(m: Mismatch) -> Table:
-    """Rows and columns around the worst entry, labelled with their element numbers."""
-    row_of = m.rows or range(len(m.numerical))
-    col_of = m.cols or range(len(m.numerical[0]))
-    at = (row_of.index(m.worst[0]), col_of.index(m.worst[1]))
-    rows = range(max(0, at[0] - SHOWN // 2), min(len(row_of), at[0] + SHOWN))
-    cols = range(max(0, at[1] - SHOWN // 2), min(len(col_of), at[1] + SHOWN))
-    table = Table(header_style="bold", show_lines=False)
-    table.add_column("input elem")
-    for c in cols:
-        table.add_column(f"out {col_of[c]}: numerical / analytical", justify="right")
-    for i in rows:
-        cells = [Text(f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}",
-                      style="bold red" if (i, c) == at else "") for c in cols]
-        table.add_row(str(row_of[i]), *cells)
-    return table
+def worst_text(m: Mismatch) -> str:
+    """The worst entry in words: a 0-against-x entry is a mismatch; elsewhere the errors,
+    the relative one only where it means something."""
+    numerical, analytical = m.worst_values
+    if m.zero_numerical:
+        return (f"mismatch: finite differences give {number(numerical)} where backward gives "
+                f"{number(analytical)} (abs error {number(m.max_abs)}; a relative error "
+                "means nothing against 0)")
+    told = f"numerical {number(numerical)}, analytical {number(analytical)}"
+    if analytical == 0:
+        told = (f"mismatch: backward gives 0 where finite differences give "
+                f"{number(numerical)}")
+    rel = "" if m.max_rel is None else f", max relative error {number(m.max_rel)}"
+    return f"{told} (max abs error {number(m.max_abs)}{rel})"
+
+
+class JacobianView:
+    """Numerical / analytical entries around the worst one, labelled with their element
+    numbers: as many columns as fit the width (a number is never cut); all are in --json."""
+
+    def __init__(self, m: Mismatch) -> None:
+        self.m = m
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        m = self.m
+        row_of = m.rows or range(len(m.numerical))
+        col_of = m.cols or range(len(m.numerical[0]))
+        at = (row_of.index(m.worst[0]), col_of.index(m.worst[1]))
+        rows = range(max(0, at[0] - SHOWN // 2), min(len(row_of), at[0] + SHOWN))
+        cells = {c: [f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}"
+                     for i in rows] for c in range(len(col_of))}
+        first = max(len("in \\ out"), *(len(str(row_of[i])) for i in rows))
+
+        def width(c: int) -> int:
+            return max(len(f"{col_of[c]}"), *map(len, cells[c])) + 3  # padding and a rule
+
+        # the worst column, then its neighbours nearest first, while the table fits
+        cols: list[int] = []
+        used = first + 4  # a column's padding and rule, and the outer rule
+        nearest = sorted(range(len(col_of)), key=lambda c: (abs(c - at[1]), -c))
+        for c in nearest[:SHOWN + SHOWN // 2]:
+            if cols and used + width(c) > options.max_width:
+                break
+            cols.append(c)
+            used += width(c)
+        cols.sort()
+        shown = "" if len(cols) == len(col_of) else \
+            f" ({len(cols)} of {len(col_of)} output elements shown)"
+        table = Table(header_style="bold", show_lines=False,
+                      title=f"numerical / analytical{shown}", title_justify="left")
+        table.add_column("in \\ out", no_wrap=True)
+        for c in cols:
+            table.add_column(str(col_of[c]), justify="right", overflow="fold")
+        for k, i in enumerate(rows):
+            table.add_row(str(row_of[i]), *[
+                Text(cells[c][k], style="bold red" if (i, c) == at else "") for c in cols])
+        yield table
 
 
 def check_dict(r: CheckResult) -> dict[str, Any]:
@@ -112,7 +175,7 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
         "inputs": list(r.inputs), "gradcheck": r.gradcheck,
         "gradgradcheck": r.gradgradcheck, "ok": r.ok, "message": r.message,
         "from_float32": r.from_float32, "smells": list(r.smells), "mismatch": None,
-        "outcome": r.outcome, "sampled": r.sampled,
+        "outcome": r.outcome, "sampled": r.sampled, "call": r.call,
     }
     if r.mismatch is not None:
         m = r.mismatch
@@ -123,14 +186,31 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
                          "max_rel": None if m.max_rel is None else json_float(m.max_rel),
                          "worst": list(m.worst),
                          "rows": None if m.rows is None else list(m.rows),
-                         "cols": None if m.cols is None else list(m.cols)}
+                         "cols": None if m.cols is None else list(m.cols),
+                         "check": m.check,
+                         "worst_values": [json_float(v) for v in m.worst_values],
+                         "zero_numerical": m.zero_numerical}
     return d
 
 
+CHECK_SCHEMA = "gradtrace.check/1"
+
+
+def counts(run: CheckRun) -> dict[str, int]:
+    """The summary line's counts, as JSON: each result counted once, by its outcome."""
+    by_outcome = Counter(r.outcome for r in run.results)
+    return {"checked": len(run.results), "ok": sum(r.ok for r in run.results),
+            **{o.replace(" ", "_").replace("-", "_"): by_outcome[o] for o in OUTCOMES},
+            "cannot_run": len(run.cannot_run)}
+
+
 def check_json(run: CheckRun) -> str:
-    """`gradtrace check --json`: every result, and the scenarios that could not run."""
-    return json.dumps({"results": [check_dict(r) for r in run.results],
-                       "cannot_run": {c.scenario: c.message for c in run.cannot_run}},
+    """`gradtrace check --json`: the counts, every result, the scenarios that could not run
+    and what was left out."""
+    return json.dumps({"schema": CHECK_SCHEMA, "summary": counts(run),
+                       "results": [check_dict(r) for r in run.results],
+                       "cannot_run": {c.scenario: c.message for c in run.cannot_run},
+                       "notes": list(run.notes)},
                       indent=2) + "\n"
 
 
