@@ -1,0 +1,96 @@
+"""Findings go where the graph goes: `dot` says them on stderr and judges them as `show` does
+(--strict, --fail-on, -q), pictures mark the nodes where a NaN or Inf was born or passed, and
+the terminal paints non-finite numbers red."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from helpers import SCENARIOS, invoke, needs_dot
+
+from gradtrace.model import Edge, Node, TensorInfo, Trace
+from gradtrace.model.records import Finding, GradSummary, NodeFlow, Pass
+from gradtrace.render.dot import to_dot
+from gradtrace.render.drawing import DrawOptions, drawing
+from gradtrace.render.marks import non_finite_nodes
+from gradtrace.render.mermaid import to_mermaid
+
+LOG_OF_ZERO = SCENARIOS / "explained" / "log_of_zero.py"
+INPLACE = SCENARIOS / "explained" / "inplace_after_save.py"
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+# --- pictures mark the nodes that carry NaN or Inf ----------------------------------------
+
+def _summary(*values: float) -> GradSummary:
+    finite = all(v == v and abs(v) != float("inf") for v in values)
+    return GradSummary((len(values),), 1.0, min(values), max(values), finite, list(values))
+
+
+def _nan_trace() -> Trace:
+    """x -> a (Mul) -> b (Log) -> c (Sum): b's backward turns a finite gradient into Inf."""
+    nodes = (Node("n0", "SumBackward0", "op", "c"), Node("n1", "LogBackward0", "op", "b"),
+             Node("n2", "MulBackward0", "op", "a"), Node("n3", "AccumulateGrad", "leaf", "x"))
+    edges = (Edge("n1", "n0", 0, 0), Edge("n2", "n1", 0, 0), Edge("n3", "n2", 0, 0))
+    fine, bad = _summary(1.0, 1.0), _summary(1.0, float("inf"))
+    flow = {"n0": NodeFlow((_summary(1.0),), (fine,), 0),
+            "n1": NodeFlow((fine,), (bad,), 1),
+            "n2": NodeFlow((bad,), (bad,), 2),
+            "n3": NodeFlow((bad,), (), 3)}
+    tensors = (TensorInfo("x", (2,), "float32", True, True, False, None, "n3", bad),
+               TensorInfo("c", (), "float32", True, False, False, "SumBackward0", "n0", None))
+    finding = Finding("nan-gradient", "error", "the first non-finite gradient is born at n1",
+                      node="n1")
+    return Trace("s.py", "0", "2", ("n0",), ("c",), "", nodes, edges, tensors,
+                 (Pass("backward", ("n0",), False, False, None, flow),), (finding,))
+
+
+def test_marks_say_where_a_nan_was_born_and_where_it_passed() -> None:
+    marks = non_finite_nodes(_nan_trace(), None)
+    assert {k: m.level for k, m in marks.items()} == {"n1": "born", "n2": "carries",
+                                                      "n3": "carries"}
+    assert marks["n1"].note == "⚠ first NaN/Inf gradient here"
+    assert marks["n3"].note == "NaN/Inf gradient"
+    plain = _nan_trace()
+    clean = Trace(plain.scenario, "0", "2", plain.outputs, plain.output_names, "",
+                  plain.nodes, plain.edges, plain.tensors[1:], (), ())
+    assert non_finite_nodes(clean, None) == {}
+
+
+def test_dot_and_mermaid_draw_the_marks_with_a_legend() -> None:
+    picture = drawing(_nan_trace())
+    assert list(picture.marks.items()) == [("n1", "born"), ("n2", "carries"),
+                                           ("n3", "carries")]  # in drawing order
+    text = to_dot(picture)
+    born = next(line for line in text.splitlines() if line.strip().startswith("n1 ["))
+    assert "⚠ first NaN/Inf gradient here" in born and 'color="#c62828", penwidth=3' in born
+    assert 'tooltip="⚠ first NaN/Inf gradient here"' in born
+    plain = next(line for line in text.splitlines() if line.strip().startswith("n0 ["))
+    assert "penwidth" not in plain and "NaN" not in plain
+    assert 'legend_born [label="first NaN/Inf born here"' in text
+    assert 'legend_carries [label="NaN/Inf passed through"' in text
+    mermaid = to_mermaid(picture)
+    assert "  class n1 nonfinite_born" in mermaid and "  class n2,n3 nonfinite_carries" in mermaid
+    assert to_dot(picture) == text  # deterministic
+
+
+def test_a_folded_chain_takes_the_strongest_mark() -> None:
+    picture = drawing(_nan_trace(), DrawOptions(focus="n1", radius=0))
+    assert picture.marks == {"n1": "born"}  # only n1 drawn: the others are not marked
+    assert "legend_carries" not in to_dot(picture)
+
+
+@needs_dot
+def test_the_svg_marks_the_node_where_the_nan_was_born(tmp_path: Path) -> None:
+    out = tmp_path / "g.svg"
+    assert invoke("dot", LOG_OF_ZERO, "--grads", "-o", out).exit_code == 0
+    root = ET.parse(out).getroot()
+    boxes = {g.findtext(f"{SVG_NS}title"): g for g in root.iter(f"{SVG_NS}g")
+             if g.get("class") == "node"}
+    born = " ".join(t.text or "" for t in boxes["n1"].iter(f"{SVG_NS}text"))
+    assert "first NaN/Inf gradient and value here" in born
+    border = next(boxes["n1"].iter(f"{SVG_NS}path"))
+    assert border.get("stroke") == "#c62828" and border.get("stroke-width") == "3"
+    clean = " ".join(t.text or "" for t in boxes["out0"].iter(f"{SVG_NS}text"))
+    assert "NaN" not in clean
