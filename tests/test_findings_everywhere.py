@@ -4,6 +4,7 @@ the terminal paints non-finite numbers red."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -94,3 +95,41 @@ def test_the_svg_marks_the_node_where_the_nan_was_born(tmp_path: Path) -> None:
     assert border.get("stroke") == "#c62828" and border.get("stroke-width") == "3"
     clean = " ".join(t.text or "" for t in boxes["out0"].iter(f"{SVG_NS}text"))
     assert "NaN" not in clean
+
+
+# --- the terminal paints non-finite numbers red -------------------------------------------
+
+def _coloured(args: list[str]) -> str:
+    result = invoke("show", LOG_OF_ZERO, *args, env={"FORCE_COLOR": "1", "NO_COLOR": None,
+                                                      "COLUMNS": "200", "TERM": "xterm"})
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_nan_and_inf_are_red_in_the_tree_and_the_tables() -> None:
+    out = _coloured([])
+    red = re.compile(r"\x1b\[(?:[0-9;]*;)?31(?:;[0-9;]*)?m(-?(?:nan|inf))")
+    painted = red.findall(out)
+    tree = out[out.index("graph"):out.index("tensors")]
+    assert red.search(tree), tree  # the gradient a node received
+    table = out[out.index("tensors"):out.index("\x1b[1mpasses")]
+    assert red.search(table)  # .grad and value cells
+    assert "[-0.6931, \x1b[1;31m-inf\x1b[0m, 0]" in table  # y's value: only -inf is red
+    changes = out[out.index("\x1b[1mpasses"):out.index("\x1b[1mfindings")]
+    assert red.search(changes)  # x.grad  None → [0.333333, inf, 0.166667]
+    assert {"nan", "inf"} <= set(painted)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "grad in [0.666667, inf, 0.333333]" in plain  # the words are unchanged
+
+
+def test_no_colour_when_piped() -> None:
+    result = invoke("show", LOG_OF_ZERO)
+    assert "\x1b[" not in result.stdout
+
+
+def test_nonfinite_text_styles_only_whole_words() -> None:
+    from gradtrace.render.numbers import number_text
+
+    text = number_text("[inf, -inf, nan] norm 3 in [information, banana]", "bold yellow")
+    red = [text.plain[s.start:s.end] for s in text.spans if "red" in str(s.style)]
+    assert red == ["inf", "-inf", "nan"]

@@ -11,6 +11,7 @@ from rich.text import Text
 from ..model.records import Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
+from .numbers import number_text
 from .steps import ROWS as STEPS_ROWS
 from .steps import steps_view
 from .table import tensor_table
@@ -182,7 +183,8 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
                     style="dim")
         changes = p.grad_changes if budget.changes is None else p.grad_changes[:budget.changes]
         for c in changes:
-            text.append(f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}")
+            text.append_text(number_text(
+                f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}"))
         if len(changes) < len(p.grad_changes):
             text.append(f"\n  … {len(p.grad_changes) - len(changes)} more .grad changes "
                         "(--all)", style="yellow")
@@ -240,12 +242,12 @@ def second_order_view(trace: Trace) -> RenderableType | None:
         wrt = f"d{a}²" if a == b else f"d{a} d{b}"
         text.append(f"\n  d²{s.root}/{wrt} = ")
         if isinstance(values, list) and values and isinstance(values[0], list):
-            text.append("".join(
-                "\n    [" + ", ".join(number(v) for v in row) + "]" for row in values))
+            text.append_text(number_text("".join(
+                "\n    [" + ", ".join(number(v) for v in row) + "]" for row in values)))
         elif isinstance(values, list):
-            text.append("[" + ", ".join(number(v) for v in values) + "]")
+            text.append_text(number_text("[" + ", ".join(number(v) for v in values) + "]"))
         else:
-            text.append(number(values), style="bold yellow")
+            text.append_text(number_text(number(values), "bold yellow"))
     return text
 
 
