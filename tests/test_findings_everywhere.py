@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from helpers import SCENARIOS, invoke, needs_dot
 
 from gradtrace.model import Edge, Node, TensorInfo, Trace
@@ -20,6 +21,61 @@ from gradtrace.render.mermaid import to_mermaid
 LOG_OF_ZERO = SCENARIOS / "explained" / "log_of_zero.py"
 INPLACE = SCENARIOS / "explained" / "inplace_after_save.py"
 SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+# --- dot says the findings on stderr, and judges them as show does ------------------------
+
+def test_dot_says_the_findings_on_stderr_one_line_each(tmp_path: Path) -> None:
+    result = invoke("dot", LOG_OF_ZERO, "-o", tmp_path / "g.dot")
+    assert result.exit_code == 0 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert all(line.startswith(("error [", "warning [", "info [")) for line in lines)
+    assert any(line.startswith("error [nan-value] y (made by LogBackward0 at line 8")
+               for line in lines)
+    result = invoke("dot", INPLACE)  # DOT on stdout stays clean: findings go to stderr
+    assert result.stdout.startswith("digraph gradtrace {") and "[inplace-modified]" not in \
+        result.stdout
+    said = result.stderr.splitlines()
+    assert said[0].startswith("error [inplace-modified] b (output of SigmoidBackward0, line 6)")
+    assert said[1].startswith("error [pass-failed] pass 1 (backward) at line 9")
+    assert len(said) == 2  # no hint lines: one line a finding
+
+
+def test_quiet_says_nothing_and_a_clean_graph_says_nothing(tmp_path: Path) -> None:
+    result = invoke("dot", LOG_OF_ZERO, "-q", "-o", tmp_path / "g.dot")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert invoke("dot", LOG_OF_ZERO, "--quiet").stderr == ""
+    assert invoke("dot", SCENARIOS / "chain_rule.py").stderr == ""
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--fail-on", "nan-gradient"], 1),  # found in the gradient flow: dot records it then
+    (["--fail-on", "nan-value", "-q"], 1),  # quiet, but still judged
+    (["--fail-on", "unreached-leaf"], 0),
+    (["--strict"], 1),
+])
+def test_strict_and_fail_on_mean_what_they_mean_in_show(args: list[str], code: int,
+                                                        tmp_path: Path) -> None:
+    out = tmp_path / "g.mmd"
+    result = invoke("dot", LOG_OF_ZERO, *args, "-o", out)
+    assert result.exit_code == code, result.stderr
+    assert out.read_text().startswith("flowchart")  # the picture is written all the same
+    shown = [a for a in args if a != "-q"]  # show prints its findings in the report
+    assert invoke("show", LOG_OF_ZERO, *shown).exit_code == code
+
+
+def test_strict_passes_a_clean_graph_and_fail_on_refuses_an_unknown_code() -> None:
+    assert invoke("dot", SCENARIOS / "chain_rule.py", "--strict").exit_code == 0
+    result = invoke("dot", SCENARIOS / "chain_rule.py", "--fail-on", "nan-gradint")
+    assert result.exit_code == 2 and result.stdout == ""  # refused before the scenario runs
+    assert "error: --fail-on: no finding has the code nan-gradint" in result.stderr
+
+
+def test_a_saved_trace_is_judged_too(tmp_path: Path) -> None:
+    saved = tmp_path / "t.json"
+    saved.write_text(invoke("show", LOG_OF_ZERO, "--json").stdout)
+    result = invoke("dot", saved, "--fail-on", "nan-gradient")
+    assert result.exit_code == 1 and "[nan-gradient]" in result.stderr
 
 
 # --- pictures mark the nodes that carry NaN or Inf ----------------------------------------

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterable
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from .._version import __version__
 from ..errors import GradtraceError, Interrupted
+from ..model.records import Finding
 from ..render.escape import visible_console
 
 
@@ -23,7 +24,7 @@ class ExitCode(IntEnum):
     """Process exit codes, as promised in the README."""
 
     OK = 0
-    FAILED = 1  # a check, diff or --strict finding failed
+    FAILED = 1  # a check, diff, --strict or --fail-on finding failed
     USAGE = 2  # bad usage, invalid input, or a scenario that cannot run
     INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
     BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
@@ -159,10 +160,50 @@ PASSES = typer.Option("all", "--passes", metavar="N|all",
                       "(default: all: it runs to its end, as python would run it).")
 SCRIPT_ARGS = typer.Argument(None, metavar="-- ARGS", show_default=False,
                              help="Arguments for the script's sys.argv, after --.")
+STRICT = typer.Option(False, "--strict",
+                      help="Exit 1 when there is an error or warning finding.")
+FAIL_ON = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
+                       help="Exit 1 when a finding with one of these codes appears (codes: see "
+                       "the README's Findings table).")
 PASS = typer.Option(None, "--pass", metavar="N|all",
                     help="Show pass N's graph and gradients; all: every pass's graph, a "
                     "loop's repeats included. Default: the latest pass over each distinct "
                     "graph (a loop's last step).")
+
+
+class FindingVerdict(NamedTuple):
+    """What --strict and --fail-on ask of a trace's findings (read before the scenario runs,
+    so a typo in a code is said at once)."""
+
+    strict: bool
+    codes: frozenset[str]
+
+    @classmethod
+    def of(cls, strict: bool, fail_on: str | None) -> FindingVerdict:
+        """--strict, and --fail-on CODE[,CODE]: each code one the registry declares."""
+        from ..findings.registry import CODES
+
+        codes = frozenset(c.strip() for c in (fail_on or "").split(",") if c.strip())
+        unknown = sorted(codes - set(CODES))
+        if unknown:
+            raise GradtraceError(f"--fail-on: no finding has the code {', '.join(unknown)}",
+                                 "codes: " + ", ".join(CODES))
+        return cls(strict, codes)
+
+    @property
+    def asked(self) -> bool:
+        """Whether findings decide the exit code at all."""
+        return self.strict or bool(self.codes)
+
+    def failed(self, findings: Iterable[Finding]) -> bool:
+        """Whether a finding fails: an error or warning under --strict, a listed code."""
+        return any((self.strict and f.severity in ("error", "warning")) or f.code in self.codes
+                   for f in findings)
+
+    def exit(self, findings: Iterable[Finding]) -> None:
+        """Exit 1 when a finding fails (after the command's output was written)."""
+        if self.failed(findings):
+            raise typer.Exit(ExitCode.FAILED)
 
 
 def _version(value: bool) -> None:

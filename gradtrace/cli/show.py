@@ -8,13 +8,15 @@ from rich.console import Console
 from ..errors import GradtraceError
 from .core import (
     DEBUG,
+    FAIL_ON,
     NO_BACKWARD,
     PASS,
     PASSES,
     ROOT,
     SCRIPT_ARGS,
+    STRICT,
     TIMEOUT,
-    ExitCode,
+    FindingVerdict,
     app,
     stdout_console,
     write_stdout,
@@ -66,18 +68,15 @@ def show(
     derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
                               "with respect to the named leaves (a Hessian for small ones)."),
-    strict: bool = typer.Option(False, "--strict",
-                                help="Exit 1 when there is an error or warning finding."),
-    fail_on: str | None = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
-                                       help="Exit 1 when a finding with one of these codes "
-                                       "appears (codes: see the README's Findings table)."),
+    strict: bool = STRICT,
+    fail_on: str | None = FAIL_ON,
     out_format: str = typer.Option("text", "--format", metavar="FMT",
                                    help="text (the report), or github: the findings as GitHub "
                                    "Actions annotations on their file and line."),
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
-    failing = _fail_on_codes(fail_on)  # checked before the scenario runs
+    verdict = FindingVerdict.of(strict, fail_on)  # checked before the scenario runs
     if out_format not in ("text", "github"):
         raise GradtraceError(f"--format {out_format!r}: use text or github")
     if old_output:
@@ -112,19 +111,5 @@ def show(
                                       cut=not show_all), crop=not show_all)
     if stopped is not None:
         raise stopped
-    if strict and any(f.severity in ("error", "warning") for f in trace.findings):
-        raise typer.Exit(ExitCode.FAILED)
-    if any(f.code in failing for f in trace.findings):
-        raise typer.Exit(ExitCode.FAILED)
+    verdict.exit(trace.findings)
 
-
-def _fail_on_codes(text: str | None) -> set[str]:
-    """--fail-on CODE[,CODE]: the codes, each one the registry declares."""
-    from ..findings.registry import CODES
-
-    codes = {c.strip() for c in (text or "").split(",") if c.strip()}
-    unknown = sorted(codes - set(CODES))
-    if unknown:
-        raise GradtraceError(f"--fail-on: no finding has the code {', '.join(unknown)}",
-                             "codes: " + ", ".join(CODES))
-    return codes

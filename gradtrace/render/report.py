@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from ..model.records import Pass, Trace
+from ..model.records import Finding, Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
 from .numbers import number_text
@@ -251,13 +252,20 @@ def second_order_view(trace: Trace) -> RenderableType | None:
     return text
 
 
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def by_severity(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first; in the order found within a severity."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
 def findings_view(trace: Trace) -> RenderableType | None:
     """The findings, most severe first; None when there are none."""
     if not trace.findings:
         return None
-    order = {"error": 0, "warning": 1, "info": 2}
     text = Text()
-    for f in sorted(trace.findings, key=lambda f: order.get(f.severity, 3)):
+    for f in by_severity(trace.findings):
         if text:
             text.append("\n")
         text.append(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
@@ -266,3 +274,16 @@ def findings_view(trace: Trace) -> RenderableType | None:
         if f.hint:
             text.append(f"\n  hint: {f.hint}", style="dim")
     return text
+
+
+def finding_lines(findings: Iterable[Finding]) -> Text | None:
+    """One line per finding, most severe first, as show begins each (`error [code] message`,
+    the message's first line, no hint): what `dot` says on stderr. None when there are none."""
+    text = Text()
+    for f in by_severity(findings):
+        if text:
+            text.append("\n")
+        text.append(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        text.append(f"[{f.code}] ", style="dim")
+        text.append(f.message.strip().split("\n", 1)[0])
+    return text or None
