@@ -117,8 +117,8 @@ def test_marks_say_where_a_nan_was_born_and_where_it_passed() -> None:
 
 def test_dot_and_mermaid_draw_the_marks_with_a_legend() -> None:
     picture = drawing(_nan_trace())
-    assert list(picture.marks.items()) == [("n1", "born"), ("n2", "carries"),
-                                           ("n3", "carries")]  # in drawing order
+    assert [(box, m.level) for box, m in picture.marks.items()] == [
+        ("n1", "born"), ("n2", "carries"), ("n3", "carries")]  # in drawing order
     text = to_dot(picture)
     born = next(line for line in text.splitlines() if line.strip().startswith("n1 ["))
     assert "⚠ first NaN/Inf gradient here" in born and 'color="#c62828", penwidth=3' in born
@@ -132,9 +132,9 @@ def test_dot_and_mermaid_draw_the_marks_with_a_legend() -> None:
     assert to_dot(picture) == text  # deterministic
 
 
-def test_a_folded_chain_takes_the_strongest_mark() -> None:
+def test_only_drawn_nodes_are_marked() -> None:
     picture = drawing(_nan_trace(), DrawOptions(focus="n1", radius=0))
-    assert picture.marks == {"n1": "born"}  # only n1 drawn: the others are not marked
+    assert {box: m.level for box, m in picture.marks.items()} == {"n1": "born"}  # only n1 drawn
     assert "legend_carries" not in to_dot(picture)
 
 

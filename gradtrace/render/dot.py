@@ -8,7 +8,8 @@ from ..errors import ExportError
 from ..gcpause import gc_paused
 from .drawing import Box, Drawing, nested
 from .escape import visible
-from .palette import MARK_LOOKS, PALETTE, Look, MarkLevel
+from .marks import Mark
+from .palette import MARK_LOOKS, PALETTE, Look
 
 FONT = "Helvetica"
 
@@ -44,7 +45,7 @@ def quote(text: str) -> str:
 
 
 def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str],
-           marks: dict[str, MarkLevel]) -> list[str]:
+           marks: dict[str, Mark]) -> list[str]:
     # kind -> lines -> DOT attributes: big graphs repeat few labels (two small keys hash
     # faster than one (lines, kind) pair)
     attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
@@ -60,7 +61,7 @@ def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str],
         drawn = [text[:-2] + f", tooltip={quote(tip)}];" if (tip := tooltips.get(box[0]))
                  else text for box, text in zip(boxes, drawn, strict=True)]
     if marks:  # a NaN or Inf was born or passed here: a red border
-        drawn = [text[:-2] + f", {MARK_STYLE[level]}];" if (level := marks.get(box[0]))
+        drawn = [text[:-2] + f", {MARK_STYLE[mark.level]}];" if (mark := marks.get(box[0]))
                  else text for box, text in zip(boxes, drawn, strict=True)]
     return drawn
 
@@ -107,7 +108,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
             lines.append(f"    legend_{kind} [label={quote(PALETTE[kind].caption)}, "
                          f"{STYLE[kind]}, fontsize=8];")
         for level, look in MARK_LOOKS.items():
-            if level in drawing.marks.values():
+            if any(mark.level == level for mark in drawing.marks.values()):
                 lines.append(f"    legend_{level} [label={quote(look.caption)}, shape=box, "
                              f'style="rounded", {MARK_STYLE[level]}, fontsize=8];')
         lines.append("  }")

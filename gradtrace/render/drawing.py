@@ -20,7 +20,7 @@ from ..gcpause import gc_paused
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
 from ..model.texts import grad_text, shape_text
 from .marks import Mark, non_finite_nodes
-from .palette import PALETTE, BoxKind, MarkLevel
+from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
@@ -40,7 +40,7 @@ class Drawing:
     arrows: list[Arrow] = field(default_factory=list)
     tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
     members: dict[str, list[str]] = field(default_factory=dict)  # folded box -> its node ids
-    marks: dict[str, MarkLevel] = field(default_factory=dict)  # box id -> NaN/Inf born or carried
+    marks: dict[str, Mark] = field(default_factory=dict)  # box id -> NaN/Inf born or passed
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -157,7 +157,7 @@ def _mark(out: Drawing, marked: dict[str, tuple[str, Mark]]) -> None:
     for box_id, mark in marked.values():
         if box_id not in notes or (mark.level == "born" and notes[box_id].level != "born"):
             notes[box_id] = mark
-    out.marks = {box[0]: notes[box[0]].level for box in out.boxes if box[0] in notes}
+    out.marks = {box[0]: notes[box[0]] for box in out.boxes if box[0] in notes}
     out.boxes = [(box_id, (*lines, notes[box_id].note), kind, cluster) if box_id in notes
                  else (box_id, lines, kind, cluster)
                  for box_id, lines, kind, cluster in out.boxes]

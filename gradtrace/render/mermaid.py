@@ -50,7 +50,7 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
         out.append(f"  {src} -->{shown} {dst}")
     out.extend(f"  classDef {kind} {CLASS_STYLE[kind]}" for kind in drawing.kinds())
     for level, look in MARK_LOOKS.items():  # a NaN or Inf was born or passed: a red border
-        marked = [box_id for box_id, its in drawing.marks.items() if its == level]
+        marked = [box_id for box_id, mark in drawing.marks.items() if mark.level == level]
         if marked:
             out.append(f"  classDef nonfinite_{level} stroke:{look.stroke},"
                        f"stroke-width:{look.width:g}px")
