@@ -3,21 +3,31 @@ graph or its gradients changed since the snapshot was taken.
 
 Installed with gradtrace (a `pytest11` entry point). Snapshots are saved traces under
 `__gradtrace_snapshots__/<test file>/<name>.json` beside the test file; `pytest
---gradtrace-update` writes them. Importing this module does not import torch.
+--gradtrace-update` writes them (atomically). At the end of a session that ran every test,
+snapshots no test used (a renamed or deleted test) are listed, and `--gradtrace-update` removes
+them. Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 SNAPSHOTS = "__gradtrace_snapshots__"
+USED = "gradtrace_snapshot"  # the user property naming each snapshot a test used
+UPDATE_HINT = "run `pytest --gradtrace-update` to write it again, then review and commit it"
+# options that run part of the session: snapshots of tests that did not run are not unused
+PARTIAL_OPTIONS = ("keyword", "markexpr", "deselect", "lf", "failedfirst", "stepwise",
+                   "stepwise_skip")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +45,7 @@ class GraphSnapshot:
         self._test = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
         self._update = bool(request.config.getoption("gradtrace_update"))
         self._calls = 0
+        self._used = request.node.user_properties  # reaches the end of the session (xdist too)
 
     def __call__(self, *outputs: Any, name: str | None = None, rtol: float | None = None,
                  atol: float | None = None, backward: bool = False) -> Path:
@@ -56,28 +67,129 @@ class GraphSnapshot:
         self._calls += 1
         stem = name or (self._test if self._calls == 1 else f"{self._test}.{self._calls}")
         path = self._folder / f"{stem}.json"
+        self._used.append((USED, str(path)))
         return self._check(trace, path, RTOL if rtol is None else rtol,
                            ATOL if atol is None else atol)
 
     def _check(self, trace: Any, path: Path, rtol: float, atol: float) -> Path:
         from .diff.compare import compare
+        from .errors import GradtraceError
         from .model.codec import trace_from_dict
         from .render.json import to_json
 
         if self._update:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(to_json(trace), encoding="utf-8")
+            write_atomic(path, to_json(trace))
             return path
         if not path.exists():
             pytest.fail(f"no gradtrace snapshot {path}: run `pytest --gradtrace-update` to "
                         "write it, then commit it", pytrace=False)
-        saved = trace_from_dict(json.loads(path.read_text(encoding="utf-8")))
+        try:
+            saved = trace_from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except OSError as exc:
+            _unreadable(path, exc.strerror or str(exc))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            _unreadable(path, f"it is not JSON ({exc})")
+        except RecursionError:
+            _unreadable(path, "it is nested too deeply to be a gradtrace trace")
+        except GradtraceError as exc:  # valid JSON, but not a trace: its own words, our hint
+            _unreadable(path, exc.message)
         diff = compare(saved, trace, f"snapshot {path.name}", "this run", rtol, atol)
         if not diff.same:
             pytest.fail(f"{_report(diff)}\nthe autograd graph differs from {path}: if the "
                         "change is meant, run `pytest --gradtrace-update` and commit the "
                         "snapshot", pytrace=False)
         return path
+
+
+def _unreadable(path: Path, why: str) -> NoReturn:
+    pytest.fail(f"gradtrace snapshot {path} cannot be read: {why}\nhint: {UPDATE_HINT}",
+                pytrace=False)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path through a temporary file beside it that replaces it when complete:
+    an interrupted or failed write leaves the old snapshot or none, never half of one."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        mask = os.umask(0)  # mkstemp makes the file private: give it a plain open()'s mode
+        os.umask(mask)
+        os.chmod(temp, 0o666 & ~mask)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+class UnusedSnapshots:
+    """At the end of a session that ran every test and passed, the snapshots no test used:
+    listed, and removed by --gradtrace-update. Only test files whose every test passed are
+    judged (a skipped or failed test may not have reached its snapshot), and folders of test
+    files that no longer exist. Reads the reports, so it works under pytest-xdist too."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.used: set[Path] = set()
+        self.files: dict[Path, bool] = {}  # each test file that ran -> all its tests passed
+        self.found: list[Path] = []  # the unused snapshots, once the session finished
+        self.partial = any(self.config.getoption(name, None) for name in PARTIAL_OPTIONS) \
+            or any("::" in str(arg) for arg in config.args)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.partial = True
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        file = Path(str(self.config.rootpath / report.nodeid.split("::")[0])).resolve()
+        self.files[file] = self.files.get(file, True) and not (report.failed or report.skipped)
+        self.used.update(Path(str(value)).resolve() for name, value in report.user_properties
+                         if name == USED)
+
+    def unused(self, session: pytest.Session) -> list[Path]:
+        """The unused snapshots, or none when the session cannot tell."""
+        if self.partial or session.testsfailed or session.shouldstop or session.shouldfail \
+                or not self.files:
+            return []
+        found: set[Path] = set()
+        for file, passed in self.files.items():
+            folder = file.parent / SNAPSHOTS
+            if passed:
+                found.update((folder / file.stem).glob("*.json"))
+            if folder.is_dir():  # the snapshots of test files renamed or deleted
+                for stem in folder.iterdir():
+                    if stem.is_dir() and not (file.parent / f"{stem.name}.py").exists():
+                        found.update(stem.glob("*.json"))
+        return sorted(found - self.used)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.found = self.unused(session) if exitstatus == 0 else []
+        if self.found and self.config.getoption("gradtrace_update"):
+            for path in self.found:
+                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # the folder, once empty
+                    path.parent.rmdir()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        unused = self.found
+        if not unused:
+            return
+        shown = [os.path.relpath(p, self.config.rootpath) for p in unused]
+        if self.config.getoption("gradtrace_update"):
+            terminalreporter.write_sep("-", f"gradtrace: removed {len(unused)} unused "
+                                       "snapshot(s)")
+        else:
+            terminalreporter.write_sep("-", f"gradtrace: {len(unused)} unused snapshot(s): no "
+                                       "test used them (renamed or deleted tests?); `pytest "
+                                       "--gradtrace-update` removes them")
+        for line in shown:
+            terminalreporter.write_line(f"  {line}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # an xdist worker: the controller judges
+        config.pluginmanager.register(UnusedSnapshots(config), "gradtrace-unused-snapshots")
 
 
 def _trace_of(outputs: tuple[Any, ...], frame: Any, backward: bool) -> Any:

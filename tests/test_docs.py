@@ -209,6 +209,9 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace dot scenarios/mlp_modules.py --grads -o g.html": Example(0, lambda out, folder: (
         (folder / "g.html").read_text().startswith("<!DOCTYPE html>")
         and "model.0.weight" in (folder / "g.html").read_text())),
+    "gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg": Example(
+        1, lambda out, folder: out == "" and "⚠ first NaN/Inf gradient and value here"
+        in " ".join(svg_texts(folder / "nan.svg"))),  # findings on stderr, the NaN marked
     "gradtrace check scenarios/broken/ --no-gradgrad": Example(1, lambda out, _: (
         out.strip().splitlines()[-1].startswith("0 of 5 ok")),
         shell=True),  # exit 1 through the real process, as CI sees it

@@ -28,7 +28,9 @@ EXIT_CASES: dict[str, dict[ExitCode, list[str | Path]]] = {
     "show": {ExitCode.OK: [CHAIN],
              ExitCode.FAILED: [SCENARIOS / "backward_twice_error.py", "--strict"],
              ExitCode.USAGE: [NO_GRAPH]},
-    "dot": {ExitCode.OK: [CHAIN], ExitCode.USAGE: [CHAIN, "-o", "graph.nope"]},
+    "dot": {ExitCode.OK: [CHAIN],
+            ExitCode.FAILED: [SCENARIOS / "explained" / "log_of_zero.py", "--strict"],
+            ExitCode.USAGE: [CHAIN, "-o", "graph.nope"]},
     "check": {ExitCode.OK: [SCENARIOS / "custom_add.py"],
               ExitCode.FAILED: [SCENARIOS / "broken" / "gradcheck_pow_wrong_backward.py"],
               ExitCode.USAGE: [NO_GRAPH]},
@@ -43,7 +45,7 @@ def test_each_command_exits_with_the_codes_its_help_promises(command: str) -> No
     promised = re.search(r"Exit codes: (.*?)\.", text)
     assert promised is not None, text
     assert [int(c) for c in re.findall(r"(?:^|, )(\d) ", promised[1])] == \
-        sorted(EXIT_CASES[command])  # 0, 1, 2 (dot: 0, 2) in the --help
+        sorted(EXIT_CASES[command])  # 0, 1, 2 in the --help
     for code, args in EXIT_CASES[command].items():
         result = invoke(command, *args)
         assert result.exit_code == code, (code, args, result.stderr)

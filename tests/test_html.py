@@ -210,3 +210,63 @@ def test_big_graphs_become_interactive_and_a_folded_box_expands(browser: Any,
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "page-timings.txt").write_text("\n".join(timings) + "\n")
     print("\n".join(timings))
+
+
+# --- findings and NaN/Inf marks ---------------------------------------------------------
+
+LOG_OF_ZERO = SCENARIOS / "explained" / "log_of_zero.py"
+
+
+def test_the_page_carries_the_findings_and_the_marks(tmp_path: Path) -> None:
+    data, svg = parts(page(LOG_OF_ZERO, tmp_path, "--grads").read_text())
+    codes = [(f["severity"], f["code"], f["box"], f["where"]) for f in data["findings"]]
+    assert codes == [("error", "nan-gradient", "n1", "log_of_zero.py:8"),
+                     ("error", "nan-value", "n1", "log_of_zero.py:8")]
+    assert data["findings"][0]["hint"].startswith("log has an infinite derivative")
+    assert data["boxes"]["n1"]["mark"] == {"level": "born",
+                                           "note": "⚠ first NaN/Inf gradient and value here"}
+    assert data["boxes"]["n2"]["mark"]["level"] == "carries"
+    assert data["boxes"]["out0"]["mark"] is None
+    born = svg[svg.index('<g id="n1" class="node">'):]
+    assert 'stroke="#c62828" stroke-width="3"' in born[:born.index("</g>")]
+    # a finding about a node not drawn (--focus elsewhere) selects nothing
+    data, _ = parts(page(LOG_OF_ZERO, tmp_path, "--focus", "x", "--radius", "0",
+                         name="far.html").read_text())
+    assert [f["box"] for f in data["findings"]] == [None, None]
+
+
+def test_a_page_without_findings_has_an_empty_list(tmp_path: Path) -> None:
+    data, _ = parts(page(SCENARIOS / "chain_rule.py", tmp_path).read_text())
+    assert data["findings"] == []
+
+
+def test_clicking_a_finding_selects_its_node_in_chromium(browser: Any, tmp_path: Path) -> None:
+    path = page(LOG_OF_ZERO, tmp_path, "--grads")
+    tab, _, errors = opened(browser, path)
+    assert tab.locator("#gt-findings").is_visible()
+    assert tab.inner_text("#gt-findings-title") == "findings (2)"
+    first = tab.locator("#gt-findings-list button").first
+    assert "[nan-gradient]" in first.inner_text() and "hint: log has" in first.inner_text()
+    assert tab.locator("#gt-panel").is_hidden()
+    first.click()
+    assert tab.get_attribute("g.node#n1", "class") == "node gt-selected"
+    assert first.get_attribute("aria-pressed") == "true"
+    details = tab.inner_text("#gt-details")
+    assert "⚠ first NaN/Inf gradient and value here" in details
+    assert tab.inner_text("#gt-details h2") == "LogBackward0 · (y)"  # the note not twice
+    # the non-finite numbers the node sent are red
+    assert tab.inner_text("#gt-details .gt-nonfinite-text") == "inf"
+    colour = tab.eval_on_selector("#gt-details .gt-nonfinite-text",
+                                  "e => getComputedStyle(e).color")
+    assert colour == "rgb(198, 40, 40)"
+    # the marked box is drawn with a red border
+    stroke = tab.eval_on_selector("g.node#n2 path", "e => e.getAttribute('stroke')")
+    assert stroke == "#e53935"
+    # the toggle hides and shows the list
+    tab.click("#gt-findings-toggle")
+    assert tab.locator("#gt-findings").is_hidden()
+    tab.click("#gt-findings-toggle")
+    assert tab.locator("#gt-findings").is_visible()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / "html-page-findings.png"))
+    assert errors == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch  # noqa: F401
@@ -114,3 +115,128 @@ def test_plain(gradtrace_snapshot):
     result.stdout.fnmatch_lines(["*gradtrace_snapshot: gradtrace.trace() takes tensors that "
                                  "have a grad_fn*", "*hint: *"])
     result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def _snapshot(pytester: pytest.Pytester, test: str = "test_mlp") -> Path:
+    return pytester.path / "__gradtrace_snapshots__" / "test_model" / f"{test}.json"
+
+
+CORRUPT = {  # what a snapshot holds -> what the failure says is wrong with it
+    b'{"schema": "gradtrace.trace/2", "nodes": [': "it is not JSON",  # cut short
+    b"\xff\xfe not text": "it is not JSON",
+    b"[1, 2, 3]": "cannot be read: ",  # JSON, not a trace
+    None: "cannot be read: ",  # a folder where the file should be: unreadable
+}
+
+
+def test_a_corrupt_or_unreadable_snapshot_says_what_to_run(pytester: pytest.Pytester) -> None:
+    write(pytester)
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=1)
+    snapshot = _snapshot(pytester)
+    for content, why in CORRUPT.items():
+        if content is None:
+            snapshot.unlink()
+            snapshot.mkdir()  # exists, but cannot be read as a file (root reads any mode)
+        else:
+            snapshot.write_bytes(content)
+        result = pytester.runpytest()
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*gradtrace snapshot *test_mlp.json cannot be read*",
+                                     "*hint: run `pytest --gradtrace-update` to write it again*"])
+        assert why in result.stdout.str()
+        result.stdout.no_fnmatch_line("*Traceback*")
+        result.stdout.no_fnmatch_line("*gradtrace/model/*")  # no frame of gradtrace's own
+        result.stdout.no_fnmatch_line("*gradtrace show SCENARIO*")  # the CLI's hint, not pytest's
+    snapshot.rmdir()
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=1)  # the fix it names
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_snapshots_are_written_atomically(pytester: pytest.Pytester) -> None:
+    from gradtrace.pytest_plugin import write_atomic
+
+    folder = pytester.path
+    target = folder / "s.json"
+    target.write_text("old")
+    write_atomic(target, "new")
+    assert target.read_text() == "new" and sorted(p.name for p in folder.iterdir()) == ["s.json"]
+    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    with pytest.raises(TypeError):  # a failed write: the old snapshot, no temporary file
+        write_atomic(target, 42)  # type: ignore[arg-type]
+    assert target.read_text() == "new" and sorted(p.name for p in folder.iterdir()) == ["s.json"]
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+TWO_TESTS = MODEL_TEST + """
+
+def test_{second}(gradtrace_snapshot):
+    x = torch.ones(2, requires_grad=True)
+    loss = (x * 3).sum()
+    loss.backward()
+    gradtrace_snapshot(loss)
+"""
+
+
+def two_tests(pytester: pytest.Pytester, second: str) -> None:
+    pytester.makepyfile(test_model=TWO_TESTS.format(act="ReLU", scale="", second=second))
+
+
+def test_unused_snapshots_are_reported_and_removed_by_update(pytester: pytest.Pytester) -> None:
+    two_tests(pytester, "triple")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    assert _snapshot(pytester, "test_triple").exists()
+    two_tests(pytester, "times_three")  # renamed: test_triple.json is used by no test now
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    assert _snapshot(pytester, "test_times_three").exists()
+    assert not _snapshot(pytester, "test_triple").exists()  # removed by the update
+    pytester.runpytest().assert_outcomes(passed=2)
+    # one left behind by hand: reported, kept, the session still passes
+    stale = _snapshot(pytester, "test_gone")
+    stale.write_text(_snapshot(pytester).read_text())
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*gradtrace: 1 unused snapshot(s): no test used them*--gradtrace-update` removes them*",
+        "  __gradtrace_snapshots__/test_model/test_gone.json"])
+    assert stale.exists()
+    # a test file renamed: its whole folder is unused
+    other = pytester.path / "__gradtrace_snapshots__" / "test_old_name"
+    other.mkdir()
+    (other / "test_x.json").write_text("{}")
+    result = pytester.runpytest("--gradtrace-update")
+    result.stdout.fnmatch_lines(["*gradtrace: removed 2 unused snapshot(s)*"])
+    assert not stale.exists() and not other.exists()
+    result = pytester.runpytest()
+    result.stdout.no_fnmatch_line("*unused snapshot*")
+
+
+def test_a_partial_session_judges_no_snapshot(pytester: pytest.Pytester) -> None:
+    two_tests(pytester, "triple")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    for args in (["-k", "mlp"], ["test_model.py::test_mlp"], ["-m", "not slow"],
+                 ["--deselect", "test_model.py::test_mlp"]):
+        result = pytester.runpytest("--gradtrace-update", *args)
+        assert result.ret == 0
+        result.stdout.no_fnmatch_line("*unused snapshot*")
+        assert _snapshot(pytester, "test_triple").exists() and _snapshot(pytester).exists()
+
+
+def test_a_failed_or_skipped_test_keeps_its_snapshot(pytester: pytest.Pytester) -> None:
+    two_tests(pytester, "triple")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    skipping = TWO_TESTS.format(act="ReLU", scale="", second="triple").replace(
+        "def test_triple(gradtrace_snapshot):",
+        "def test_triple(gradtrace_snapshot):\n    import pytest\n    pytest.skip('not here')")
+    pytester.makepyfile(test_model=skipping)
+    result = pytester.runpytest("--gradtrace-update")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert _snapshot(pytester, "test_triple").exists()
+    result.stdout.no_fnmatch_line("*unused snapshot*")

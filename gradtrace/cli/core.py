@@ -24,7 +24,7 @@ class ExitCode(IntEnum):
     """Process exit codes, as promised in the README."""
 
     OK = 0
-    FAILED = 1  # a check, diff or --strict finding failed
+    FAILED = 1  # a check, diff, --strict or --fail-on finding failed
     USAGE = 2  # bad usage, invalid input, or a scenario that cannot run
     INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
     BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)

@@ -9,17 +9,24 @@ from rich.console import Console
 
 from ..errors import ExportError, GradtraceError
 from ..render.drawing import DrawOptions
+from ..render.escape import visible_console
 from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
+from ..render.report import finding_lines
 from .core import (
     DEBUG,
+    FAIL_ON,
     FINDINGS_FORMATS,
     NO_BACKWARD,
     PASS,
     PASSES,
     ROOT,
     SCRIPT_ARGS,
+    STRICT,
     TIMEOUT,
+    ExitCode,
     app,
+    fail_on_codes,
+    findings_fail,
     write_stdout,
 )
 from .files import absolute, input_file, write_atomic
@@ -39,7 +46,10 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html  a web page\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
-    "Exit codes: 0 success, 2 bad input or an output that cannot be written.",
+    "  gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg\n\n"
+    "Findings go to stderr, one line each (-q: not at all).\n\n"
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or an "
+    "output that cannot be written.",
 )
 def dot(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
@@ -78,9 +88,15 @@ def dot(
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
     passes: str = PASSES,
+    strict: bool = STRICT,
+    fail_on: str | None = FAIL_ON,
+    quiet: bool = typer.Option(False, "-q", "--quiet",
+                               help="Print no findings on stderr (--strict and --fail-on "
+                               "still decide the exit code)."),
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON, Mermaid or an interactive page."""
+    failing = fail_on_codes(fail_on)  # checked before the scenario runs
     source = input_file(scenario)
     target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
@@ -89,10 +105,11 @@ def dot(
     if out is None and chosen.binary:
         raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
                           f"add -o graph{chosen.suffixes[0]}")
-    # saved tensors and gradient flow cost time on big graphs: only when they are shown
+    # saved tensors and gradient flow cost time on big graphs: only when they are shown, or
+    # when findings decide the exit code (nan-gradient is found in the flow, as in show)
     trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
                                 saved=saved or chosen.whole_trace,
-                                flow=grads or chosen.whole_trace,
+                                flow=grads or chosen.whole_trace or strict or bool(failing),
                                 run=RunChoices(script_args, passes, timeout, pass_number))
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
@@ -102,8 +119,13 @@ def dot(
         write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])
+    said = None if quiet else finding_lines(trace.findings)
+    if said is not None:
+        visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(said)
     if stopped is not None:
         raise stopped
+    if findings_fail(trace.findings, strict, failing):
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _old_format(to: str | None, old: str | None) -> str | None:

@@ -8,7 +8,8 @@ from ..errors import ExportError
 from ..gcpause import gc_paused
 from .drawing import Box, Drawing, nested
 from .escape import visible
-from .palette import PALETTE, Look
+from .marks import Mark
+from .palette import MARK_LOOKS, PALETTE, Look
 
 FONT = "Helvetica"
 
@@ -20,6 +21,9 @@ def _style(look: Look) -> str:
 
 
 STYLE = {kind: _style(look) for kind, look in PALETTE.items()}
+# appended to a marked box's attributes: a later attribute wins in Graphviz
+MARK_STYLE = {level: f'color="{look.stroke}", penwidth={look.width:g}'
+              for level, look in MARK_LOOKS.items()}
 # Past this many boxes, Graphviz's spline routing and crossing minimisation dominate (a
 # 50-layer diamond with shared weights took minutes): straight edges and bounded layout
 # passes draw it in about a second.
@@ -40,7 +44,8 @@ def quote(text: str) -> str:
     return '"' + _escape(text) + '"'
 
 
-def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str]) -> list[str]:
+def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str],
+           marks: dict[str, Mark]) -> list[str]:
     # kind -> lines -> DOT attributes: big graphs repeat few labels (two small keys hash
     # faster than one (lines, kind) pair)
     attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
@@ -54,6 +59,9 @@ def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str]) -> list[str]
     drawn = [f"{indent}{box[0]} {attributes[box[2]].get(box[1]) or made(box)}" for box in boxes]
     if tooltips:  # hovering a box in an SVG shows the scenario line that made it
         drawn = [text[:-2] + f", tooltip={quote(tip)}];" if (tip := tooltips.get(box[0]))
+                 else text for box, text in zip(boxes, drawn, strict=True)]
+    if marks:  # a NaN or Inf was born or passed here: a red border
+        drawn = [text[:-2] + f", {MARK_STYLE[mark.level]}];" if (mark := marks.get(box[0]))
                  else text for box, text in zip(boxes, drawn, strict=True)]
     return drawn
 
@@ -76,7 +84,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
     for what, item in nested(drawing):
         indent = "  " * depth
         if what == "boxes":
-            lines.extend(_boxes(item, indent, drawing.tooltips))
+            lines.extend(_boxes(item, indent, drawing.tooltips, drawing.marks))
         elif what == "open":
             lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
             lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '
@@ -99,6 +107,10 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
         for kind in drawing.kinds():
             lines.append(f"    legend_{kind} [label={quote(PALETTE[kind].caption)}, "
                          f"{STYLE[kind]}, fontsize=8];")
+        for level, look in MARK_LOOKS.items():
+            if any(mark.level == level for mark in drawing.marks.values()):
+                lines.append(f"    legend_{level} [label={quote(look.caption)}, shape=box, "
+                             f'style="rounded", {MARK_STYLE[level]}, fontsize=8];')
         lines.append("  }")
     lines += ("}", "")  # the empty line ends the text with a newline (no copy of it all)
     return "\n".join(lines)

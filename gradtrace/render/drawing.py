@@ -19,6 +19,7 @@ from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
 from ..model.texts import grad_text, shape_text
+from .marks import Mark, non_finite_nodes
 from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
@@ -39,6 +40,7 @@ class Drawing:
     arrows: list[Arrow] = field(default_factory=list)
     tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
     members: dict[str, list[str]] = field(default_factory=dict)  # folded box -> its node ids
+    marks: dict[str, Mark] = field(default_factory=dict)  # box id -> NaN/Inf born or passed
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -111,6 +113,11 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
 
+    marked = {node_id: mark for node_id, mark in non_finite_nodes(trace, options.grads).items()
+              if node_id in kept}
+    if marked:
+        _mark(out, {node_id: (drawn(node_id), mark) for node_id, mark in marked.items()})
+
     # Arrows in stages (the hot loops of a big picture): input indexes, then gradients, then
     # folding.
     out.arrows = _arrows(edges, {e.dst for e in trace.edges if e.dst_input})
@@ -141,6 +148,22 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                 out.arrows.append(("more", drawn(e.dst), None))
         out.arrows = list(dict.fromkeys(out.arrows))
     return out
+
+
+def _mark(out: Drawing, marked: dict[str, tuple[str, Mark]]) -> None:
+    """A note line in each box where a NaN or Inf was born or passed, and in its tooltip; a
+    folded box takes the strongest mark of the nodes it stands for."""
+    notes: dict[str, Mark] = {}
+    for box_id, mark in marked.values():
+        if box_id not in notes or (mark.level == "born" and notes[box_id].level != "born"):
+            notes[box_id] = mark
+    out.marks = {box[0]: notes[box[0]] for box in out.boxes if box[0] in notes}
+    out.boxes = [(box_id, (*lines, notes[box_id].note), kind, cluster) if box_id in notes
+                 else (box_id, lines, kind, cluster)
+                 for box_id, lines, kind, cluster in out.boxes]
+    for box_id, mark in notes.items():
+        tip = out.tooltips.get(box_id)
+        out.tooltips[box_id] = f"{tip}\n{mark.note}" if tip else mark.note
 
 
 def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,

@@ -15,6 +15,7 @@ from ..model.values import json_float
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
 from .escape import visible
+from .report import by_severity
 from .series import (
     bucket_bounds,
     bucketed,
@@ -69,12 +70,32 @@ def page_data(trace: Trace, picture: Drawing) -> dict[str, Any]:
         boxes[box_id] = {
             "kind": kind, "label": list(lines), "cluster": cluster, "count": len(members),
             "nodes": [_node_data(nodes[m], trace, shapes) for m in members[:MEMBERS_LISTED]],
+            "mark": None if box_id not in picture.marks else
+            {"level": picture.marks[box_id].level, "note": picture.marks[box_id].note},
         }
     passes = [f"pass {i}: {p.kind}" + (f" at line {p.line} {p.code}" if p.line else "")
               + ("" if p.by == "scenario" else " (by gradtrace)")
               for i, p in enumerate(trace.passes, 1)]
     return {"boxes": boxes, "passes": passes, "scenario": trace.scenario,
-            "steps": steps_data(trace)}
+            "steps": steps_data(trace), "findings": findings_data(trace, picture)}
+
+
+def findings_data(trace: Trace, picture: Drawing) -> list[dict[str, Any]]:
+    """The findings panel's rows, most severe first: each with the box drawn for the node
+    or tensor it names (None: it names none, or that node is not drawn)."""
+    drawn = {box_id for box_id, _, _, _ in picture.boxes}
+    box_of = {node_id: box_id for box_id, members in picture.members.items()
+              for node_id in members}
+    node_of = {t.name: t.node for t in trace.tensors if t.node is not None}
+    rows = []
+    for f in by_severity(trace.findings):
+        node = f.node or (node_of.get(f.tensor) if f.tensor else None)
+        box = None if node is None else box_of.get(node, node)
+        rows.append({"code": f.code, "severity": f.severity, "message": f.message,
+                     "hint": f.hint, "box": box if box in drawn else None,
+                     "where": None if f.line is None else
+                     f"{(f.file or '').rsplit('/', 1)[-1]}:{f.line}"})
+    return rows
 
 
 def steps_data(trace: Trace) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..gcpause import gc_paused
 from .drawing import Drawing, nested
 from .escape import visible
-from .palette import PALETTE, Look
+from .palette import MARK_LOOKS, PALETTE, Look
 
 _BORDER = {"bold": ",stroke-width:2px", "dashed": ",stroke-dasharray:4 2", None: ""}
 
@@ -49,5 +49,11 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
         shown = f"|{text(label)}|" if label else ""
         out.append(f"  {src} -->{shown} {dst}")
     out.extend(f"  classDef {kind} {CLASS_STYLE[kind]}" for kind in drawing.kinds())
+    for level, look in MARK_LOOKS.items():  # a NaN or Inf was born or passed: a red border
+        marked = [box_id for box_id, mark in drawing.marks.items() if mark.level == level]
+        if marked:
+            out.append(f"  classDef nonfinite_{level} stroke:{look.stroke},"
+                       f"stroke-width:{look.width:g}px")
+            out.append(f"  class {','.join(marked)} nonfinite_{level}")
     out.append("")  # the text ends with a newline
     return "\n".join(out)

@@ -93,9 +93,23 @@
     if (cls) e.className = cls;
     return e;
   }
+  var NON_FINITE = /(^|[^\w.])(-?(?:nan|inf))(?![\w.])/g;
+  function numberCell(text) {  // a cell whose nan, inf and -inf stand out in red
+    var td = el("td"), at = 0, m;
+    text = String(text);
+    NON_FINITE.lastIndex = 0;
+    while ((m = NON_FINITE.exec(text)) !== null) {
+      var start = m.index + m[1].length;
+      td.appendChild(document.createTextNode(text.slice(at, start)));
+      td.appendChild(el("span", m[2], "gt-nonfinite-text"));
+      at = start + m[2].length;
+    }
+    td.appendChild(document.createTextNode(text.slice(at)));
+    return td;
+  }
   function row(table, key, value) {
     if (value === null || value === undefined || value === "") return;
-    var tr = el("tr"); tr.appendChild(el("td", key)); tr.appendChild(el("td", value));
+    var tr = el("tr"); tr.appendChild(el("td", key)); tr.appendChild(numberCell(value));
     table.appendChild(tr);
   }
   function nodeTable(n) {
@@ -132,7 +146,8 @@
   function render(id) {
     var b = boxes[id];
     details.textContent = "";
-    details.appendChild(el("h2", b.label.join(" · ")));
+    details.appendChild(el("h2", (b.mark ? b.label.slice(0, -1) : b.label).join(" · ")));
+    if (b.mark) details.appendChild(el("p", b.mark.note, "gt-mark-note"));
     if (b.cluster) details.appendChild(el("p", "in module " + b.cluster));
     if (b.kind === "folded") {
       details.appendChild(el("p", b.count + " nodes folded into this box"));
@@ -362,6 +377,49 @@
     stepsToggle.hidden = false;
     stepsToggle.onclick = function () { showSteps(stepsPanel.hidden); fit(); };
     showSteps(true);
+  }
+
+  // --- findings: each one selects the box of the node it names -----------------------------
+  var findingsPanel = document.getElementById("gt-findings");
+  var findingsToggle = document.getElementById("gt-findings-toggle");
+  function reveal(id) {  // unfold the module clusters that hide a box
+    svg.querySelectorAll("g.cluster.gt-collapsed").forEach(function (c) {
+      if (inside(id, c.id.slice(8))) c.classList.remove("gt-collapsed");
+    });
+    refold();
+  }
+  function showFindings(on) {
+    findingsPanel.hidden = !on;
+    findingsToggle.setAttribute("aria-pressed", String(on));
+  }
+  if (data.findings.length) {
+    document.getElementById("gt-findings-title").textContent = "findings (" + data.findings.length + ")";
+    var findingsList = document.getElementById("gt-findings-list");
+    data.findings.forEach(function (f, i) {
+      var li = el("li"), b = el("button");
+      b.setAttribute("data-code", f.code);
+      b.setAttribute("aria-pressed", "false");
+      b.appendChild(el("span", f.severity, "gt-sev gt-sev-" + f.severity));
+      b.appendChild(el("span", "[" + f.code + "]", "gt-code"));
+      if (f.where) b.appendChild(el("span", f.where, "gt-where"));
+      b.appendChild(el("span", f.message, "gt-message"));
+      if (f.hint) b.appendChild(el("span", "hint: " + f.hint, "gt-hint"));
+      if (f.box && groups[f.box]) {
+        b.title = "Select its node (" + f.box + ")";
+        b.onclick = function () {
+          findingsList.querySelectorAll("button").forEach(function (o) { o.setAttribute("aria-pressed", "false"); });
+          b.setAttribute("aria-pressed", "true");
+          reveal(f.box); centre(groups[f.box]); select(f.box);
+        };
+      } else {
+        b.disabled = true;  // it names no drawn node
+      }
+      li.appendChild(b); findingsList.appendChild(li);
+    });
+    findingsToggle.hidden = false;
+    findingsToggle.textContent = "Findings (" + data.findings.length + ")";
+    findingsToggle.onclick = function () { showFindings(findingsPanel.hidden); };
+    showFindings(true);
   }
 
   // --- keyboard ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Literal, NamedTuple
 
 BoxKind = Literal["output", "op", "leaf", "custom", "gradient", "folded", "more", "added",
                   "removed", "changed"]
+MarkLevel = Literal["born", "carries"]  # a NaN or Inf was born at a node, or passed through
 
 
 class Look(NamedTuple):
@@ -34,4 +35,19 @@ PALETTE: dict[BoxKind, Look] = {
     "added": Look("only in B (added)", "#a5d6a7", "#1b5e20", border="bold"),
     "removed": Look("only in A (removed)", "#ef9a9a", "#b71c1c", border="dashed"),
     "changed": Look("in both, changed", "#ffe082", "#ff6f00", border="bold"),
+}
+
+
+class MarkLook(NamedTuple):
+    """The border of a box where a NaN or Inf was born or passed (over its kind's look)."""
+
+    caption: str
+    stroke: str
+    width: float  # Graphviz penwidth; CSS pixels in Mermaid and the page
+
+
+# In the legend's order.
+MARK_LOOKS: dict[MarkLevel, MarkLook] = {
+    "born": MarkLook("first NaN/Inf born here", "#c62828", 3.0),
+    "carries": MarkLook("NaN/Inf passed through", "#e53935", 1.8),
 }

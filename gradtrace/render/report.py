@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from ..model.records import Pass, Trace
+from ..model.records import Finding, Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
+from .numbers import number_text
 from .steps import ROWS as STEPS_ROWS
 from .steps import steps_view
 from .table import tensor_table
@@ -182,7 +184,8 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
                     style="dim")
         changes = p.grad_changes if budget.changes is None else p.grad_changes[:budget.changes]
         for c in changes:
-            text.append(f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}")
+            text.append_text(number_text(
+                f"\n  {c.tensor}.grad  {grad_text(c.before)} → {grad_text(c.after)}"))
         if len(changes) < len(p.grad_changes):
             text.append(f"\n  … {len(p.grad_changes) - len(changes)} more .grad changes "
                         "(--all)", style="yellow")
@@ -240,22 +243,29 @@ def second_order_view(trace: Trace) -> RenderableType | None:
         wrt = f"d{a}²" if a == b else f"d{a} d{b}"
         text.append(f"\n  d²{s.root}/{wrt} = ")
         if isinstance(values, list) and values and isinstance(values[0], list):
-            text.append("".join(
-                "\n    [" + ", ".join(number(v) for v in row) + "]" for row in values))
+            text.append_text(number_text("".join(
+                "\n    [" + ", ".join(number(v) for v in row) + "]" for row in values)))
         elif isinstance(values, list):
-            text.append("[" + ", ".join(number(v) for v in values) + "]")
+            text.append_text(number_text("[" + ", ".join(number(v) for v in values) + "]"))
         else:
-            text.append(number(values), style="bold yellow")
+            text.append_text(number_text(number(values), "bold yellow"))
     return text
+
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def by_severity(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first; in the order found within a severity."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
 
 
 def findings_view(trace: Trace) -> RenderableType | None:
     """The findings, most severe first; None when there are none."""
     if not trace.findings:
         return None
-    order = {"error": 0, "warning": 1, "info": 2}
     text = Text()
-    for f in sorted(trace.findings, key=lambda f: order.get(f.severity, 3)):
+    for f in by_severity(trace.findings):
         if text:
             text.append("\n")
         text.append(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
@@ -264,3 +274,16 @@ def findings_view(trace: Trace) -> RenderableType | None:
         if f.hint:
             text.append(f"\n  hint: {f.hint}", style="dim")
     return text
+
+
+def finding_lines(findings: Iterable[Finding]) -> Text | None:
+    """One line per finding, most severe first, as show begins each (`error [code] message`,
+    the message's first line, no hint): what `dot` says on stderr. None when there are none."""
+    text = Text()
+    for f in by_severity(findings):
+        if text:
+            text.append("\n")
+        text.append(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        text.append(f"[{f.code}] ", style="dim")
+        text.append(f.message.strip().split("\n", 1)[0])
+    return text or None

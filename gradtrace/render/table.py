@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..model.records import GradSummary, TensorInfo, Trace
 from ..model.texts import shape_text, values_text
+from .numbers import number_text
 
 COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
            "grad before", "grad after")
@@ -58,12 +59,12 @@ def _cells(t: TensorInfo) -> dict[str, Text]:
 
     def grad(g: GradSummary | None) -> Text:
         style = "dim" if g is None else ("" if g.finite else "bold red")
-        return Text(cell_text(g), style=style)
+        return number_text(cell_text(g), style)
 
     return {
         "tensor": Text(t.name, style="cyan"),
         "shape": Text(shape_text(t.dtype, t.shape)),
-        "value": Text(cell_text(t.value)),
+        "value": number_text(cell_text(t.value)),
         "requires_grad": flag(t.requires_grad),
         "is_leaf": flag(t.is_leaf),
         "retains_grad": flag(t.retains_grad),

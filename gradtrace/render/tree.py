@@ -9,6 +9,7 @@ from rich.text import Text
 from ..model.gradients import same_gradient, scalar
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
 from ..model.texts import grad_text, node_title, number, received_text, saved_text, shape_text
+from .numbers import number_text
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
 # Three-column guides: a 30-deep tree still fits in 100 columns. Lines never get cropped.
@@ -114,7 +115,7 @@ def _flow_label(pass_: Pass, node_id: str, edge: Edge | None, seen: bool,
         return Text("  (no gradient in this pass)", style="dim")
     if mine is not None and not seen:
         text.append("  grad in ", style="dim")
-        text.append(received_text(mine.grad_outputs), style="bold yellow")
+        text.append_text(number_text(received_text(mine.grad_outputs), "bold yellow"))
     if edge is None or parent is None:
         return text
     sent, received = pass_.sent(edge), pass_.received(edge)
@@ -124,11 +125,12 @@ def _flow_label(pass_: Pass, node_id: str, edge: Edge | None, seen: bool,
         local = scalar(sent) / scalar(came)  # type: ignore[operator]
     product = f" = {number(scalar(came))} × {number(local)}" if local is not None else ""
     if single and not seen and same_gradient(sent, received):
-        text.append(product, style="dim")
+        text.append_text(number_text(product, "dim"))
     elif single and not seen and received is not None:
-        text.append(f"  (sent {grad_text(sent)}{product}; a hook changed it)", style="magenta")
+        text.append_text(number_text(f"  (sent {grad_text(sent)}{product}; a hook changed it)",
+                                     "magenta"))
     else:
-        text.append(f"  this edge {grad_text(sent)}{product}", style="dim")
+        text.append_text(number_text(f"  this edge {grad_text(sent)}{product}", "dim"))
     return text
 
 
