@@ -15,7 +15,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .._version import __version__
-from ..errors import GradtraceError, Interrupted
+from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..render.escape import visible_console
 
 
@@ -47,6 +47,19 @@ def print_error(message: str, hint: str | None) -> None:
         err.print(Text("hint: ", style="bold") + Text(hint))
 
 
+def print_printed(printed: str) -> None:
+    """What the scenario printed (its last lines, in a panel) on stderr: the words of a script
+    that stopped (argparse's usage and error) go with gradtrace's error."""
+    if printed.strip():
+        from ..render.report import printed_panel
+
+        err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+        err.print(printed_panel(printed, PRINTED_LINES))
+
+
+PRINTED_LINES = 40  # a script's --help fits
+
+
 def print_torch_notes() -> None:
     """An `info:` line on stderr for each private torch API this torch lacks (only when a
     command needed torch: --help and saved traces never import it)."""
@@ -76,6 +89,8 @@ class BoundedGroup(TyperGroup):
         except GradtraceError as exc:
             if debugging(ctx):
                 raise
+            if isinstance(exc, ScenarioError):
+                print_printed(exc.printed)  # before the error, where python prints it too
             print_error(exc.message, exc.hint)
             if isinstance(exc, Interrupted):
                 raise typer.Exit(ExitCode.INTERRUPTED) from None

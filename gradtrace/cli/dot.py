@@ -36,7 +36,9 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html   interactive page\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
-    "Exit codes: 0 success, 2 bad input or an output that cannot be written.",
+    "Exit codes: 0 success, 2 bad input, an output that cannot be written, or a scenario "
+    "that cannot run, stopped part-way (the picture of what it recorded is written first) "
+    "or made no graph (nothing is written).",
 )
 def dot(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
@@ -84,10 +86,12 @@ def dot(
         raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
                           f"add -o graph{chosen.suffixes[0]}")
     # saved tensors and gradient flow cost time on big graphs: only when they are shown
-    trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
-                                saved=saved or chosen.whole_trace,
-                                flow=grads or chosen.whole_trace,
-                                run=RunChoices(script_args, passes, timeout, pass_number))
+    loaded = load_trace(scenario, root or [], backward=not no_backward,
+                        saved=saved or chosen.whole_trace, flow=grads or chosen.whole_trace,
+                        run=RunChoices(script_args, passes, timeout, pass_number))
+    trace, ending = loaded.trace, loaded.ending(picture=True)
+    if ending is not None and not trace.nodes:
+        raise ending  # never an empty picture
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth, lines=source_lines)
@@ -96,5 +100,5 @@ def dot(
         write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])
-    if stopped is not None:
-        raise stopped
+    if ending is not None:
+        raise ending

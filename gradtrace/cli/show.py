@@ -32,8 +32,9 @@ from .inputs import RunChoices, load_trace, pick_pass
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
     "  gradtrace show scenarios/chain_rule.py --fail-on nan-gradient --format github\n\n"
-    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or a "
-    "scenario that cannot run.",
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, or a "
+    "scenario that cannot run, raised (in backward() too), exited non-zero, timed out or "
+    "made no graph (what it recorded is shown first).",
 )
 def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC (call one "
@@ -84,10 +85,11 @@ def show(
         Console(stderr=True, highlight=False).print(
             "note: `show --output NAME` is now `--root NAME`; --output will be removed in the "
             "next release")
-    trace, stopped = load_trace(scenario, [*(root or ()), *(old_output or ())],
+    loaded = load_trace(scenario, [*(root or ()), *(old_output or ())],
                                 backward=not no_backward, derivative_order=derivative_order,
                                 saved=saved or as_json or by_module,
                                 run=RunChoices(script_args, passes, timeout, pass_number))
+    trace = loaded.trace
     shown_pass = pick_pass(trace, pass_number)
     if as_json:
         from ..render.json import json_chunks
@@ -110,8 +112,10 @@ def show(
         # --all: long lines in full (the terminal wraps them); else cut at its width, with …
         stdout_console().print(report(trace, shown_pass, max_depth, budget, saved,
                                       cut=not show_all), crop=not show_all)
-    if stopped is not None:
-        raise stopped
+    # the report's panel shows what the scenario printed; JSON and annotations do not
+    ending = loaded.ending(printed_shown=out_format == "text" and not as_json and not by_module)
+    if ending is not None:
+        raise ending
     if strict and any(f.severity in ("error", "warning") for f in trace.findings):
         raise typer.Exit(ExitCode.FAILED)
     if any(f.code in failing for f in trace.findings):
