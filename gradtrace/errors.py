@@ -13,11 +13,23 @@ class GradtraceError(Exception):
 
 
 class ScenarioError(GradtraceError):
-    """The scenario file cannot be read, compiled or run (line: the scenario line, if known)."""
+    """The scenario file cannot be read, compiled or run (line: the scenario line, if known;
+    printed: what it printed before it stopped, shown with the error when no report shows it)."""
 
-    def __init__(self, message: str, hint: str | None = None, line: int | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, line: int | None = None,
+                 printed: str = "") -> None:
         super().__init__(message, hint)
         self.line = line
+        self.printed = printed
+
+
+class NoGraph(ScenarioError):
+    """The target made no autograd graph: nothing to show or draw, in every command alike."""
+
+    def __init__(self, label: str | None, why: str, line: int | None = None) -> None:
+        super().__init__(f"{label or 'the code'}: no output to trace: {why}",
+                         "an output is a tensor with a grad_fn; see `gradtrace show --help`",
+                         line)
 
 
 class TraceFileError(GradtraceError):

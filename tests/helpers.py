@@ -41,12 +41,28 @@ def flow_entry(trace: dict[str, Any], node: str, pass_index: int = -1) -> dict[s
                         for key in ("grad_outputs", "grad_inputs")}}
 
 
+# The gallery's scenarios whose own backward() or gradcheck() raises: python stops there, so
+# gradtrace shows what they recorded and exits 2 (a scenario-stopped finding says where).
+STOPS = frozenset({
+    "backward_twice_error.py", "broken/gradcheck_pow_wrong_backward.py",
+    "detach_cuts_graph.py", "no_grad_context.py", "second_derivative_without_create_graph.py",
+    "explained/cut_by_item.py",
+    "explained/eval_then_backward.py", "explained/gan_shared_fake.py",
+    "explained/inplace_after_save.py", "explained/inplace_augmented.py",
+})
+
+
 def show_json(scenario: str | Path, *args: str) -> dict[str, Any]:
-    """The JSON of `gradtrace show SCENARIO --json`, asserting it succeeded."""
-    path = scenario if Path(scenario).is_absolute() else SCENARIOS / scenario
+    """The JSON of `gradtrace show SCENARIO --json`, asserting it succeeded — or, for a
+    scenario of STOPS, that it showed the trace and exited 2."""
+    path = Path(scenario) if Path(scenario).is_absolute() else SCENARIOS / scenario
     result = invoke("show", path, "--json", *args)
-    assert result.exit_code == 0, result.stderr + result.stdout
-    return as_read(result.stdout)
+    stops = path.is_relative_to(SCENARIOS) and \
+        path.relative_to(SCENARIOS).as_posix() in STOPS
+    assert result.exit_code == (2 if stops else 0), result.stderr + result.stdout
+    trace = as_read(result.stdout)
+    assert any(f["code"] == "scenario-stopped" for f in trace["findings"]) == stops
+    return trace
 
 
 def tensor(trace: dict[str, Any], name: str) -> dict[str, Any]:
@@ -109,6 +125,15 @@ GALLERY_ARGS = {"real/polynomial_loop.py": ("--passes", "100")}
 @functools.cache  # two tests, or two codes, read one scenario's run
 def _gallery_run(scenario: str) -> list[dict[str, Any]]:
     result = invoke("show", SCENARIOS / scenario, "--json", *GALLERY_ARGS.get(scenario, ()))
-    stopped = scenario == GALLERY_FINDINGS["scenario-stopped"][0]
+    stopped = scenario in STOPS or scenario == GALLERY_FINDINGS["scenario-stopped"][0]
     assert result.exit_code == (2 if stopped else 0), result.stderr
     return json.loads(result.stdout)["findings"]
+
+
+def stopped_by_its_call(result: Any) -> bool:
+    """The run exited 2 because a backward, grad or gradcheck call of the scenario raised
+    (python stops there too): its trace shows the failed call and where it stopped."""
+    data = json.loads(result.stdout) if result.stdout else {}
+    codes = {f["code"] for f in data.get("findings", ())}
+    failed_call = any(p["error"] for p in data.get("passes", ())) or "gradcheck-failed" in codes
+    return result.exit_code == 2 and "scenario-stopped" in codes and failed_call

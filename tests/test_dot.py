@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DOT, SCENARIOS, invoke, needs_dot, show_json
+from helpers import DOT, SCENARIOS, STOPS, invoke, needs_dot, show_json
 
 from gradtrace.model import Edge, Node, TensorInfo, Trace
 from gradtrace.render.dot import quote, to_dot
@@ -21,6 +21,10 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GRADTRACE_UPDATE_GOLDEN") == "1"  # regenerate: set it and rerun
 # not drawn whole: a script that raises (exit 2 after the picture), a file of test functions
 EXIT_2 = {"raises_after_two_passes.py", "test_value_grads.py"}
+# no graph: only gradcheck calls (a passing one; a failing one, which stops the script), or
+# a forward under no_grad whose backward then raised
+NOTHING_TO_DRAW = {"gradcheck_pow.py", "gradcheck_pow_wrong_backward.py",
+                   "eval_then_backward.py", "no_grad_context.py"}
 # the 1,000-step loop draws the graph of mlp_30_steps.py's step: tests/test_loops.py has it
 GALLERY = sorted(p for p in SCENARIOS.rglob("*.py")
                  if "no_graph" not in p.parts and p.name not in EXIT_2
@@ -37,12 +41,20 @@ def dot_text(scenario: Path, *args: str) -> str:
 @pytest.mark.parametrize("scenario", GALLERY, ids=lambda p: p.stem)
 def test_every_scenario_draws_with_real_graphviz(scenario: Path,
                                                 shared_trace: Callable[..., Any]) -> None:
-    text = dot_text(scenario, "--saved", "--grads")
+    stops = scenario.relative_to(SCENARIOS).as_posix() in STOPS
+    result = invoke("dot", scenario, "--saved", "--grads")
+    if scenario.name in NOTHING_TO_DRAW:  # exit 2 and no picture, never an empty one
+        assert result.exit_code == 2 and result.stdout == "", result.stderr
+        assert "no output to trace" in result.stderr or stops
+        return
+    # a scenario whose own backward raised: the picture of what it recorded, then exit 2
+    assert result.exit_code == (2 if stops else 0), result.stderr
+    text = result.stdout
     proc = subprocess.run([DOT, "-Tsvg"], input=text.encode(), capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode()
     svg = ET.fromstring(proc.stdout)  # well-formed XML
     drawn = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-    trace = shared_trace(scenario)  # test_real reads the real models' traces too
+    trace = shared_trace(scenario, code=2 if stops else 0)  # test_real reads them too
     for node in trace["nodes"]:
         if node["kind"] == "leaf" and node["tensor"]:
             assert node["tensor"] in drawn, node["tensor"]

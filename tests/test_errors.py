@@ -132,15 +132,18 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert result.exception is not None and "no such file" in str(result.exception)
 
 
-def test_failing_pass_is_a_finding_not_an_error() -> None:
+def test_failing_pass_is_a_finding_then_the_stop_exits_2() -> None:
     result = invoke("show", SCENARIOS / "backward_twice_error.py")
-    assert result.exit_code == 0
+    assert result.exit_code == 2  # python stops there too
     assert "pass-failed" in result.stdout and "retain_graph=True" in result.stdout
+    assert "backward_twice_error.py:10: the scenario raised RuntimeError" in result.stderr
 
 
 def test_strict_turns_error_findings_into_exit_1() -> None:
-    assert invoke("show", SCENARIOS / "backward_twice_error.py", "--strict").exit_code == 1
+    assert invoke("show", SCENARIOS / "explained/norm_of_zero.py", "--strict").exit_code == 1
     assert invoke("show", SCENARIOS / "chain_rule.py", "--strict").exit_code == 0
+    # a scenario that stopped is exit 2 whatever its findings
+    assert invoke("show", SCENARIOS / "backward_twice_error.py", "--strict").exit_code == 2
 
 
 @pytest.mark.parametrize("command", ["show", "dot", "diff"])

@@ -13,7 +13,7 @@ from .names import ScenarioNames
 from .recorder import PassLimit, Recorder
 from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .target import Target, call_function, run_module
-from .where import at_line, scenario_error, scenario_line
+from .where import at_line, located, quoted, scenario_error, scenario_line
 
 
 class Outcome(NamedTuple):
@@ -22,6 +22,9 @@ class Outcome(NamedTuple):
 
     stopped: ScenarioError | None
     returned: list[tuple[str, Any]]
+    failed_call: bool = False  # stopped by a call gradtrace recorded (backward, grad,
+    # gradcheck) that raised
+    exited: bool = False  # it called sys.exit(0) (or sys.exit()): a finish, as for python
 
 
 def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str],
@@ -41,18 +44,30 @@ def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str]
         pass  # the passes it was allowed ran: the trace says where it was stopped
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            return Outcome(ScenarioError(f"{path}: the scenario called sys.exit({exc.code!r})"),
-                           [])
+            return Outcome(exit_error(path, lines, exc), [])
+        return Outcome(None, returned, exited=True)
     except (KeyboardInterrupt, GradtraceError):
         raise
     except TimeUp as exc:
         line = scenario_line(path, exc)
         return Outcome(ScenarioError(f"{late(timeout)}: it was {at_line(path, lines, line)}",
                                      LATE_HINT, line), [])
-    except BaseException as exc:  # what the scenario raised, of any kind
-        if exc is not recorder.failed:
-            return Outcome(scenario_error(path, lines, exc), [])
+    except BaseException as exc:  # what the scenario raised, of any kind (in backward() too:
+        # python stops there as well, so gradtrace does, and says so)
+        return Outcome(scenario_error(path, lines, exc), [],
+                       failed_call=exc is recorder.failed)
     return Outcome(None, returned)
+
+
+def exit_error(path: str, lines: list[str], exc: SystemExit) -> ScenarioError:
+    """The error for sys.exit(n), n not 0, told where the scenario called it (argparse's
+    parse_args(), for a missing argument); the runner adds what it printed."""
+    line = scenario_line(path, exc)
+    return ScenarioError(
+        f"{located(path, line)}: the scenario called sys.exit({exc.code!r})"
+        f"{quoted(lines, line)}",
+        f"`python {path}` exits the same way; the script's own arguments go after `--`",
+        line)
 
 
 def default_roots(target: Target, recorder: Recorder,

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import CodeType
 
+from ..errors import ScenarioError
 from ..extract.build import RawCall
 from ..model.records import Trace
 from .options import CaptureOptions
@@ -49,6 +50,9 @@ def run_scenario(
         except ScenarioStopped as stop:
             stop.trace = _with_printed(stop.trace, printed_below.getvalue())
             raise
+        except ScenarioError as error:  # no trace shows what it printed: the error does
+            error.printed += printed_below.getvalue()
+            raise
         finally:
             sys.stdout, sys.stderr = streams  # a thread stopped part-way cannot undo them
     return _with_printed(trace, printed_below.getvalue())
@@ -65,11 +69,21 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
                     session.recording():
                 outcome = execute(target, code, module, lines, session.recorder,
                                   session.names, timeout, window)
-            if with_calls is not None and outcome.stopped is None:
+            # a failed backward or gradcheck leaves the module and its Functions whole: they
+            # can run again
+            if with_calls is not None and (outcome.stopped is None or outcome.failed_call):
                 with_calls(session.recorder.calls)
-            return session.finish(
-                target.label, default_roots(target, session.recorder, outcome.returned),
-                stopped=outcome.stopped, printed=printed.getvalue())
+            try:
+                return session.finish(
+                    target.label, default_roots(target, session.recorder, outcome.returned),
+                    stopped=outcome.stopped, printed=printed.getvalue(),
+                    exited=outcome.exited)
+            except ScenarioStopped as stop:  # its trace holds what the scenario printed
+                stop.failed_call = outcome.failed_call
+                raise
+            except ScenarioError as error:
+                error.printed = printed.getvalue()
+                raise
         finally:
             session.close()  # here, in the big-stack thread, not in the caller's
 

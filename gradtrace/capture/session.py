@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from ..errors import ScenarioError
+from ..errors import NoGraph, ScenarioError
 from ..extract.tensors import Named
 from ..findings.passes import pass_findings
-from ..findings.registry import NO_GRAPH, PASSES_CAPPED, SCENARIO_STOPPED
+from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Trace
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
@@ -44,6 +44,7 @@ class ScenarioStopped(ScenarioError):
     def __init__(self, message: str, hint: str | None, trace: Trace) -> None:
         super().__init__(message, hint)
         self.trace = trace
+        self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck
 
 
 class CaptureSession:
@@ -71,18 +72,25 @@ class CaptureSession:
 
     def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,
                stopped: ScenarioError | None = None, printed: str = "",
-               empty_ok: bool = False) -> Trace:
+               empty_ok: bool = False, exited: bool = False) -> Trace:
         """The Trace of what was recorded, with every finding (raised in ScenarioStopped when
         stopped says the code stopped part-way), and gradtrace's own backward when the code
         ran none. outputs: roots given by the caller, used as they are. empty_ok: code that
-        made no graph at all gives a trace saying so (a with-block), not an error."""
+        made no graph at all gives a trace saying so (a with-block), not an error. exited:
+        the code ended with sys.exit(0) (a script's --help, before any tensor)."""
         recorder = self.recorder
         every = self.names.merged()
         named = named_tensors(every)
-        if stopped is not None and not (recorder.passes or any(t.grad_fn for _, t in named)):
+        if stopped is not None and not (recorder.passes or recorder.calls or recorder.findings
+                                        or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
         if outputs is None:
             if not named and not recorder.passes and not empty_ok:
+                if exited:  # its output (a --help text) goes with the error
+                    raise ScenarioError(f"{label} called sys.exit(0) before it made any "
+                                        "tensor: there is nothing to trace",
+                                        "give the script the arguments that make it compute, "
+                                        "after `--`")
                 raise ScenarioError(
                     f"{label} names no tensors",
                     "assign tensors to module-level names, call backward() in the functions "
@@ -129,7 +137,7 @@ class CaptureSession:
         why, cut_at = why_no_root(named, self.lines, self.line_log.lines_run(self.path or ""))
         if self.recorder.passes:
             return [NO_GRAPH.finding(
-                f"no autograd graph: {why}", line=cut_at,
+                NO_GRAPH_LEAD + why, line=cut_at,
                 tensor=next((n for n, t in named if t.requires_grad), None))]
         if self.recorder.calls or self.recorder.findings:
             return [NO_GRAPH.finding(
@@ -137,10 +145,8 @@ class CaptureSession:
                 "the scenario's gradcheck and Function calls are reported instead",
                 severity="info")]
         if empty_ok:
-            return [NO_GRAPH.finding(f"no autograd graph: {why}", severity="info", line=cut_at)]
-        raise ScenarioError(
-            f"{label}: no output to trace: {why}",
-            "an output is a tensor with a grad_fn; see `gradtrace show --help`", cut_at)
+            return [NO_GRAPH.finding(NO_GRAPH_LEAD + why, severity="info", line=cut_at)]
+        raise NoGraph(label, why, cut_at)
 
     def close(self) -> None:
         """Drop every torch object held (the captured graph dies with its session)."""

@@ -25,12 +25,11 @@ _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gradt
 
 
 def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioError:
-    """The error for an exception the scenario raised: its file, line and code — or, when
-    gradtrace's own code raised it, a bug of gradtrace's (plain `python` would not fail)."""
+    """The error for an exception the scenario raised: its file, line and code, and that
+    gradtrace stopped it there — or, when gradtrace's own code raised it, a bug of
+    gradtrace's (plain `python` would not fail)."""
     line = scenario_line(path, exc)
-    where = f"{path}:{line}" if line else path
-    text = lines[line - 1].strip() if line and line <= len(lines) else ""
-    shown = f"\n    {text}" if text else ""
+    where, shown = located(path, line), quoted(lines, line)
     frames = list(traceback.walk_tb(exc.__traceback__))
     if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep):
         return ScenarioError(
@@ -40,7 +39,19 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
             "--debug shows the traceback", line)
     return ScenarioError(
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
-        f"fix the scenario; `python {path}` shows the full traceback", line)
+        "gradtrace stopped the script there, as python would have: fix the scenario; "
+        f"`python {path}` shows the full traceback", line)
+
+
+def located(path: str, line: int | None) -> str:
+    """ "s.py:12", or the file alone when the line is not one of its own."""
+    return f"{path}:{line}" if line else path
+
+
+def quoted(lines: list[str], line: int | None) -> str:
+    """The line's code on a line of its own, indented ("" when unknown)."""
+    text = lines[line - 1].strip() if line and line <= len(lines) else ""
+    return f"\n    {text}" if text else ""
 
 
 def running_line(path: str, lines: list[str]) -> tuple[int | None, str | None]:

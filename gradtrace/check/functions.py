@@ -18,6 +18,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
+from ..capture.session import ScenarioStopped
 from ..capture.target import parse_target
 from ..capture.where import scenario_line
 from ..errors import GradtraceError, ScenarioError
@@ -113,6 +114,9 @@ def check_scenario(target: str | Path, options: CheckOptions,
         # Calls are recorded in the forward pass: no backward of gradtrace's own is needed
         run_scenario(label, CaptureOptions(backward=False, saved=False, flow=False),
                      with_calls=check_calls, timeout=options.timeout)
+    except ScenarioStopped as stop:
+        if not (ran or stop.failed_call):  # a failing backward is not check's to judge
+            raise
     except ScenarioError:
         # no root, no named tensor: the trace is not what check is about
         if not ran:

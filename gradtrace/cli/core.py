@@ -16,7 +16,7 @@ from typer._click.exceptions import NoSuchOption  # typer's own vendored Click (
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._version import __version__
-from ..errors import GradtraceError, Interrupted
+from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..render.escape import visible_console
 
 
@@ -46,6 +46,19 @@ def print_error(message: str, hint: str | None) -> None:
     err.print(Text("error: ", style="bold red") + Text(message))
     if hint:
         err.print(Text("hint: ", style="bold") + Text(hint))
+
+
+def print_printed(printed: str) -> None:
+    """What the scenario printed (its last lines, in a panel) on stderr: the words of a script
+    that stopped (argparse's usage and error) go with gradtrace's error."""
+    if printed.strip():
+        from ..render.report import printed_panel
+
+        err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+        err.print(printed_panel(printed, PRINTED_LINES))
+
+
+PRINTED_LINES = 40  # a script's --help fits
 
 
 def print_torch_notes() -> None:
@@ -141,6 +154,8 @@ class BoundedGroup(TyperGroup):
         except GradtraceError as exc:
             if debugging(ctx):
                 raise
+            if isinstance(exc, ScenarioError):
+                print_printed(exc.printed)  # before the error, where python prints it too
             print_error(exc.message, exc.hint)
             if isinstance(exc, Interrupted):
                 raise typer.Exit(ExitCode.INTERRUPTED) from None

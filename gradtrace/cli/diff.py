@@ -36,7 +36,8 @@ from .inputs import RunChoices, load_trace
     "Nodes are matched by what they are (type, module, tensor, the code that made them, their "
     "place among their neighbours), not by their ids. A gradient differs when "
     "|a − b| > atol + rtol·|b| for its norm, min, max or a kept element.\n\n"
-    "Exit codes: 0 the same, 1 different, 2 bad input or a scenario that cannot run.",
+    "Exit codes: 0 the same, 1 different, 2 bad input, or a scenario that cannot run, "
+    "stopped part-way or made no graph.",
 )
 def diff(
     a: str = typer.Argument(..., metavar="A", help="The old side: a scenario .py file, "
@@ -77,6 +78,10 @@ def diff(
     loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run,
                          lean=True)
               for side in (a, b)]
+    endings = [side.ending() for side in loaded]
+    for side, ending in zip(loaded, endings, strict=True):
+        if ending is not None and not side.trace.nodes:
+            raise ending  # no graph to compare: the error every command gives
     trace_a, trace_b = loaded[0].trace, loaded[1].trace
     matching = match_nodes(trace_a, trace_b)
     result = compare(trace_a, trace_b, a, b, rtol, atol, matching)
@@ -96,9 +101,9 @@ def diff(
             union = union_trace(trace_a, trace_b, matching, result.nodes)
             data = chosen.draw(diff_drawing(union), "TB")
         write_atomic(target, data, protected=sources)
-    for side in loaded:
-        if side.stopped is not None:
-            raise side.stopped
+    for ending in endings:
+        if ending is not None:
+            raise ending
     if not result.same:
         raise typer.Exit(ExitCode.FAILED)
 

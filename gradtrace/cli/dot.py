@@ -48,8 +48,9 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
                                       for f in FORMATS) + ".\n\n"
     "  gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg\n\n"
     "Findings go to stderr, one line each (-q: not at all).\n\n"
-    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or an "
-    "output that cannot be written.",
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, an output "
+    "that cannot be written, or a scenario that cannot run, stopped part-way (the picture of "
+    "what it recorded is written first) or made no graph (nothing is written).",
 )
 def dot(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
@@ -107,10 +108,13 @@ def dot(
                           f"add -o graph{chosen.suffixes[0]}")
     # saved tensors and gradient flow cost time on big graphs: only when they are shown, or
     # when findings decide the exit code (nan-gradient is found in the flow, as in show)
-    trace, stopped = load_trace(scenario, root or [], backward=not no_backward,
-                                saved=saved or chosen.whole_trace,
-                                flow=grads or chosen.whole_trace or strict or bool(failing),
-                                run=RunChoices(script_args, passes, timeout, pass_number))
+    loaded = load_trace(scenario, root or [], backward=not no_backward,
+                        saved=saved or chosen.whole_trace,
+                        flow=grads or chosen.whole_trace or strict or bool(failing),
+                        run=RunChoices(script_args, passes, timeout, pass_number))
+    trace, ending = loaded.trace, loaded.ending(picture=True)
+    if ending is not None and not trace.nodes:
+        raise ending  # never an empty picture
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
                           module_depth=module_depth, lines=source_lines)
@@ -122,8 +126,8 @@ def dot(
     said = None if quiet else finding_lines(trace.findings)
     if said is not None:
         visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(said)
-    if stopped is not None:
-        raise stopped
+    if ending is not None:
+        raise ending
     if findings_fail(trace.findings, strict, failing):
         raise typer.Exit(ExitCode.FAILED)
 

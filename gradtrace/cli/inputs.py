@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from ..capture.target import parse_target
-from ..errors import GradtraceError, TraceFileError
+from ..errors import GradtraceError, NoGraph, ScenarioError, TraceFileError
+from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD
 from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
 from ..model.records import Pass, Trace
@@ -15,10 +16,37 @@ from ..model.records import Pass, Trace
 
 class Loaded(NamedTuple):
     """A command's Trace, and the error that stopped its scenario part-way, if one did: the
-    command shows the trace, then raises the error (exit 2)."""
+    command shows the trace, then raises ending()'s error (exit 2)."""
 
     trace: Trace
-    stopped: GradtraceError | None = None
+    stopped: ScenarioError | None = None
+
+    def ending(self, printed_shown: bool = False, picture: bool = False) -> ScenarioError | None:
+        """The one rule every command ends by: the scenario stopped (it raised, in backward()
+        too, exited non-zero or ran out of time), else it made no graph — or None: exit 0.
+
+        printed_shown: the command showed what the scenario printed (else the error carries
+        it); picture: the command draws the graph, so a trace of gradcheck verdicts alone has
+        nothing to give it either."""
+        error = self.stopped or no_graph(self.trace, picture)
+        if error is not None and not printed_shown and not error.printed:
+            error.printed = self.trace.stdout
+        return error
+
+
+def no_graph(trace: Trace, picture: bool = False) -> NoGraph | None:
+    """The NoGraph error of a trace without a graph, told why by its no-graph finding (every
+    recording without a graph has one); None when it has a graph, or, unless picture, when
+    the finding does not say it has none or says its gradcheck and Function calls are what
+    it reports (info)."""
+    if trace.nodes:
+        return None
+    found = next((f for f in trace.findings if f.code == NO_GRAPH.name), None)
+    if found is None:  # a trace made by hand (steps alone): no picture in it, nothing else
+        return NoGraph(trace.scenario, "the trace has no nodes") if picture else None
+    if found.severity == "info" and not picture:
+        return None
+    return NoGraph(trace.scenario, found.message.removeprefix(NO_GRAPH_LEAD), found.line)
 
 
 class RunChoices(NamedTuple):

@@ -44,8 +44,9 @@ from .inputs import RunChoices, load_trace, pick_pass
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
     "  gradtrace show scenarios/chain_rule.py --strict --format github\n\n"
-    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input or a "
-    "scenario that cannot run.",
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, or a "
+    "scenario that cannot run, raised (in backward() too), exited non-zero, timed out or "
+    "made no graph (what it recorded is shown first).",
 )
 def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC (call one "
@@ -89,10 +90,11 @@ def show(
     failing = fail_on_codes(fail_on)  # checked before the scenario runs
     printed = _printed(out_format, as_json, out)
     target = None if out is None else absolute(out)  # before the scenario can chdir
-    trace, stopped = load_trace(scenario, root or [],
+    loaded = load_trace(scenario, root or [],
                                 backward=not no_backward, derivative_order=derivative_order,
                                 saved=saved or printed == "json" or by_module,
                                 run=RunChoices(script_args, passes, timeout, pass_number))
+    trace = loaded.trace
     shown_pass = pick_pass(trace, pass_number)
     console = stdout_console() if target is None else _file_console()
     if printed == "json":
@@ -119,8 +121,11 @@ def show(
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
         _emit(console.file.getvalue(), target, scenario)
-    if stopped is not None:
-        raise stopped
+    # the report's panel shows what the scenario printed; JSON, annotations and a file do not
+    ending = loaded.ending(printed_shown=printed == "text" and not by_module
+                           and target is None)
+    if ending is not None:
+        raise ending
     if findings_fail(trace.findings, strict, failing):
         raise typer.Exit(ExitCode.FAILED)
 

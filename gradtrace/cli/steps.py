@@ -39,8 +39,8 @@ from .inputs import RunChoices, load_trace
     "  gradtrace steps trace.json -o steps.json\n\n"
     "Files by suffix: " + "; ".join(f"{f.suffix} {f.description}" for f in CHART_FORMATS)
     + ".\n\n"
-    "Exit codes: 0 success, 2 bad input, no backward pass to chart, or an output that cannot "
-    "be written.",
+    "Exit codes: 0 success, 2 bad input, no backward pass to chart, an output that cannot "
+    "be written, or a scenario that stopped part-way or made no graph.",
 )
 def steps(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
@@ -78,8 +78,11 @@ def steps(
         raise GradtraceError(f"--{'json' if as_json else 'format github'} and -o {out} both "
                              "choose what is written", "give one of them")
     chosen = None if out is None else chart_format(out)  # a bad suffix fails before the run
-    trace, stopped = load_trace(scenario, [], backward=True, saved=False, flow=False,
-                                run=RunChoices(script_args, passes, timeout))
+    loaded = load_trace(scenario, [], backward=True, saved=False, flow=False,
+                        run=RunChoices(script_args, passes, timeout))
+    trace, ending = loaded.trace, loaded.ending()
+    if ending is not None and not trace.passes:
+        raise ending  # why there is nothing to chart, in the words every command uses
     require_steps(trace)
     health = replace(trace, findings=tuple(f for f in trace.findings
                                            if f.code in STEP_CODES))
@@ -103,7 +106,7 @@ def steps(
     else:
         data = chosen.make(trace, True if by_module is None else by_module, show_all)
         write_atomic(absolute(out), data, protected=[source])
-    if stopped is not None:
-        raise stopped
+    if ending is not None:
+        raise ending
     if findings_fail(health.findings, strict, failing):
         raise typer.Exit(ExitCode.FAILED)

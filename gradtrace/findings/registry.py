@@ -46,11 +46,13 @@ def declare(name: str, severity: Severity, title: str, doc: str,
 PASS_FAILED = declare(
     "pass-failed", "error", "a backward or autograd.grad call raised",
     "The scenario's pass raised (a freed graph, a root without grad_fn, an in-place change); "
-    "the state up to that point is still shown.")
+    "the state up to that point is still shown, and unless the scenario catches the error it "
+    "stops there, as under python (scenario-stopped).")
 NO_GRAPH = declare(
     "no-graph", "warning", "no named tensor has a grad_fn",
     "Nothing was computed with gradients enabled (no_grad, detach, no requires_grad); info "
     "when the scenario only calls gradcheck or Functions.", also=("info",))
+NO_GRAPH_LEAD = "no autograd graph: "  # then why: every command's NoGraph error quotes it
 UNREACHED_LEAF = declare(
     "unreached-leaf", "warning", "a leaf that requires grad is reached by no output or pass",
     "Its .grad stays None: it is not used in the expression that was differentiated.")
@@ -77,8 +79,9 @@ GRADCHECK_FAILED = declare(
     "gradcheck-failed", "error", "the scenario's own gradcheck or gradgradcheck call raised",
     "The Function's backward disagrees with finite differences.")
 SCENARIO_STOPPED = declare(
-    "scenario-stopped", "error", "the scenario raised or ran out of time",
-    "Everything recorded up to that line is shown; gradtrace exits 2 after showing it.")
+    "scenario-stopped", "error", "the scenario raised, exited non-zero or ran out of time",
+    "An exception (in backward() too) or sys.exit(n) stops the script at that line, as "
+    "python would; everything recorded up to there is shown, then gradtrace exits 2.")
 PASSES_CAPPED = declare(
     "passes-capped", "info", "the scenario was stopped at its pass after the last recorded",
     "`--passes N` records the first N backward passes, then stops the script (by default it "

@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
+from ..findings.registry import SCENARIO_STOPPED
 from ..model.records import Finding, Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
@@ -124,9 +125,14 @@ LINE_LIMIT = 1_000  # characters of one printed line (a 500 MB line would take m
 
 def scenario_output(trace: Trace, last: int = 10) -> RenderableType | None:
     """What the scenario printed (its last lines, each cut), in its own panel; None if nothing."""
-    if not trace.stdout.strip():
+    return printed_panel(trace.stdout, last)
+
+
+def printed_panel(printed: str, last: int = 10) -> RenderableType | None:
+    """The last lines of what a scenario printed, each cut, in a panel; None if nothing."""
+    if not printed.strip():
         return None
-    printed = trace.stdout.rstrip("\n")
+    printed = printed.rstrip("\n")
     lines = printed.rsplit("\n", last)  # only the end is split: stdout may be huge
     text = Text()
     if len(lines) > last:
@@ -144,7 +150,7 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
     (the first passes and the last two, within the budget); a run of a loop's passes kept
     with light statistics only is one line."""
     if not trace.passes:
-        return Text("no backward pass (--no-backward)", style="dim")
+        return Text(f"no backward pass{_why_no_pass(trace)}", style="dim")
     runs = _pass_runs(trace.passes)
     shown: list[tuple[int, int] | None] = list(runs)
     if budget.passes is not None and len(shown) > budget.passes:
@@ -258,6 +264,16 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 def by_severity(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first; in the order found within a severity."""
     return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def _why_no_pass(trace: Trace) -> str:
+    """Why a trace has no pass: the scenario stopped before one, there is no output to run
+    one from, or (the only case left) --no-backward."""
+    if any(f.code == SCENARIO_STOPPED.name for f in trace.findings):
+        return ": the scenario stopped before any (see scenario-stopped)"
+    if not trace.outputs:
+        return ": no output to run one from"
+    return " (--no-backward)"
 
 
 def findings_view(trace: Trace) -> RenderableType | None:
