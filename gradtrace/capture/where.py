@@ -32,7 +32,9 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     text = lines[line - 1].strip() if line and line <= len(lines) else ""
     shown = f"\n    {text}" if text else ""
     frames = list(traceback.walk_tb(exc.__traceback__))
-    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep):
+    # torch.compile tells where in Python it failed as text ("from user code: File …")
+    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep) \
+            or f'"{_OURS}{os.sep}' in str(exc):
         return ScenarioError(
             f"{where}: gradtrace failed while running this line: "
             f"{type(exc).__name__}: {exc}{shown}",
