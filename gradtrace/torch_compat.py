@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from operator import methodcaller
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 
@@ -149,6 +149,69 @@ def make_non_daemon(thread: threading.Thread) -> None:
     thread, so the private flag is set (CPython 3.10–3.13)."""
     if hasattr(thread, "_daemonic"):
         thread._daemonic = False
+
+
+# torch.compile. Dynamo rewrites the frames of Python functions called while a compiled
+# function runs (after a graph break too: a backward's hooks, a trace function), and inlines
+# the Python functions a traced call reaches (global module hooks, a patched Tensor.backward).
+# gradtrace's hooks and wrappers must be neither: traced, they are compiled away, break the
+# graph, or fail inside Dynamo and blame the scenario (issue 29).
+_Callable = TypeVar("_Callable", bound=Callable[..., Any])
+
+# Public since torch 2.3; true while Dynamo traces, and for the whole compile session (so
+# AOTAutograd's own torch.autograd.grad calls say so too). Dynamo folds it to True when it
+# inlines a function that asks: a traced call takes the branch plain torch would.
+compiling: Callable[[], bool] = _probe(
+    "torch.compiler.is_compiling", lambda: torch.compiler.is_compiling,
+    "torch.compile may record its own tracing as passes") or (lambda: False)
+
+# A code object's frame action for Dynamo's frame evaluator: (SKIP, SKIP) runs the frame,
+# and every frame it calls, as plain Python, as torch.compiler.disable does, with no wrapper
+# to pay for on every call (checked on 2.13: torch._dynamo.eval_frame.skip_code uses it).
+_skip_recursively = _probe(
+    "torch._C._dynamo.eval_frame.set_code_exec_strategy",
+    lambda: (torch._C._dynamo.eval_frame.set_code_exec_strategy,
+             torch._C._dynamo.eval_frame._FrameExecStrategy(
+                 torch._C._dynamo.eval_frame._FrameAction.SKIP,
+                 torch._C._dynamo.eval_frame._FrameAction.SKIP)),
+    "torch.compile may trace gradtrace's hooks (a compiled step may be recorded as eager)")
+
+
+def never_compiled(function: _Callable) -> _Callable:
+    """Mark function (a def: every closure made from it shares its code) so Dynamo never
+    rewrites a frame of it, nor of anything it calls: it runs as plain Python inside compiled
+    code. A call Dynamo inlines while tracing is no frame: such a function asks compiling()
+    first and then does what torch would do without gradtrace."""
+    if _skip_recursively is not None:
+        set_strategy, skip = _skip_recursively
+        set_strategy(function.__code__, skip)
+    return function
+
+
+def compiled_region(function_class: type) -> bool:
+    """Whether an autograd.Function class is a compiled region's (AOTAutograd makes one
+    CompiledFunction class per compiled graph; its node is CompiledFunctionBackward), not the
+    user's own Function (checked on 2.13: torch._functorch._aot_autograd.runtime_wrappers)."""
+    return function_class.__name__ == "CompiledFunction" \
+        and function_class.__module__.startswith("torch._functorch.")
+
+
+def is_compiled_region(node: Any) -> bool:
+    """Whether an autograd node is a compiled region's backward (CompiledFunctionBackward)."""
+    return is_function_node(node) and compiled_region(type(node)._forward_cls)
+
+
+def compiled_module(module: Any) -> Any:
+    """The module torch.compile(module) compiled, for its OptimizedModule (its private
+    _orig_mod, checked on 2.13); else module itself."""
+    original = getattr(module, "_orig_mod", None) \
+        if type(module).__name__ == "OptimizedModule" else None
+    return original if isinstance(original, torch.nn.Module) else module
+
+
+# The warning torch.compile(module) gives when global module hooks exist (gradtrace's
+# module tracker is one), on every call of the compiled module (torch 2.13's wording).
+GLOBAL_HOOKS_WARNING = "Using `torch.compile(module)` when there are global hooks"
 
 
 # What torch's error texts mean, matched by a phrase each (torch 2.13's wording).

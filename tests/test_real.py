@@ -181,3 +181,72 @@ def test_saved_memory_has_a_total_and_the_top_holders() -> None:
     text = invoke("show", REAL / "gpt_tiny.py", "--saved").stdout
     line = next(x for x in text.splitlines() if x.startswith("saved for backward: "))
     assert " KB in " in line and "most: AddmmBackward0 · model.transformer.h." in line
+
+
+COMPILED = {"compiled_model.py": 3, "compile_tutorial.py": 4}  # script -> its passes
+
+
+def assert_like_plain_python(script: str, trace: dict[str, Any], *args: str) -> None:
+    """The passes, .grad values and printed lines of `python SCRIPT ARGS`, and nothing of
+    gradtrace's or torch.compile's own in what the script printed."""
+    run = plain(script, *args)
+    assert_same_norms(trace, printed_norms(run.stdout))
+    assert len(trace["passes"]) == COMPILED[script]
+    assert {p["kind"] for p in trace["passes"]} == {"backward"}  # no AOTAutograd grad calls
+    assert all(p["error"] is None for p in trace["passes"])
+    assert trace["stdout"].splitlines()[:len(run.stdout.splitlines())] \
+        == run.stdout.splitlines()
+    extra = trace["stdout"].splitlines()[len(run.stdout.splitlines()):]
+    assert all("Profiler record function" in line for line in extra), extra  # plain's stderr
+    assert "Profiler record function" in run.stderr or not extra
+    for word in ("gradtrace", "Warning", "Traceback", "graph break"):
+        assert word not in trace["stdout"], word
+    assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]
+    assert trace["functions"] == []  # a compiled region is no Function of the script's
+    (region,) = [n for n in trace["nodes"] if n["type"] == "CompiledFunctionBackward"]
+    assert region["kind"] == "custom"
+
+
+def test_a_compiled_model_is_traced_as_it_runs(traced: Traced) -> None:
+    trace = traced("compiled_model.py")
+    assert_like_plain_python("compiled_model.py", trace)
+    # the node that ran (not the eager graph's AddmmBackward0s), labelled with its module and
+    # the line that called the compiled model
+    types = [n["type"] for n in trace["nodes"]]
+    assert types[:2] == ["MseLossBackward0", "CompiledFunctionBackward"]
+    assert "AddmmBackward0" not in types
+    region = trace["nodes"][1]
+    assert region["module"] == "model" and region["source"]["line"] == 28
+
+
+def test_a_compiled_train_step_records_every_backward(traced: Traced) -> None:
+    trace = traced("compile_tutorial.py")
+    assert_like_plain_python("compile_tutorial.py", trace)
+    assert {p["line"] for p in trace["passes"]} == {51}  # loss.backward() inside train()
+    # inside a compiled function no line runs as such: the region's lines are not guessed
+    (region,) = [n for n in trace["nodes"] if n["type"] == "CompiledFunctionBackward"]
+    assert region["source"] is None
+
+
+@pytest.mark.slow  # inductor compiles C++: 15-40 s
+def test_a_train_step_compiled_by_inductor_matches_plain_python(traced: Traced) -> None:
+    trace = traced("compile_tutorial.py", "--", "inductor")
+    assert_like_plain_python("compile_tutorial.py", trace, "inductor")
+
+
+def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text("import torch\n"
+                    "w = torch.ones(3, requires_grad=True)\n"
+                    "def step(x):\n"
+                    "    loss = (w * x).sum()\n"
+                    "    loss.backward()\n"
+                    "    return torch.mm(x, x)\n"
+                    "torch.compile(step, backend='aot_eager')(torch.ones(3))\n")
+    result = invoke("show", path)
+    assert result.exit_code == 2, result.stderr
+    # the line is inside step(): the part of it after the graph break at backward() (its
+    # resume function) runs from line 5, as plain python's traceback says too
+    assert "the scenario raised TorchRuntimeError" in result.stderr
+    assert "bad.py:5" in result.stderr or "bad.py:6" in result.stderr
+    assert "gradtrace/" not in result.stderr and "bug in gradtrace" not in result.stderr

@@ -12,7 +12,8 @@ from helpers import ROOT, SCENARIOS, invoke
 from gradtrace import torch_compat
 
 PRIVATE = ("_sequence_nr", "_functorch", "_saved_", "_GLOBAL_DEVICE", "_input_metadata",
-           "_backward_hooks", "_forward_cls", "_len_torch_function_stack", "_daemonic")
+           "_backward_hooks", "_forward_cls", "_len_torch_function_stack", "_daemonic",
+           "_dynamo", "_orig_mod", "_FrameAction")
 
 
 def test_private_torch_names_appear_only_in_torch_compat() -> None:
@@ -93,3 +94,4 @@ def test_torch_compat_is_the_only_module_reading_torch_C() -> None:
         uses = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                 and n.attr == "_C" and isinstance(n.value, ast.Name) and n.value.id == "torch"]
         assert not uses, f"{path.relative_to(ROOT)}:{uses[0]} reads torch._C"
+

@@ -12,7 +12,7 @@ import torch
 from ..extract.build import FlowRecord
 from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad_stats, is_dense
 from ..extract.walk import RawEdge
-from ..torch_compat import has_tensor_hooks
+from ..torch_compat import has_tensor_hooks, never_compiled
 from .flow_shortcuts import (
     MAY_PASS_ON,
     Link,
@@ -165,6 +165,7 @@ class FlowCapture:
         self._handles = [node.register_hook(partial(self._on_grads, node, targets[i]))
                          for i, node in enumerate(nodes) if id(node) not in quiet]
 
+    @never_compiled  # a backward called in compiled code runs its hooks in it
     def _on_grads(self, node: Any, targets: Targets,
                   grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """The hook. It never raises: a failure to summarise must not fail the user's pass."""

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import re
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from ..torch_compat import NO_SEQUENCE, next_sequence_number, sequence_number
+from ..torch_compat import (
+    GLOBAL_HOOKS_WARNING,
+    NO_SEQUENCE,
+    compiled_module,
+    compiling,
+    never_compiled,
+    next_sequence_number,
+    sequence_number,
+)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -31,6 +41,10 @@ class ModuleTracker:
     Autograd numbers nodes in creation order; a node made between a module's forward pre-hook
     and its forward hook, and reachable from its output, was made by that forward. Inner
     modules finish first, so they claim their nodes before the modules around them.
+
+    Inside torch.compile the hooks do nothing where Dynamo traces a forward (no graph break,
+    no warning): torch.compile(module) runs its module's hooks outside the compiled code, so
+    the compiled region's node (CompiledFunctionBackward) is claimed by that module.
     """
 
     def __init__(self) -> None:
@@ -42,9 +56,16 @@ class ModuleTracker:
         hooks = torch.nn.modules.module
         before = hooks.register_module_forward_pre_hook(self._pre)
         after = hooks.register_module_forward_hook(self._post)
+        # torch.compile(module) warns at every call while global hooks exist: these are
+        # gradtrace's, and the script's output is to be what `python` prints
+        warnings.filterwarnings("ignore", re.escape(GLOBAL_HOOKS_WARNING), UserWarning)
+        quiet = warnings.filters[0]
         try:
             yield
         finally:
+            if quiet in warnings.filters:
+                warnings.filters.remove(quiet)  # type: ignore[attr-defined]
+                warnings._filters_mutated()  # type: ignore[attr-defined]
             after.remove()
             before.remove()
 
@@ -53,11 +74,17 @@ class ModuleTracker:
         for node in nodes:
             self.owner.pop(id(node), None)
 
+    @never_compiled
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
-        self._starts.append(next_sequence_number())
+        if not compiling():
+            self._starts.append(next_sequence_number())
 
+    @never_compiled
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if compiling():
+            return
         start = self._starts.pop() if self._starts else 0
+        module = compiled_module(module)  # torch.compile(model)'s nodes are model's
         for node in made_since(output, start):
             self.owner.setdefault(id(node), (node, module))
 

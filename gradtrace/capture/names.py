@@ -85,4 +85,8 @@ class ScenarioNames:
     def clear(self) -> None:
         """Drop every reference (the scenario's objects die with their run)."""
         self._seen.clear()
-        self.namespace.clear()
+        # dunder names stay: torch.compile keeps its own there (__compiled_fn_1,
+        # __builtins_dict___0) and deletes them when what they guard dies (a KeyError
+        # printed at exit, had they gone)
+        for name in [n for n in self.namespace if not n.startswith("__")]:
+            del self.namespace[name]

@@ -18,8 +18,14 @@ def python_output_captured(output: io.StringIO) -> Iterator[None]:
     """sys.stdout, sys.stderr and warnings into output while the block runs."""
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
             warnings.catch_warnings():
-        # Warnings are part of what the scenario prints, whoever else listens for them.
+        # Warnings are part of what the scenario prints, whoever else listens for them, and
+        # as `python` shows them: not the deprecations libraries warn of among themselves
+        # (torch.compile imports modules that do), but those of the script (`__main__`).
         warnings.simplefilter("default")
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                       ResourceWarning):
+            warnings.filterwarnings("ignore", category=hidden)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
         warnings.showwarning = _warning_to(output)
         yield
 

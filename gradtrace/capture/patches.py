@@ -1,6 +1,10 @@
 """The wrappers a recording installs on torch while captured code runs: backward and grad
 calls become recorded passes; Function.apply, gradcheck, checkpoint and Tensor.register_hook
-calls are noted."""
+calls are noted.
+
+Inside torch.compile every wrapper is what torch would be: Dynamo never rewrites their frames
+(never_compiled), and where it traces a call (or AOTAutograd calls torch.autograd.grad while
+it compiles) the wrapper calls the original and records nothing."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import torch
 from ..extract.build import RawCall
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import PassKind
-from ..torch_compat import next_sequence_number
+from ..torch_compat import compiled_region, compiling, never_compiled, next_sequence_number
 from .modules import made_since
 from .recorder import Recorder
 from .scenario_thread import StopWindow
@@ -59,8 +63,9 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     root_param = next(iter(signature.parameters))  # self / tensors / outputs
 
     @functools.wraps(original)
+    @never_compiled
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if recorder.in_pass or recorder.muted:
+        if recorder.in_pass or recorder.muted or compiling():
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -85,8 +90,11 @@ def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  #
     func = original.__func__
 
     @functools.wraps(func)
+    @never_compiled
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         out = func(cls, *args, **kwargs)
+        if compiling() or compiled_region(cls):  # torch.compile's, not the code's Function
+            return out
         if not recorder.muted or recorder.first_in_check:
             recorder.first_in_check = False  # the Function a gradcheck call is about
             first = out[0] if isinstance(out, (tuple, list)) and out else out
@@ -104,8 +112,9 @@ def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[.
     gradient may change on its way, so the flow capture never reads it off a neighbour."""
 
     @functools.wraps(original)
+    @never_compiled
     def register_hook(tensor: torch.Tensor, hook: Callable[..., Any]) -> Any:
-        if tensor.grad_fn is not None:
+        if tensor.grad_fn is not None and not compiling():
             # its id, not the node: holding it would keep its graph (and what it saved)
             # alive; a reused id only costs another node a hook
             recorder.hooked.add(id(tensor.grad_fn))
@@ -117,7 +126,10 @@ def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable
     """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""
 
     @functools.wraps(original)
+    @never_compiled
     def checkpoint(*args: Any, **kwargs: Any) -> Any:
+        if compiling():
+            return original(*args, **kwargs)
         start = next_sequence_number()
         out = original(*args, **kwargs)
         for node in made_since(out, start):
@@ -130,7 +142,10 @@ def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Ca
     """Record the scenario's own gradcheck calls; mute what they do inside."""
 
     @functools.wraps(original)
+    @never_compiled
     def checking(*args: Any, **kwargs: Any) -> Any:
+        if compiling():
+            return original(*args, **kwargs)
         outer = not recorder.muted
         line = recorder.caller_line()[0] if outer else None
         recorder.first_in_check = outer

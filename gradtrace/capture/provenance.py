@@ -14,7 +14,7 @@ from types import FrameType
 from typing import Any
 
 from ..model.records import Source
-from ..torch_compat import NO_SEQUENCE, next_sequence_number, sequence_number
+from ..torch_compat import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 
 
 class LineLog:
@@ -49,6 +49,7 @@ class LineLog:
             if frame is not None:
                 frame.f_trace = None
 
+    @never_compiled  # trace functions are frames too: never rewritten by torch.compile
     def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
         name = frame.f_code.co_filename
         owned = self._owned.get(name)
@@ -56,6 +57,7 @@ class LineLog:
             owned = self._owned[name] = self._owns(name)
         return self._line if owned else None  # torch's frames run untraced
 
+    @never_compiled
     def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line":
             self._note(frame)

@@ -19,7 +19,8 @@ from ..errors import NoGraph, ScenarioError
 from ..extract.tensors import Named
 from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD, PASSES_CAPPED, SCENARIO_STOPPED
-from ..model.records import Finding, Trace
+from ..model.records import Finding, Source, Trace
+from ..torch_compat import is_compiled_region
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
 from .modules import ModuleTracker, module_paths
@@ -61,7 +62,16 @@ class CaptureSession:
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
         self.recorder = Recorder(path or "<python>", lines, self.names, options,
-                                 self.line_log.source_of, self.tracker.forget)
+                                 self._source_of, self.tracker.forget)
+
+    def _source_of(self, node: Any) -> Source | None:
+        """The line that made node. A compiled region's node has one only when a compiled
+        module made it, called from code that ran line by line: inside a compiled function
+        no line runs as such, and the line before it is not the one (torch keeps no map
+        from the node to the lines it covers)."""
+        if is_compiled_region(node) and id(node) not in self.tracker.owner:
+            return None
+        return self.line_log.source_of(node)
 
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:

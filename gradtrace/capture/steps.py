@@ -15,7 +15,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ..extract.tensors import Named
 from ..model.records import LeafStep, Steps
-from ..torch_compat import foreach_norms
+from ..torch_compat import foreach_norms, never_compiled
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -44,6 +44,7 @@ class StepLog:
         finally:
             handle.remove()
 
+    @never_compiled
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stepped += 1
 

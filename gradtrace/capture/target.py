@@ -15,6 +15,7 @@ from types import CodeType
 from typing import Any, NamedTuple
 
 from ..errors import ScenarioError
+from ..torch_compat import never_compiled
 
 
 class Target(NamedTuple):
@@ -86,6 +87,7 @@ def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[s
     code = inspect.unwrap(function).__code__  # type: ignore[union-attr]
     seen: dict[str, Any] = {}
 
+    @never_compiled  # a profile function is a frame too: never rewritten by torch.compile
     def on_return(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "return" and frame.f_code is code:  # the outermost call returns last
             seen.clear()

@@ -31,7 +31,9 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     line = scenario_line(path, exc)
     where, shown = located(path, line), quoted(lines, line)
     frames = list(traceback.walk_tb(exc.__traceback__))
-    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep):
+    # torch.compile tells where in Python it failed as text ("from user code: File …")
+    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep) \
+            or f'"{_OURS}{os.sep}' in str(exc):
         return ScenarioError(
             f"{where}: gradtrace failed while running this line: "
             f"{type(exc).__name__}: {exc}{shown}",
