@@ -205,3 +205,12 @@ def test_github_annotations_carry_no_control_character() -> None:
                                        line=3),))
     assert text == ("::error file=a%3Ab%2Cc,line=3,title=gradtrace pass-failed::"
                     "bad\\x1b[2J%0Anext\n")
+
+
+def test_timeout_is_at_most_a_day_and_inf_means_no_limit() -> None:
+    for command in ("show", "check"):
+        for value in ("1e10", "nan"):
+            result = invoke(command, SCENARIOS / "custom_sigmoid.py", "--timeout", value)
+            assert result.exit_code == 2 and "Traceback" not in result.stderr, (command, value)
+            assert "a day" in " ".join(result.stderr.split()) or "0.001" in result.stderr
+    assert invoke("show", SCENARIOS / "chain_rule.py", "--timeout", "inf").exit_code == 0

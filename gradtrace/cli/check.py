@@ -22,6 +22,7 @@ from .core import (
     print_error,
     printed_as,
     stdout_console,
+    timeout_option,
     write_stdout,
 )
 from .files import absolute, input_file, write_atomic
@@ -55,11 +56,11 @@ def check(
     rtol: float = typer.Option(1e-3, "--rtol", min=0.0, help="Relative tolerance."),
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
-    timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
-                                         help="Bound each scenario's run and each Function "
-                                         "call's checks: a run past it stops at the line it "
-                                         "is on, a call's gradcheck or gradgradcheck past it "
-                                         "is \"timed out\"; exit 2. Default: no limit."),
+    timeout: float | None = timeout_option("Bound each scenario's run and each Function "
+                                           "call's checks: a run past it stops at the line "
+                                           "it is on, a call's gradcheck or gradgradcheck "
+                                           "past it is \"timed out\"; exit 2. Default: no "
+                                           "limit."),
     max_jacobian: int = typer.Option(MAX_JACOBIAN, "--max-jacobian", min=1, metavar="ENTRIES",
                                      help="Check a Jacobian in full up to this many entries "
                                      "(inputs x outputs; gradcheck holds ~100 bytes each); "

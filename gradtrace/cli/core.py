@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Iterable
@@ -238,9 +239,27 @@ ROOT = typer.Option(None, "--root", metavar="NAME",
                     "grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
-TIMEOUT = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
-                       help="Stop the scenario (and its backward passes) after this long: "
-                       "exit 2, naming the line it was on. Default: no limit.")
+MAX_TIMEOUT = 86400.0  # a day: threading's waits overflow on far larger numbers
+
+
+def seconds_or_none(value: float | None) -> float | None:
+    """--timeout: a number of seconds up to a day; inf means no limit (None)."""
+    if value is None or value == math.inf:
+        return None
+    if math.isnan(value) or value > MAX_TIMEOUT:
+        raise typer.BadParameter(f"{value:g}: at most {MAX_TIMEOUT:g} s (a day); "
+                                 "inf, or no --timeout, means no limit")
+    return value
+
+
+def timeout_option(help: str) -> Any:
+    """--timeout SECONDS: the same bounds in every command."""
+    return typer.Option(None, "--timeout", metavar="SECONDS", min=0.001,
+                        callback=seconds_or_none, help=help)
+
+
+TIMEOUT = timeout_option("Stop the scenario (and its backward passes) after this long: "
+                         "exit 2, naming the line it was on. Default: no limit.")
 PASSES = typer.Option("all", "--passes", metavar="N|all",
                       help="Stop the script at its backward pass after the first N "
                       "(default: all: it runs to its end, as python would run it).")
