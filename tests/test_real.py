@@ -208,3 +208,13 @@ def test_module_backward_hooks_are_marked_with_what_they_changed(traced: Traced)
     assert own["min"] < 0 and sent["min"] == 0
     shown = invoke("show", REAL / "guided_backprop.py", "--all").stdout
     assert "⚓ module hook relu_hook_function of model.features.3 changed what it sends" in shown
+
+
+def test_vectorized_autograd_functional_is_batched_said_once_as_info(traced: Traced) -> None:
+    printed = json.loads(plain("functional_jacobian.py").stdout.splitlines()[-1])
+    assert printed["same"] and printed["vjp_is_grad"]
+    trace = traced("functional_jacobian.py")
+    assert tensor(trace, "inputs")["grad"]["norm"] == pytest.approx(printed["inputs"], rel=1e-5)
+    (said,) = [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
+    assert said["severity"] == "info" and "vectorized" in said["message"]
+    assert all(f["severity"] == "info" for f in trace["findings"]), trace["findings"]
