@@ -100,6 +100,24 @@ def has_tensor_hooks(variable: Any) -> bool:
     return bool(getattr(variable, "_backward_hooks", None))
 
 
+def module_backward_hooks(module: Any) -> tuple[list[Any], list[Any]]:
+    """The (full, non-full) backward hooks torch will run for module: its own and the global
+    ones (register_module_full_backward_hook), from Module._get_backward_hooks."""
+    if _get_backward_hooks is None or not (module._backward_hooks or _global_backward_hooks):
+        return [], []
+    full, old = _get_backward_hooks(module)
+    return list(full), list(old)
+
+
+_global_backward_hooks = _probe(
+    "torch.nn.modules.module._global_backward_hooks",
+    lambda: torch.nn.modules.module._global_backward_hooks,
+    "module backward hooks are not marked in the graph")
+_get_backward_hooks = _probe(
+    "torch.nn.Module._get_backward_hooks", lambda: torch.nn.Module._get_backward_hooks,
+    "module backward hooks are not marked in the graph")
+
+
 def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     """(attribute, saved name) of each tensor a built-in node saved for backward."""
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))

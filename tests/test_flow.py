@@ -218,7 +218,7 @@ def test_capture_keeps_summaries_not_gradients() -> None:
     capture = FlowCapture(*walk([y.grad_fn]))
     y.backward()
     capture.remove()
-    for _, _, outs, ins in capture.records.values():
+    for outs, ins in ((r.received, r.sent) for r in capture.records.values()):
         for _shape, stats, kept in [s for s in outs + ins if s is not None]:
             if stats is not None:  # a row of a table of floats: (squared norm, min, max)
                 table, row = stats
@@ -272,7 +272,8 @@ def _records(make_loss: Callable[[], torch.Tensor], skip: bool) -> tuple[list, i
     assert all(position[id(nodes[src])] > position[id(nodes[dst])] for src, dst, _, _ in edges)
     out = []
     for node in nodes:
-        _, _, outs, ins = capture.records[id(node)]
+        record = capture.records[id(node)]
+        outs, ins = record.received, record.sent
         out.append([len(outs), *((s.shape, s.norm, s.min, s.max) if s else None
                                  for s in to_summaries(outs + ins))])
     return out, hooked

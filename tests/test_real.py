@@ -250,3 +250,38 @@ def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path:
     assert "the scenario raised TorchRuntimeError" in result.stderr
     assert "bad.py:5" in result.stderr or "bad.py:6" in result.stderr
     assert "gradtrace/" not in result.stderr and "bug in gradtrace" not in result.stderr
+def test_module_backward_hooks_are_marked_with_what_they_changed(traced: Traced) -> None:
+    printed = json.loads(plain("guided_backprop.py").stdout.splitlines()[-1])
+    trace = traced("guided_backprop.py")
+    for name in ("prep_img", "full_img"):  # the old and the full module hook API
+        assert tensor(trace, name)["grad"]["norm"] == pytest.approx(printed[name], rel=1e-5)
+    hooked = {n["id"]: (n["type"], n["hooks"]) for n in trace["nodes"] if n.get("hooks")}
+    assert sorted(hooked.values()) == sorted([
+        ("ReluBackward0", ["relu_hook_function of model.features.3"]),
+        ("ReluBackward0", ["relu_hook_function of model.features.1"]),
+        ("ConvolutionBackward0", ["hook_function of model.features.0"]),
+        *[("BackwardHookFunctionBackward", [f"relu_hook_function of full_model.features.{i}"])
+          for i in (1, 3)],
+        ("BackwardHookFunctionBackward", ["hook_function of full_model.features.0"])])
+    changed = [f for f in trace["findings"] if f["code"] == "hook-changed-gradient"]
+    assert {hooked[f["node"]][1][0] for f in changed} == {
+        f"relu_hook_function of {m}.features.{i}" for m in ("model", "full_model")
+        for i in (1, 3)}  # hook_function returns None: it changes nothing
+    # the old-style hook's node: what ReLU itself sent is kept next to what the hook sent
+    relu = next(k for k, v in hooked.items() if v[1] == [
+        "relu_hook_function of model.features.3"])
+    flow = trace["passes"][0]["flow"][relu]
+    own, sent = (trace["gradients"][flow[k][0]] for k in ("unhooked", "grad_inputs"))
+    assert own["min"] < 0 and sent["min"] == 0
+    shown = invoke("show", REAL / "guided_backprop.py", "--all").stdout
+    assert "⚓ module hook relu_hook_function of model.features.3 changed what it sends" in shown
+
+
+def test_vectorized_autograd_functional_is_batched_said_once_as_info(traced: Traced) -> None:
+    printed = json.loads(plain("functional_jacobian.py").stdout.splitlines()[-1])
+    assert printed["same"] and printed["vjp_is_grad"]
+    trace = traced("functional_jacobian.py")
+    assert tensor(trace, "inputs")["grad"]["norm"] == pytest.approx(printed["inputs"], rel=1e-5)
+    (said,) = [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
+    assert said["severity"] == "info" and "vectorized" in said["message"]
+    assert all(f["severity"] == "info" for f in trace["findings"]), trace["findings"]

@@ -96,6 +96,7 @@ class FlowCapture:
 
     def __init__(self, nodes: list[Any], edges: list[RawEdge],
                  leaves_run: bool = True, watched: frozenset[int] = frozenset(),
+                 unhooked: dict[int, tuple[Any, ...]] | None = None,
                  skip_relayout: bool = True) -> None:
         # The hooks make many small objects and no cycles: the cyclic collector would only
         # scan the whole heap again and again (tens of ms a time). remove() restores it.
@@ -105,6 +106,10 @@ class FlowCapture:
         self._sent: dict[tuple[int, int], tuple[Key | None, RawStats]] = {}  # None: a number
         self._table = StatsTable()
         self.failures: list[str] = []  # nodes whose gradients could not be summarised
+        # by id(node): what a node with a module's backward hook sent before the hook ran
+        # (filled by that node's earlier hook, module_hooks.py; emptied here)
+        self._unhooked = {} if unhooked is None else unhooked
+        self._unhooked.clear()
         ways_in = [0] * len(nodes)
         parent: list[tuple[int, int]] = [(-1, -1)] * len(nodes)  # (consumer, its slot)
         # (input, its output_nr, the slot it feeds)
@@ -212,7 +217,13 @@ class FlowCapture:
             target = targets[slot] if slot < len(targets) else None
             if target is not None:
                 sent[target] = (sent_key, raw)
-        self.records[me] = FlowRecord(node, len(self.records), outs, ins)
+        own = self._unhooked.pop(me, None)
+        before: list[RawStats | None] | None = None
+        if own is not None and any(a is not b for a, b in zip(own, grad_inputs, strict=False)):
+            # the module's hook returned other gradients: what the node itself sent
+            before = [None if g is None else _summary(memo, g, content_key(g), self._table)
+                      for g in own]
+        self.records[me] = FlowRecord(node, len(self.records), outs, ins, before)
 
     def remove(self) -> None:
         """Remove every hook, leaving the graph as the scenario made it."""
@@ -252,5 +263,6 @@ class FlowCapture:
             sent_by[r.walk_index] = (sent, position)
         self._relayout.clear()
         self._sent.clear()
+        self._unhooked.clear()
         if self._collecting:
             gc.enable()

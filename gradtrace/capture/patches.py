@@ -76,13 +76,15 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         retain = given.get("retain_graph")
         retain = create if retain is None else bool(retain)
         every_leaf = kind == "backward" and given.get("inputs") is None
+        batched = bool(given.get("is_grads_batched", False))  # the legacy vmap's
 
         def call() -> Any:
             with window.released():
                 return original(*args, **kwargs)
 
         with window.held():
-            return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf)
+            return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
+                                     batched)
 
     return wrapper
 

@@ -17,7 +17,7 @@ from ..extract.walk import (
     indexed_walk,
     release,
     saved_reader,
-    saved_tensors,
+    snapshot_saved,
     structure,
 )
 from ..gcpause import gc_paused
@@ -26,7 +26,6 @@ from ..model.records import (
     GradSummary,
     PassBy,
     PassKind,
-    SavedTensor,
     SecondOrder,
     Source,
     Trace,
@@ -78,6 +77,8 @@ class Recorder:
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
+        # a node with a module's (non-full) backward hook -> what it sent before the hook
+        self.unhooked: dict[int, tuple[Any, ...]] = {}
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
         self._inplace_told: set[tuple[str | None, int | None]] = set()  # (tensor, line)
         self.freed = FreedGraphs()
@@ -102,11 +103,12 @@ class Recorder:
     @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
     def run_pass(
         self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
-        call: Callable[[], Any], every_leaf: bool = True,
+        call: Callable[[], Any], every_leaf: bool = True, batched: bool = False,
     ) -> Any:
         """Run one backward/grad call, recording its roots, flags, error and .grad changes.
 
         every_leaf: the call runs every leaf it reaches (a backward without inputs=).
+        batched: its gradients are batched (autograd.grad's is_grads_batched=True).
         """
         line, code = self.caller_line()
         if by == "scenario":
@@ -144,7 +146,8 @@ class Recorder:
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
                          signature=structure(nodes, edges), nodes=list(nodes))
         self._let_go_of_repeat(record)
-        self._snapshot_saved(nodes)
+        if self.options.saved:
+            snapshot_saved(self.saved_before, nodes)
         self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
         self.passes.append(record)
         leaves = self.steps.leaves_of(named)
@@ -152,8 +155,8 @@ class Recorder:
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
             | self.hooked
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
-        record.batched = inside_torch_func_transform()
-        capture = FlowCapture(nodes, edges, leaves_run=every_leaf, watched=watched) \
+        record.batched = batched or inside_torch_func_transform()
+        capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
             if self.options.flow and not record.batched else None
         self.in_pass += 1
         start = next_sequence_number()
@@ -232,7 +235,8 @@ class Recorder:
         return [p for p in self.passes if self._latest_of.get(p.signature) is p]
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
-              findings: list[Finding], modules: dict[int, str], stdout: str = "") -> Trace:
+              findings: list[Finding], modules: dict[int, str], stdout: str = "",
+              hooks: dict[int, tuple[str, ...]] | None = None) -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         for p in self.passes:
@@ -243,7 +247,7 @@ class Recorder:
             passes=self.passes, calls=self.calls, findings=findings,
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,
-            modules=modules, recomputed=self.recomputed, source_of=self.source_of,
+            modules=modules, recomputed=self.recomputed, source_of=self.source_of, hooks=hooks,
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules))
@@ -267,6 +271,7 @@ class Recorder:
         self.asked_roots.clear()
         self._inplace_nodes.clear()
         self.hooked.clear()
+        self.unhooked.clear()
 
     def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read
@@ -286,15 +291,3 @@ class Recorder:
             if finding.tensor is None or key not in self._inplace_told:
                 self._inplace_told.add(key)
                 self.findings.append(finding)
-
-    def _snapshot_saved(self, nodes: list[Any]) -> None:
-        # Saved tensors are readable only until a backward frees them: read them now.
-        if not self.options.saved:
-            return
-        seen = self.saved_before
-        alike: dict[tuple[SavedTensor, ...], tuple[SavedTensor, ...]] = {}
-        for node in nodes:
-            if node not in seen:
-                saved = saved_tensors(node)
-                # one record for equal ones: a chain's nodes mostly save alike
-                seen[node] = alike.setdefault(saved, saved)

@@ -23,6 +23,7 @@ from ..model.records import Finding, Source, Trace
 from ..torch_compat import is_compiled_region
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
+from .module_hooks import ModuleHooks
 from .modules import ModuleTracker, module_paths
 from .names import ScenarioNames
 from .options import CaptureOptions
@@ -62,7 +63,8 @@ class CaptureSession:
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
         self.recorder = Recorder(path or "<python>", lines, self.names, options,
-                                 self._source_of, self.tracker.forget)
+                                 self._source_of, self._forget)
+        self.module_hooks = ModuleHooks(self.recorder)
 
     def _source_of(self, node: Any) -> Source | None:
         """The line that made node. A compiled region's node has one only when a compiled
@@ -77,8 +79,13 @@ class CaptureSession:
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
         with patched(self.recorder, self.window), self.tracker.tracking(), \
-                self.line_log.tracing(frame), self.recorder.steps.counting_optimizer_steps():
+                self.module_hooks.tracking(), self.line_log.tracing(frame), \
+                self.recorder.steps.counting_optimizer_steps():
             yield
+
+    def _forget(self, nodes: list[Any]) -> None:
+        self.tracker.forget(nodes)
+        self.module_hooks.forget(nodes)
 
     def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,
                stopped: ScenarioError | None = None, printed: str = "",
@@ -130,7 +137,8 @@ class CaptureSession:
         findings.extend(pass_cuts(recorder.passes, self.lines, statements))
         findings.extend(pass_findings(recorder.passes))
         trace = recorder.trace(label, named, outputs, reason, findings,
-                               module_paths(every, self.tracker), printed)
+                               module_paths(every, self.tracker), printed,
+                               self.module_hooks.labels(every))
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
         if stopped is not None:
@@ -162,6 +170,7 @@ class CaptureSession:
         """Drop every torch object held (the captured graph dies with its session)."""
         self.recorder.release()
         self.tracker.owner.clear()
+        self.module_hooks.clear()
         self.names.clear()
 
 

@@ -56,6 +56,8 @@ class FlowRecord(NamedTuple):
     position: int
     received: list[RawStats | None]
     sent: list[RawStats | None]
+    # what it sent before a module's backward hook replaced it (None: no hook changed it)
+    unhooked: list[RawStats | None] | None = None
 
 
 @dataclass
@@ -112,6 +114,7 @@ def build_trace(
     second_order: SecondOrder | None = None,
     modules: dict[int, str] | None = None,
     recomputed: dict[int, Any] | None = None,
+    hooks: dict[int, tuple[str, ...]] | None = None,
     source_of: Callable[[Any], Source | None] | None = None,
     walked: Walk | None = None,
     graph_passes: Sequence[RawPass] | None = None,
@@ -124,7 +127,8 @@ def build_trace(
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions;
+    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions; hooks
+    the module backward hooks that run on a node (by id);
     source_of(node) is the scenario line that made a node. walked: a pass's walk, used
     again when it starts from the same roots. A pass over a graph like a shown pass's (a
     loop's other steps) has its flow and roots placed on the shown pass's nodes. grad_graph
@@ -152,6 +156,9 @@ def build_trace(
         nodes = _nodes(order, node_ids, named, modules, saved_before, source_of)
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
+                     for n, obj in zip(nodes, order, strict=True)]
+        if hooks:
+            nodes = [n._replace(hooks=hooks[id(obj)]) if id(obj) in hooks else n
                      for n, obj in zip(nodes, order, strict=True)]
         if grad_graph is not None:
             nodes = [n._replace(grad_graph=True) if grad_graph(obj) else n
@@ -263,6 +270,9 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
         flow[node_ids.of(r.node)] = NodeFlow(grad_outputs=tuple(summaries[start:middle]),
                                             grad_inputs=tuple(summaries[middle:end]),
                                             position=position)
+        if r.unhooked is not None:  # rare: a module hook's node
+            flow[node_ids.of(r.node)] = flow[node_ids.of(r.node)]._replace(
+                unhooked=tuple(to_summaries(r.unhooked)))
     return flow
 
 

@@ -157,6 +157,16 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
 SavedCache = dict[Any, tuple[SavedTensor, ...]]  # by node (autograd nodes hash by identity)
 
 
+def snapshot_saved(seen: SavedCache, nodes: list[Any]) -> None:
+    """Read what each node not in seen saved, into seen: saved tensors are readable only
+    until a backward frees them. Equal records are one object (a chain's nodes save alike)."""
+    alike: dict[tuple[SavedTensor, ...], tuple[SavedTensor, ...]] = {}
+    for node in nodes:
+        if node not in seen:
+            saved = saved_tensors(node)
+            seen[node] = alike.setdefault(saved, saved)
+
+
 def saved_reader(cache: SavedCache) -> Callable[[Any], tuple[SavedTensor, ...]]:
     """A node's saved tensors, from what was read before a backward freed them (cache) or
     read now."""

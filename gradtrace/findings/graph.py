@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from ..model.gradients import same_gradient
+from ..model.gradients import hook_replaced, same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
-from ..model.texts import grad_text, node_title
+from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
 from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
 
@@ -42,7 +42,8 @@ FORWARD_CAUSES = {
 def trace_findings(trace: Trace) -> list[Finding]:
     """Every finding that the Trace alone can tell."""
     nan = [*nan_origins(trace), *nan_values(trace)]
-    return [*unreached_leaves(trace), *hook_changes(trace), *nan, *step_findings(trace, nan)]
+    return [*unreached_leaves(trace), *hook_changes(trace), *module_hook_changes(trace), *nan,
+            *step_findings(trace, nan)]
 
 
 def nan_values(trace: Trace) -> list[Finding]:
@@ -146,6 +147,33 @@ def hook_changes(trace: Trace) -> list[Finding]:
                 tensor=nodes[e.src].tensor, node=e.src)
             for i, e, sent, received in changed
             if fan_in[(e.src, e.src_output)] == 1]  # else what arrived is a sum
+
+
+def module_hook_changes(trace: Trace) -> list[Finding]:
+    """Nodes whose module backward hook changed what they send (guided backprop's clamp): the
+    tree shows the hook's gradient there, not the node's own derivative. One per node."""
+    hooked = [n for n in trace.nodes if n.hooks]
+    changed: dict[str, list[int]] = {}
+    first: dict[str, tuple[tuple[GradSummary | None, ...], tuple[GradSummary | None, ...]]] = {}
+    for i, p in enumerate(trace.passes, 1):
+        for node in hooked:
+            flow = p.flow.get(node.id)
+            own = None if flow is None else hook_replaced(node, flow)
+            if flow is not None and own is not None:
+                changed.setdefault(node.id, []).append(i)
+                first.setdefault(node.id, (own, flow.grad_inputs))
+    nodes = {n.id: n for n in hooked}
+    findings = []
+    for node_id, passes in changed.items():
+        node, (own, sent) = nodes[node_id], first[node_id]
+        more = f" (and in {len(passes) - 1} later pass(es))" if len(passes) > 1 else ""
+        findings.append(HOOK_CHANGED_GRADIENT.finding(
+            f"pass {passes[0]}{more}: module hook {', '.join(node.hooks)} changed what "
+            f"{node_title(node)} ({node_id}) sends: {sent_text(own)} became "
+            f"{sent_text(sent)}", tensor=node.tensor, node=node_id,
+            hint="the gradients below it are the hook's, not the chain rule's (guided "
+            "backprop's intent); remove the hook to see the plain gradient"))
+    return findings
 
 
 def _finite(g: GradSummary | None) -> bool:

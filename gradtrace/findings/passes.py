@@ -54,7 +54,8 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
     batched = [i for i, p in enumerate(passes, 1) if p.batched]
     if batched:
         findings.append(FLOW_NOT_RECORDED.finding(
-            f"{len(batched)} pass(es) ran inside torch.func transforms (vmap, grad, jacrev…), "
+            f"{len(batched)} pass(es) ran inside torch.func transforms (vmap, grad, jacrev…) "
+            "or a vectorized torch.autograd.functional call, "
             f"from pass {batched[0]}: their gradients are batched, not summarised",
             severity="info", line=passes[batched[0] - 1].line))
     for i, p in enumerate(passes, 1):

@@ -70,7 +70,9 @@ NAN_GRADIENT = declare(
 FLOW_NOT_RECORDED = declare(
     "flow-not-recorded", "warning", "gradtrace could not summarise some gradients",
     "The pass ran as usual, but the flow of some nodes is not shown (a gradtrace limitation); "
-    "info, said once, for passes inside torch.func transforms, whose gradients are batched.",
+    "info, said once, for passes inside torch.func transforms or "
+    "`autograd.grad(is_grads_batched=True)` (`torch.autograd.functional`'s `vectorize=True`), "
+    "whose gradients are batched.",
     also=("info",))
 GRADCHECK = declare(
     "gradcheck", "info", "the scenario's own gradcheck or gradgradcheck call",

@@ -62,6 +62,8 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         for f in p.flow.values():
             gradients.refs(f.grad_outputs)
             gradients.refs(f.grad_inputs)
+            if f.unhooked is not None:
+                gradients.refs(f.unhooked)
     yield from (
         ("schema", SCHEMA),
         ("gradtrace_version", trace.gradtrace_version),
@@ -186,6 +188,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
         "module": n.module,
         **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
         **({"grad_graph": True} if n.grad_graph else {}),
+        **({"hooks": list(n.hooks)} if n.hooks else {}),
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
     }
@@ -205,6 +208,7 @@ def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
         recomputed=_optional(nodes, "recomputed", False),
         source=map(_source_from, _optional(nodes, "source", None)),
         grad_graph=_optional(nodes, "grad_graph", False),
+        hooks=(tuple(n.get("hooks", ())) for n in nodes),
     ))
 
 
@@ -299,6 +303,8 @@ def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, dict[s
                                  "grad_inputs": refs(f.grad_inputs)}
         if f.position != i:  # in run order: left out
             entry["order"] = f.position
+        if f.unhooked is not None:  # what a node sent before a module hook replaced it
+            entry["unhooked"] = refs(f.unhooked)
         yield node, entry
 
 
@@ -352,7 +358,9 @@ def _pass_from(d: dict[str, Any], gradients: _Gradients) -> Pass:
         flow={
             node: NodeFlow(grad_outputs=gradients.of(f["grad_outputs"]),
                            grad_inputs=gradients.of(f["grad_inputs"]),
-                           position=f.get("order", i))  # left out: its place in the flow
+                           position=f.get("order", i),  # left out: its place in the flow
+                           unhooked=None if f.get("unhooked") is None
+                           else gradients.of(f["unhooked"]))
             for i, (node, f) in enumerate(d["flow"].items())
         },
         by=d.get("by", "scenario"),

@@ -1,11 +1,11 @@
-"""What gradient summaries say beyond their fields: whether two are the same gradient, and
-the value of a one-element one."""
+"""What gradient summaries say beyond their fields: whether two are the same gradient, the
+value of a one-element one, and what a module hook replaced."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .records import GradSummary
+from .records import BACKWARD_HOOK_NODE, GradSummary, Node, NodeFlow
 from .values import flat_values
 
 
@@ -31,6 +31,17 @@ def same_gradient(a: GradSummary | None, b: GradSummary | None) -> bool:
         pairs = zip(flat_values(a.values), flat_values(b.values), strict=True)
         return all(_close(x, y) for x, y in pairs)
     return _close(a.norm, b.norm)
+
+
+def hook_replaced(node: Node, flow: NodeFlow) -> tuple[GradSummary | None, ...] | None:
+    """What node itself sent when a module backward hook on it changed that (None: no hook
+    changed it). A BackwardHookFunctionBackward node is an identity: it sends what it got."""
+    own = flow.unhooked
+    if own is None and node.type == BACKWARD_HOOK_NODE and node.hooks:
+        own = flow.grad_outputs[:len(flow.grad_inputs)]
+    if own is None or all(map(same_gradient, own, flow.grad_inputs)):
+        return None
+    return own
 
 
 def _close(x: Any, y: Any) -> bool:

@@ -40,6 +40,10 @@ class Source(NamedTuple):
     code: str
 
 
+# the node torch puts before a module's forward to run its full backward hooks (an identity)
+BACKWARD_HOOK_NODE = "BackwardHookFunctionBackward"
+
+
 class Node(NamedTuple):
     """One autograd node (a grad_fn, or the AccumulateGrad of a leaf).
 
@@ -56,16 +60,19 @@ class Node(NamedTuple):
     recomputed: bool = False  # made inside torch.utils.checkpoint: backward makes it again
     source: Source | None = None  # the scenario line that made it (None for leaves)
     grad_graph: bool = False  # made while a create_graph=True pass ran: a gradient's graph
+    # the module backward hooks that run on it: "model.1 relu_hook (backward hook)"
+    hooks: tuple[str, ...] = ()
 
     @classmethod
     def from_columns(cls, *, id: Iterable[str], type: Iterable[str], kind: Iterable[NodeKind],
                      tensor: Iterable[str | None], saved: Iterable[tuple[SavedTensor, ...]],
                      module: Iterable[str | None], recomputed: Iterable[bool],
-                     source: Iterable[Source | None], grad_graph: Iterable[bool]) -> list[Node]:
+                     source: Iterable[Source | None], grad_graph: Iterable[bool],
+                     hooks: Iterable[tuple[str, ...]] = repeat(())) -> list[Node]:
         """Nodes made from one iterable per field, as long as id (the others may be endless):
         built as plain tuples, several times faster than Node(...) one by one."""
         rows = zip(id, type, kind, tensor, saved, module, recomputed, source, grad_graph,
-                   strict=False)
+                   hooks, strict=False)
         return list(map(tuple.__new__, repeat(cls), rows))
 
 
@@ -134,6 +141,8 @@ class NodeFlow(NamedTuple):
     grad_outputs: tuple[GradSummary | None, ...]
     grad_inputs: tuple[GradSummary | None, ...]
     position: int  # where the node ran in the pass: 0 first
+    # what the node itself sent, when a module's backward hook replaced it with grad_inputs
+    unhooked: tuple[GradSummary | None, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,13 @@ def received_text(grad_outputs: tuple[GradSummary | None, ...]) -> str:
     return ", ".join(f"out{i} {grad_text(g)}" for i, g in enumerate(grad_outputs))
 
 
+def sent_text(grad_inputs: tuple[GradSummary | None, ...]) -> str:
+    """What a node sent: one gradient, or one per input ("in0 1, in1 None")."""
+    if len(grad_inputs) == 1:
+        return grad_text(grad_inputs[0])
+    return ", ".join(f"in{i} {grad_text(g)}" for i, g in enumerate(grad_inputs))
+
+
 def node_title(node: Node) -> str:
     """ "AccumulateGrad → x", "MulBackward0 (y)", "MyPowBackward (y)"."""
     if node.kind == "leaf":

@@ -206,6 +206,7 @@ def _node(raw: Any, ids: set[str], saved: bool) -> None:
     _str(node.get("module"), "module", null=True)
     _bool(node.get("recomputed", False), "recomputed")
     _bool(node.get("grad_graph", False), "grad_graph")
+    _each(node.get("hooks", []), "hooks", lambda h: _str(h, ""))
     if node.get("source") is not None:
         source = _obj(node["source"], "source", ("file", "line", "code"))
         _str(source["file"], "source.file")
@@ -296,7 +297,9 @@ def _flow(raw: Any, gradients: int, used: set[int | None]) -> None:
     """A flow entry: each gradient an index into a table of that many, or null; the indexes
     are added to used."""
     f = _obj(raw, "", ("grad_outputs", "grad_inputs"))
-    for key in ("grad_outputs", "grad_inputs"):
+    for key in ("grad_outputs", "grad_inputs", "unhooked"):
+        if key not in f or (key == "unhooked" and f[key] is None):
+            continue  # unhooked is optional
         refs = _list(f[key], key)
         if not all(g is None or (type(g) is int and 0 <= g < gradients) for g in refs):
             for j, g in enumerate(refs):  # not the common case: name the one at fault

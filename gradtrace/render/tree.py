@@ -6,9 +6,17 @@ from collections import defaultdict
 
 from rich.text import Text
 
-from ..model.gradients import same_gradient, scalar
+from ..model.gradients import hook_replaced, same_gradient, scalar
 from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
-from ..model.texts import grad_text, node_title, number, received_text, saved_text, shape_text
+from ..model.texts import (
+    grad_text,
+    node_title,
+    number,
+    received_text,
+    saved_text,
+    sent_text,
+    shape_text,
+)
 from .numbers import number_text
 
 KIND_STYLE = {LEAF: "green", CUSTOM: "magenta", "op": "bold"}
@@ -83,6 +91,10 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
             expanded.add(node_id)
             below = guide + {"": "", LAST: SPACE, BRANCH: PIPE}[connector]
             children = sorted(inputs.get(node_id, ()), key=lambda e: e.dst_input)
+            if node.hooks:
+                out.append(below + (PIPE if children else SPACE), style="dim")
+                out.append_text(hook_label(root_pass, node))
+                out.append("\n")
             if saved:
                 out.append(below + (PIPE if children else SPACE) + saved_text(node.saved)
                            + (" (recomputed in backward)" if node.recomputed else "") + "\n",
@@ -134,6 +146,23 @@ def _flow_label(pass_: Pass, node_id: str, edge: Edge | None, seen: bool,
     return text
 
 
+def hook_label(pass_: Pass | None, node: Node) -> Text:
+    """ "⚓ module hook relu_hook of model.1 sent on [1, 0] (the node itself sent [1, -1])":
+    the module backward hooks on a node, what they sent on in pass_, and what the node itself
+    computed when a hook replaced it (a BackwardHookFunctionBackward node computes nothing:
+    it passes on what it received)."""
+    text = Text("⚓ module hook " + ", ".join(node.hooks), style="magenta")
+    mine = None if pass_ is None else pass_.flow.get(node.id)
+    if mine is None:
+        return text
+    own = hook_replaced(node, mine)
+    text.append(" sent on " if own is None else " changed what it sends: ", style="magenta")
+    text.append(sent_text(mine.grad_inputs), style="bold magenta")
+    if own is not None:
+        text.append(f" (the node itself sent {sent_text(own)})", style="magenta")
+    return text
+
+
 def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorInfo]) -> Text:
     text = Text()
     if edge is not None:
@@ -150,6 +179,8 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
         text.append("  custom Function", style="magenta")
     if node.recomputed:
         text.append("  ↻ checkpointed", style="magenta")
+    if node.hooks:
+        text.append("  ⚓", style="magenta")
     text.append(f"  {node.id}", style="dim")
     if node.source is not None and not seen:
         text.append(f"  line {node.source.line}", style="dim")
