@@ -111,8 +111,10 @@ class CaptureSession:
         findings.extend(recorder.findings)
         findings.extend(pass_cuts(recorder.passes, self.lines, statements))
         findings.extend(pass_findings(recorder.passes))
+        earlier, earlier_modules = self.names.earlier(named, every)
         trace = recorder.trace(label, named, outputs, reason, findings,
-                               module_paths(every, self.tracker), printed)
+                               module_paths([*every.items(), *earlier_modules], self.tracker),
+                               printed, earlier)
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
         if stopped is not None:
