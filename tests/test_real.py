@@ -285,3 +285,78 @@ def test_vectorized_autograd_functional_is_batched_said_once_as_info(traced: Tra
     (said,) = [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
     assert said["severity"] == "info" and "vectorized" in said["message"]
     assert all(f["severity"] == "info" for f in trace["findings"]), trace["findings"]
+
+
+def step_norms(trace: dict[str, Any], name: str) -> list[float | None]:
+    """The norm of the named leaf's .grad after each pass (the light statistics)."""
+    column = trace["steps"]["leaves"].index(name)
+    return [None if row[column] is None else row[column][0] for row in trace["steps"]["grads"]]
+
+
+def leaf_names(trace: dict[str, Any]) -> list[str | None]:
+    return [n["tensor"] for n in trace["nodes"] if n["kind"] == "leaf"]
+
+
+def test_parameters_only_in_a_list_are_named_by_their_path(traced: Traced) -> None:
+    # d2l's RNN from scratch: params = [W_xh, W_hh, b_h, W_hq, b_q] from a get_params()
+    # whose frame is gone, kept as net.params of a plain object
+    expected = json.loads(plain("rnn_scratch.py").stdout)["norms"]
+    trace = traced("rnn_scratch.py")
+    names = [f"net.params[{i}]" for i in range(5)]
+    assert sorted(leaf_names(trace)) == names  # every leaf of the graph named
+    assert [c["tensor"] for c in trace["passes"][0]["grad_changes"]] == names
+    for i, name in enumerate(names):  # each pass, right after its backward
+        assert step_norms(trace, name) == pytest.approx([step[i] for step in expected],
+                                                        rel=1e-5), name
+    first = {c["tensor"]: c["after"]["norm"] for c in trace["passes"][0]["grad_changes"]}
+    assert [first[n] for n in names] == pytest.approx(expected[0], rel=1e-5)
+
+
+def test_modules_held_by_a_plain_object_are_named_and_cluster_nodes(traced: Traced) -> None:
+    # soft actor-critic: the networks are attributes of `agent`, an instance of SAC(object)
+    expected = json.loads(plain("sac_agent.py").stdout)
+    trace = traced("sac_agent.py")
+    assert None not in leaf_names(trace)
+    assert "agent.critic.Q1.linear1.weight" in leaf_names(trace)
+    modules = {n.get("module") for n in trace["nodes"]}
+    assert {"agent.critic.Q1.linear1", "agent.critic.Q2.linear3",
+            "agent.policy.mean_linear"} <= modules
+    # passes per update: critic, policy, alpha
+    assert step_norms(trace, "agent.critic.Q1.linear1.weight")[0::3] == pytest.approx(
+        expected["critic"], rel=1e-5)
+    assert step_norms(trace, "agent.policy.mean_linear.weight")[1::3] == pytest.approx(
+        expected["policy"], rel=1e-5)
+    assert step_norms(trace, "agent.log_alpha")[2::3] == pytest.approx(expected["alpha"],
+                                                                       rel=1e-5)
+    changed = [c["tensor"] for c in trace["passes"][0]["grad_changes"]]
+    assert changed[0] == "agent.critic.Q1.linear1.weight" and len(changed) == 12
+    column = trace["steps"]["leaves"].index("agent.critic.Q1.linear1.weight")
+    assert trace["steps"]["modules"][column] == "agent.critic.Q1.linear1"
+
+
+def test_tensors_in_a_dict_are_named_by_their_key(traced: Traced) -> None:
+    # aymericdamien's raw neural network: weights = {'h1': …}, biases = {'b1': …}
+    expected = json.loads(plain("mlp_dict_weights.py").stdout)
+    trace = traced("mlp_dict_weights.py")
+    assert sorted(leaf_names(trace)) == sorted(expected)  # 'weights["h1"]', …
+    assert_same_norms(trace, expected)
+    last = trace["passes"][-1]["grad_changes"]
+    assert {c["tensor"]: c["after"]["norm"] for c in last} == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_rebound_name_keeps_naming_what_it_named_in_earlier_passes(traced: Traced) -> None:
+    # the nn tutorial binds `model` three times; the first model's graph is still shown
+    expected = json.loads(plain("nn_tutorial_rebound.py").stdout)
+    trace = traced("nn_tutorial_rebound.py")
+    leaves = {n["tensor"]: n.get("module") for n in trace["nodes"] if n["kind"] == "leaf"}
+    assert leaves == {"model.weights": "model", "model.bias": "model",
+                      "model.lin.weight": "model.lin", "model.lin.bias": "model.lin"}
+    assert [c["tensor"] for c in trace["passes"][0]["grad_changes"]] == ["model.weights",
+                                                                           "model.bias"]
+    for name in ("model.weights", "model.bias", "model.lin.weight", "model.lin.bias"):
+        assert [n for n in step_norms(trace, name) if n is not None] == pytest.approx(
+            [step[name] for step in expected if name in step], rel=1e-5), name
+    # the first model's leaves have rows (their .grad: None after its zero_grad)
+    assert tensor(trace, "model.weights")["node"] is not None
+    text = invoke("show", REAL / "nn_tutorial_rebound.py").stdout
+    assert "AccumulateGrad → model.weights" in text and "(unnamed leaf)" not in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -106,12 +106,13 @@ def made_since(output: Any, start: int) -> Iterator[Any]:
         todo.extend(child for child, _ in node.next_functions if child is not None)
 
 
-def module_paths(namespace: dict[str, Any], tracker: ModuleTracker | None) -> dict[int, str]:
+def module_paths(named: Iterable[tuple[str, Any]],
+                 tracker: ModuleTracker | None) -> dict[int, str]:
     """id(node) -> dotted module path, and id(parameter) -> its module's path, for the
-    module-level nn.Modules of a scenario."""
+    named nn.Modules of a scenario ((name, object) pairs: a module under its first name)."""
     path_of: dict[int, str] = {}
     paths: dict[int, str] = {}
-    for name, value in list(namespace.items()):
+    for name, value in list(named):
         if isinstance(value, torch.nn.Module) and not name.startswith("__"):
             for sub, module in value.named_modules():
                 path = f"{name}.{sub}" if sub else name

@@ -1,21 +1,49 @@
-"""The names a scenario gives its tensors and modules: its globals, and the locals of its own
-functions seen on the stack whenever a pass runs (real code keeps tensors in functions)."""
+"""The names a scenario gives its tensors and modules: its globals, the locals of its own
+functions seen on the stack whenever a pass runs (real code keeps tensors in functions),
+and paths through the containers they hold (reach.py)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import torch
 
+from ..extract.tensors import Named
+from .reach import container, reached
+
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+# a name given once, and the object it named (weakly: naming never keeps an object alive)
+Given = dict[int, tuple[str, "weakref.ref[Any]"]]
 
 
 def _nameable(value: Any) -> bool:
-    return isinstance(value, (torch.Tensor, torch.nn.Module))
+    """A tensor or module, or a container that may hold some (a list, a plain object …)."""
+    return isinstance(value, (torch.Tensor, torch.nn.Module)) or container(value)
+
+
+def _give(given: Given, name: str, value: Any) -> str:
+    """The name value was given first (kept while it lives), else name, now given to it."""
+    held = given.get(id(value))
+    if held is not None and held[1]() is value:
+        return held[0]
+    given[id(value)] = (name, weakref.ref(value))
+    return name
+
+
+def _alive(given: Given, skip: set[int]) -> list[tuple[str, Any]]:
+    """The (name, object) pairs of given whose object lives and is not in skip."""
+    out = []
+    for key, (name, ref) in given.items():
+        value = ref()
+        if value is not None and key not in skip:
+            out.append((name, value))
+    return out
 
 
 class ScenarioNames:
@@ -27,6 +55,9 @@ class ScenarioNames:
         self._folder = None if path is None else os.path.dirname(os.path.abspath(path))
         self._seen: dict[str, Any] = {}  # the latest object under each name
         self._owned: dict[str, bool] = {}  # by file name: asked at every pass of a loop
+        self._paths: Given = {}  # objects named through containers: each keeps its path
+        self._leaves: Given = {}  # leaves named while passes ran: kept after a rebinding
+        self._modules: Given = {}  # modules named while passes ran, likewise
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package."""
@@ -70,11 +101,36 @@ class ScenarioNames:
         self._seen.update(snapshot)
 
     def merged(self) -> dict[str, Any]:
-        """Globals, then the locals seen so far under names the globals do not use."""
+        """Globals, then the locals seen so far under names the globals do not use, then
+        the leaves and modules found inside their containers (an object keeps the path it
+        was first found by, while it lives: names are stable across passes)."""
         merged = dict(self.namespace)
         for name, value in self._seen.items():
             merged.setdefault(name, value)
+        roots = [(n, v) for n, v in merged.items() if not n.startswith("__") and _nameable(v)]
+        roots.sort(key=lambda root: root[0].rpartition(".")[2] == "self")  # `self.` last
+        for path, value in reached(roots):
+            merged.setdefault(_give(self._paths, path, value), value)
         return merged
+
+    def remember(self, named: Named, merged: dict[str, Any]) -> None:
+        """Note the names a pass gave its leaves and modules: a name the code binds again
+        later still names, in that pass's graph, what it named then."""
+        for name, t in named:
+            if t.is_leaf and t.requires_grad:
+                _give(self._leaves, name, t)
+        for name, value in merged.items():
+            if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+                held = self._modules.get(id(value))
+                if held is None or held[1]() is not value:  # its parts too, once
+                    for sub, module in value.named_modules():
+                        _give(self._modules, f"{name}.{sub}" if sub else name, module)
+
+    def earlier(self, named: Named, merged: dict[str, Any]) -> tuple[Named, list[tuple[str, Any]]]:
+        """The leaves and modules named while passes ran that named and merged no longer
+        name (their names were bound again), under the names they had, while they live."""
+        return (_alive(self._leaves, {id(t) for _, t in named}),
+                _alive(self._modules, {id(v) for v in merged.values()}))
 
     def narrow(self, keep: Callable[[str, Any], bool]) -> None:
         """Forget the names whose (name, object) keep rejects."""
@@ -90,3 +146,5 @@ class ScenarioNames:
         # printed at exit, had they gone)
         for name in [n for n in self.namespace if not n.startswith("__")]:
             del self.namespace[name]
+        for given in (self._paths, self._leaves, self._modules):
+            given.clear()

@@ -4,7 +4,7 @@ are in patches.py)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -119,7 +119,9 @@ class Recorder:
             self.scenario_passes += 1
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
         self.names.look(sys._getframe(1))
-        named = named_tensors(self.names.merged())
+        merged = self.names.merged()
+        named = named_tensors(merged)
+        self.names.remember(named, merged)
         root_names = names_of(roots, named)
         if by == "scenario":
             self.last_roots = [(n, t) for n, t in zip(root_names, roots, strict=True)
@@ -236,14 +238,17 @@ class Recorder:
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
-              hooks: dict[int, tuple[str, ...]] | None = None) -> Trace:
-        """The Trace of what was recorded: the graph from outputs, the passes, the calls."""
+              hooks: dict[int, tuple[str, ...]] | None = None,
+              earlier: Sequence[tuple[str, Any]] = ()) -> Trace:
+        """The Trace of what was recorded: the graph from outputs, the passes, the calls
+        (earlier: leaves named in passes under names bound again since)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         for p in self.passes:
             if p.pending_changes:
                 p.grad_changes, p.pending_changes = pending_summarised(p), []
         return build_trace(
-            scenario=scenario, named=named, outputs=outputs, root_reason=reason,
+            scenario=scenario, named=named, earlier=earlier, outputs=outputs,
+            root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,

@@ -136,9 +136,10 @@ class CaptureSession:
         findings.extend(recorder.findings)
         findings.extend(pass_cuts(recorder.passes, self.lines, statements))
         findings.extend(pass_findings(recorder.passes))
+        earlier, earlier_modules = self.names.earlier(named, every)
         trace = recorder.trace(label, named, outputs, reason, findings,
-                               module_paths(every, self.tracker), printed,
-                               self.module_hooks.labels(every))
+                               module_paths([*every.items(), *earlier_modules], self.tracker),
+                               printed, self.module_hooks.labels(every), earlier)
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
         if stopped is not None:

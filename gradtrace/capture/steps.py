@@ -27,7 +27,7 @@ class StepLog:
 
     def __init__(self) -> None:
         self.columns: dict[str, int] = {}  # leaf name -> its column
-        self.leaf_ids: list[int] = []  # id() of each column's tensor: modules are found by it
+        self.leaf_ids: list[int] = []  # id() of each column's latest tensor: its module
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
         self.rows: list[list[LeafStep | None]] = []
@@ -52,9 +52,12 @@ class StepLog:
         """The named leaves that require grad, each given its column."""
         leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
         for name, t in leaves:
-            if name not in self.columns:
+            column = self.columns.get(name)
+            if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
+            else:  # the latest tensor under the name (bound again: a new model's)
+                self.leaf_ids[column] = id(t)
         return leaves
 
     def untouched(self, leaves: list[tuple[str, torch.Tensor]]) -> list[GradState]:

@@ -104,6 +104,7 @@ def build_trace(
     scenario: str | None,
     named: Named,
     outputs: Named,
+    earlier: Sequence[tuple[str, Any]] = (),
     root_reason: str,
     passes: Sequence[RawPass],
     calls: Sequence[RawCall],
@@ -133,7 +134,8 @@ def build_trace(
     again when it starts from the same roots. A pass over a graph like a shown pass's (a
     loop's other steps) has its flow and roots placed on the shown pass's nodes. grad_graph
     tells the nodes made while a create_graph pass ran. Each pass's raw flow is let go of
-    once read.
+    once read. earlier: leaves named in passes under names the code bound again since:
+    they label their nodes, and have rows when the graph shows them.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
@@ -153,7 +155,9 @@ def build_trace(
             for p in passes)
         for twin_walk in twin_walks.values():
             release(twin_walk)
-        nodes = _nodes(order, node_ids, named, modules, saved_before, source_of)
+        nodes = _nodes(order, node_ids, [*named, *earlier], modules, saved_before,
+                       source_of)
+        named = [*named, *((n, t) for n, t in earlier if id(t) in node_ids.leaf_index)]
         if recomputed:
             nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
                      for n, obj in zip(nodes, order, strict=True)]
