@@ -100,7 +100,7 @@ def has_tensor_hooks(variable: Any) -> bool:
     return bool(getattr(variable, "_backward_hooks", None))
 
 
-def module_backward_hooks(module: Any) -> tuple[list[Any], list[Any]]:
+def backward_hooks_of(module: Any) -> tuple[list[Any], list[Any]]:
     """The (full, non-full) backward hooks torch will run for module: its own and the global
     ones (register_module_full_backward_hook), from Module._get_backward_hooks."""
     if _get_backward_hooks is None or not (module._backward_hooks or _global_backward_hooks):

@@ -250,7 +250,7 @@ def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path:
     assert "the scenario raised TorchRuntimeError" in result.stderr
     assert "bad.py:5" in result.stderr or "bad.py:6" in result.stderr
     assert "gradtrace/" not in result.stderr and "bug in gradtrace" not in result.stderr
-def test_module_backward_hooks_are_marked_with_what_they_changed(traced: Traced) -> None:
+def test_backward_hooks_of_are_marked_with_what_they_changed(traced: Traced) -> None:
     printed = json.loads(plain("guided_backprop.py").stdout.splitlines()[-1])
     trace = traced("guided_backprop.py")
     for name in ("prep_img", "full_img"):  # the old and the full module hook API

@@ -44,12 +44,14 @@ def full_trace() -> Trace:
         Node(id="n0", type="MyFnBackward", kind="custom", tensor="y",
              saved=(SavedTensor(name="self", shape=(2,), dtype="float32", bytes=8,
                                 status="freed"),),
-             module="model.layer", recomputed=True, source=source, grad_graph=True),
+             module="model.layer", recomputed=True, source=source, grad_graph=True,
+             hooks=("relu_hook of model.layer",)),
         Node(id="n1", type="AccumulateGrad", kind="leaf", tensor="x"),
     )
     g, h = summary(0.5), summary(1.5)
     flow = {"n1": NodeFlow(grad_outputs=(h,), grad_inputs=(), position=1),  # out of run order
-            "n0": NodeFlow(grad_outputs=(g,), grad_inputs=(h, None), position=0)}
+            "n0": NodeFlow(grad_outputs=(g,), grad_inputs=(h, None), position=0,
+                           unhooked=(g, None))}
     return Trace(
         scenario="model.py", gradtrace_version="9.9", torch_version="2.13.0+cpu",
         outputs=("n0",), output_names=("y",), root_reason="the scenario's OUTPUT",

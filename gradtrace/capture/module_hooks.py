@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..model.records import BACKWARD_HOOK_NODE
-from ..torch_compat import compiling, module_backward_hooks, never_compiled
+from ..torch_compat import backward_hooks_of, compiling, never_compiled
 from .recorder import Recorder
 
 
@@ -38,7 +38,7 @@ class ModuleHooks:
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if compiling():
             return
-        full, old = module_backward_hooks(module)
+        full, old = backward_hooks_of(module)
         if full:  # its tensor args are already the BackwardHookFunction's outputs
             node = next((t.grad_fn for t in args if isinstance(t, torch.Tensor)
                          and t.grad_fn is not None

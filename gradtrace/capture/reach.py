@@ -18,7 +18,10 @@ from typing import Any
 import torch
 
 MAX_DEPTH = 4  # steps from a named object: `a.b[0]["c"].d` at most
-MAX_ITEMS = 64  # items read from one list, tuple, dict or object: a dataset is not a model
+# a list, tuple or dict longer than this is not looked into (a dataset, or hundreds of
+# alike leaves that pictures fold into one box, is not a model's parameters); an object's
+# attributes are read up to it
+MAX_ITEMS = 64
 MAX_LOOKS = 2000  # objects looked at in one search
 
 # Objects of these packages are never looked into: their state is not the scenario's
@@ -57,8 +60,10 @@ def _key(key: Any) -> str | None:
 def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
     """The (path, object) pairs one step inside value: items of a list, tuple or dict,
     fields of a named tuple, attributes of a plain object."""
+    if isinstance(value, (list, tuple, dict)) and len(value) > MAX_ITEMS:
+        return
     if isinstance(value, dict):
-        for key, item in islice(value.items(), MAX_ITEMS):
+        for key, item in value.items():
             sub = _key(key)
             if sub is not None:
                 yield path + sub, item
@@ -67,8 +72,7 @@ def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
         if isinstance(fields, tuple) and len(fields) == len(value):  # a named tuple
             yield from ((f"{path}.{f}", item) for f, item in zip(fields, value, strict=True))
         else:
-            yield from ((f"{path}[{i}]", item) for i, item in enumerate(islice(value,
-                                                                                MAX_ITEMS)))
+            yield from ((f"{path}[{i}]", item) for i, item in enumerate(value))
     elif _plain_type(type(value)):
         attributes = getattr(value, "__dict__", None)
         if isinstance(attributes, dict):

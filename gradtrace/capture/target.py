@@ -15,7 +15,6 @@ from types import CodeType
 from typing import Any, NamedTuple
 
 from ..errors import ScenarioError
-from ..torch_compat import never_compiled
 
 
 class Target(NamedTuple):
@@ -84,6 +83,9 @@ def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[s
             "none, and pytest fixtures are not supplied",
             "give the parameters defaults, or point gradtrace at a function without "
             "parameters that calls it")
+    # here, not at the top: parse_target serves the CLI, which must not import torch
+    from ..torch_compat import never_compiled
+
     code = inspect.unwrap(function).__code__  # type: ignore[union-attr]
     seen: dict[str, Any] = {}
 
