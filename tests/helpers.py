@@ -20,6 +20,13 @@ DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
 
 
+def write_script(folder: Path, text: str, name: str = "s.py") -> Path:
+    """A script file of text in folder."""
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
 def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
     """Run `gradtrace ARGS` in-process; stdout and stderr are kept apart."""
     return CliRunner().invoke(app, [str(a) for a in args], env=env)

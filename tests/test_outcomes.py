@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SCENARIOS, as_read, invoke
+from helpers import ROOT, SCENARIOS, as_read, invoke, write_script
 
 from gradtrace.capture.session import ScenarioStopped
 from gradtrace.cli.core import ExitCode
@@ -53,12 +53,6 @@ NO_GRAPH_CAUGHT = (
 )
 
 
-def _write(tmp_path: Path, text: str, name: str = "s.py") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
 def _stopped(trace: dict) -> dict:
     (found,) = [f for f in trace["findings"] if f["code"] == "scenario-stopped"]
     return found
@@ -70,7 +64,7 @@ def _stopped(trace: dict) -> dict:
 ])
 def test_a_backward_that_raises_stops_the_script_is_shown_and_exits_2(
         tmp_path: Path, text: str, line: int, words: str) -> None:
-    scenario = _write(tmp_path, text)
+    scenario = write_script(tmp_path, text)
     result = invoke("show", scenario, "--json")
     assert result.exit_code == ExitCode.USAGE
     assert f"{scenario}:{line}: the scenario raised RuntimeError" in result.stderr
@@ -92,7 +86,7 @@ def test_the_gallery_backward_twice_shows_its_report_then_exits_2() -> None:
 
 
 def test_a_backward_whose_error_the_script_catches_does_not_stop_it(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "y = (x * 2).sum()\ny.backward()\ntry:\n    y.backward()\n"
                                 "except RuntimeError:\n    pass\nz = (x * 3).sum()\n")
     result = invoke("show", scenario, "--json")
@@ -106,12 +100,12 @@ def test_the_api_raises_the_stop_with_what_was_recorded(tmp_path: Path) -> None:
     from gradtrace.api import load_scenario
 
     with pytest.raises(ScenarioStopped) as stopped:
-        load_scenario(str(_write(tmp_path, FREED)))
+        load_scenario(str(write_script(tmp_path, FREED)))
     assert len(stopped.value.trace.passes) == 2 and stopped.value.failed_call
 
 
 def test_an_argparse_failure_exits_2_with_its_own_message(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, ARGPARSE, "train_args.py")
+    scenario = write_script(tmp_path, ARGPARSE, "train_args.py")
     result = invoke("show", scenario)
     assert result.exit_code == ExitCode.USAGE
     assert "the following arguments are required: --lr" in result.stderr
@@ -123,7 +117,7 @@ def test_an_argparse_failure_exits_2_with_its_own_message(tmp_path: Path) -> Non
 
 
 def test_the_scripts_help_is_shown_not_names_no_tensors(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, ARGPARSE, "train_args.py")
+    scenario = write_script(tmp_path, ARGPARSE, "train_args.py")
     result = invoke("show", scenario, "--", "--help")
     assert result.exit_code == ExitCode.USAGE
     assert "trains with a learning rate" in result.stderr and "--lr LR" in result.stderr
@@ -132,7 +126,7 @@ def test_the_scripts_help_is_shown_not_names_no_tensors(tmp_path: Path) -> None:
 
 
 def test_a_sys_exit_after_a_pass_shows_the_script_output_with_the_json(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import sys, torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import sys, torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\nprint('giving up now')\n"
                                 "sys.exit(3)\n")
     result = invoke("show", scenario, "--json")
@@ -146,7 +140,7 @@ def test_a_sys_exit_after_a_pass_shows_the_script_output_with_the_json(tmp_path:
 
 
 def test_no_graph_is_exit_2_with_the_same_message_in_every_command(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, NO_GRAPH_CAUGHT)
+    scenario = write_script(tmp_path, NO_GRAPH_CAUGHT)
     message = f"{scenario}: no output to trace: w require grad, but nothing was computed"
     shown = invoke("show", scenario)
     assert shown.exit_code == ExitCode.USAGE and message in shown.stderr
@@ -185,13 +179,13 @@ def test_a_gradcheck_only_scenario_is_reported_by_show_but_not_drawn(tmp_path: P
 
 
 def test_no_backward_pass_says_why(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "y = (x * 2).sum()\nraise ValueError('stop')\n")
     stopped = invoke("show", scenario)
     assert stopped.exit_code == ExitCode.USAGE
     assert "no backward pass: the scenario stopped before any" in stopped.stdout
     assert "--no-backward" not in stopped.stdout
-    forward = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    forward = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                "y = (x * 2).sum()\n", "forward.py")
     asked = invoke("show", forward, "--no-backward")
     assert asked.exit_code == 0 and "no backward pass (--no-backward)" in asked.stdout
@@ -199,7 +193,7 @@ def test_no_backward_pass_says_why(tmp_path: Path) -> None:
 
 def test_a_scenario_stopped_by_its_time_limit_is_not_said_to_be_no_backward(
         tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "y = (x * 2).sum()\nwhile True:\n    pass\n")
     result = invoke("show", scenario, "--timeout", "0.5")
     assert result.exit_code == ExitCode.USAGE and "did not finish within 0.5 s" in result.stderr

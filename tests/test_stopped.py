@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import as_read, invoke
+from helpers import as_read, invoke, write_script
 
 from gradtrace.api import load_scenario
 from gradtrace.capture.session import ScenarioStopped
@@ -25,18 +25,12 @@ TWO_PASSES_THEN_RAISE = (
 )
 
 
-def _write(tmp_path: Path, text: str, name: str = "s.py") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
 def _stopped(trace: dict) -> list[dict]:
     return [f for f in trace["findings"] if f["code"] == "scenario-stopped"]
 
 
 def test_passes_before_an_error_are_shown_then_exit_2(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, TWO_PASSES_THEN_RAISE)
+    scenario = write_script(tmp_path, TWO_PASSES_THEN_RAISE)
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 2
     assert f"{scenario}:6: the scenario raised TypeError" in result.stderr
@@ -49,7 +43,7 @@ def test_passes_before_an_error_are_shown_then_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_report_and_the_picture_come_before_the_error(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, TWO_PASSES_THEN_RAISE)
+    scenario = write_script(tmp_path, TWO_PASSES_THEN_RAISE)
     shown = invoke("show", scenario)
     assert shown.exit_code == 2 and "SumBackward0" in shown.stdout
     assert "scenario-stopped" in shown.stdout and "error:" in shown.stderr
@@ -59,7 +53,7 @@ def test_the_report_and_the_picture_come_before_the_error(tmp_path: Path) -> Non
 
 
 def test_sys_exit_after_a_pass_keeps_the_pass(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import sys, torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import sys, torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\nsys.exit(4)\n")
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 2 and "sys.exit(4)" in result.stderr
@@ -67,14 +61,14 @@ def test_sys_exit_after_a_pass_keeps_the_pass(tmp_path: Path) -> None:
 
 
 def test_nothing_recorded_gives_the_error_alone(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2)\nraise ValueError('no')\n")
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2)\nraise ValueError('no')\n")
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 2 and result.stdout == ""
     assert "raised ValueError: no" in result.stderr
 
 
 def test_the_api_hands_over_the_partial_trace(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, TWO_PASSES_THEN_RAISE)
+    scenario = write_script(tmp_path, TWO_PASSES_THEN_RAISE)
     with pytest.raises(ScenarioStopped) as stopped:
         load_scenario(str(scenario))
     assert len(stopped.value.trace.passes) == 2
@@ -98,7 +92,7 @@ def _gradtrace(*args: str | Path) -> tuple[subprocess.CompletedProcess[str], flo
 
 
 def test_a_time_limit_shows_the_passes_made_so_far(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, TRAINING_FOREVER)
+    scenario = write_script(tmp_path, TRAINING_FOREVER)
     proc, took = _gradtrace("show", scenario, "--timeout", "2", "--passes", "all", "--json")
     assert proc.returncode == 2, proc.stderr
     assert "did not finish within 2 s: it was at" in proc.stderr
@@ -109,7 +103,7 @@ def test_a_time_limit_shows_the_passes_made_so_far(tmp_path: Path) -> None:
 
 
 def test_a_line_stuck_in_c_is_left_behind_after_the_grace(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, "import time, torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import time, torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\ntime.sleep(120)\n")
     proc, took = _gradtrace("show", scenario, "--timeout", "1")
     assert proc.returncode == 2 and proc.stdout == ""
@@ -118,7 +112,7 @@ def test_a_line_stuck_in_c_is_left_behind_after_the_grace(tmp_path: Path) -> Non
 
 
 def test_threads_the_scenario_starts_are_waited_for(tmp_path: Path) -> None:
-    scenario = _write(tmp_path, (
+    scenario = write_script(tmp_path, (
         "import threading, time, torch\n"
         "w = torch.ones(2, requires_grad=True)\n"
         "def later():\n"
@@ -133,7 +127,7 @@ def test_threads_the_scenario_starts_are_waited_for(tmp_path: Path) -> None:
 def test_restoring_torch_state_does_not_import_the_compiler(tmp_path: Path) -> None:
     """torch.use_deterministic_algorithms imports torch._inductor (seconds): it is called
     only when a scenario changed the flag."""
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "y = (x * 2).sum()\n")
     code = ("import sys; from gradtrace.api import load_scenario\n"
             f"load_scenario({str(scenario)!r})\n"
@@ -149,7 +143,7 @@ def test_an_error_of_gradtraces_own_is_not_blamed_on_the_script(
     from gradtrace.extract.walk import dtype_name
 
     monkeypatch.setattr(recorder, "indexed_walk", dtype_name)  # gradtrace's pass recording fails
-    scenario = _write(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
+    scenario = write_script(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\n")
     result = invoke("show", scenario)
     assert result.exit_code == 2
