@@ -4,6 +4,7 @@ the scenario line it stopped at."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -143,6 +144,9 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
             result.append(work())
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
+        # What the run left in reference cycles (a deep graph among it) is freed here, on
+        # the big stack: freed by the collector on another thread's stack, it overflows it.
+        gc.collect()
 
     # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
     thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
