@@ -23,6 +23,7 @@ from .core import (
     printed_as,
     stdout_console,
     timeout_option,
+    tolerance_option,
     write_stdout,
 )
 from .files import absolute, input_file, write_atomic
@@ -52,8 +53,8 @@ def check(
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Also write JUnit XML, for CI systems."),
     eps: float = typer.Option(1e-6, "--eps", min=0.0, help="Finite-difference step (> 0)."),
-    atol: float = typer.Option(1e-5, "--atol", min=0.0, help="Absolute tolerance."),
-    rtol: float = typer.Option(1e-3, "--rtol", min=0.0, help="Relative tolerance."),
+    atol: float = tolerance_option(1e-5, "--atol", "Absolute tolerance."),
+    rtol: float = tolerance_option(1e-3, "--rtol", "Relative tolerance."),
     fast: bool = typer.Option(False, "--fast", help="gradcheck's fast mode."),
     no_gradgrad: bool = typer.Option(False, "--no-gradgrad", help="Skip gradgradcheck."),
     timeout: float | None = timeout_option("Bound each scenario's run and each Function "
@@ -80,9 +81,6 @@ def check(
     if not 0 < eps < math.inf:
         raise GradtraceError(f"--eps {eps:g}: the finite-difference step must be a positive "
                              "number", "e.g. --eps 1e-6 (the default)")
-    for name, value in (("--atol", atol), ("--rtol", rtol)):
-        if math.isnan(value):
-            raise GradtraceError(f"{name} nan: a tolerance must be a number, 0 or more")
     options = CheckOptions(eps=eps, atol=atol, rtol=rtol, fast=fast, gradgrad=not no_gradgrad,
                            timeout=timeout, max_jacobian=max_jacobian)
     found = targets_of(paths)

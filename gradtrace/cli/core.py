@@ -239,6 +239,12 @@ ROOT = typer.Option(None, "--root", metavar="NAME",
                     "grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
+def tolerance_option(default: float, flag: str, help: str) -> Any:
+    """--atol / --rtol: a number, 0 or more (the range refuses nan too), alike in every
+    command."""
+    return typer.Option(default, flag, min=0.0, help=help)
+
+
 MAX_TIMEOUT = 86400.0  # a day: threading's waits overflow on far larger numbers
 
 
@@ -246,7 +252,7 @@ def seconds_or_none(value: float | None) -> float | None:
     """--timeout: a number of seconds up to a day; inf means no limit (None)."""
     if value is None or value == math.inf:
         return None
-    if math.isnan(value) or value > MAX_TIMEOUT:
+    if value > MAX_TIMEOUT:  # nan never gets here: the option's range refuses it
         raise typer.BadParameter(f"{value:g}: at most {MAX_TIMEOUT:g} s (a day); "
                                  "inf, or no --timeout, means no limit")
     return value

@@ -19,6 +19,7 @@ from .core import (
     findings_format,
     printed_as,
     stdout_console,
+    tolerance_option,
     write_stdout,
 )
 from .files import absolute, input_file, write_atomic
@@ -43,9 +44,9 @@ def diff(
     a: str = typer.Argument(..., metavar="A", help="The old side: a scenario .py file, "
                             "FILE::FUNC, or a trace .json saved by `gradtrace show --json`."),
     b: str = typer.Argument(..., metavar="B", help="The new side, the same kinds."),
-    rtol: float = typer.Option(1e-4, "--rtol", min=0.0, help="Relative tolerance for "
-                               "gradients (float32 sums move by ~1e-6 between machines)."),
-    atol: float = typer.Option(1e-6, "--atol", min=0.0, help="Absolute tolerance."),
+    rtol: float = tolerance_option(1e-4, "--rtol", "Relative tolerance for gradients "
+                                   "(float32 sums move by ~1e-6 between machines)."),
+    atol: float = tolerance_option(1e-6, "--atol", "Absolute tolerance."),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print the diff as JSON (schema gradtrace.diff/1)."),
     out_format: str = findings_format("text (the report), or github: each difference as a "
