@@ -140,13 +140,18 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
         # The threads the scenario starts are not daemons unless it says so, as under
         # `python` (they inherit the flag from this thread; the run waits for them).
         make_non_daemon(threading.current_thread())
+        # What the run leaves in reference cycles (a deep graph among it) is freed on this
+        # big stack: freed by the collector on another thread's stack, it overflows it. The
+        # objects older than the run are set aside meanwhile, so that collection looks at
+        # the run's objects only (a full one costs ~0.1 s once torch is imported).
+        gc.freeze()
         try:
             result.append(work())
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
-        # What the run left in reference cycles (a deep graph among it) is freed here, on
-        # the big stack: freed by the collector on another thread's stack, it overflows it.
-        gc.collect()
+        finally:
+            gc.collect()
+            gc.unfreeze()
 
     # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
     thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
