@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import as_read, invoke
+from helpers import as_read, shared_invoke
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,17 +25,8 @@ def piped_width() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def shared_run() -> Callable[..., Any]:
-    """invoke(*args), run once per distinct command line: the same click Result each time.
-    Only for commands that read the repository's scenarios and write nothing."""
-    runs: dict[tuple[str, ...], Any] = {}
-
-    def run(*args: str | Path) -> Any:
-        key = tuple(str(a) for a in args)
-        if key not in runs:
-            runs[key] = invoke(*key)
-        return runs[key]
-
-    return run
+    """invoke(*args), run once per distinct command line (helpers.shared_invoke)."""
+    return lambda *args: shared_invoke(*(str(a) for a in args))
 
 
 @pytest.fixture(scope="session")

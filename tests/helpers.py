@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from gradtrace.cli import app
@@ -30,6 +32,20 @@ def write_script(folder: Path, text: str, name: str = "s.py") -> Path:
 def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
     """Run `gradtrace ARGS` in-process; stdout and stderr are kept apart."""
     return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def seed() -> None:
+    """The RNG state every shared run and every run it is compared with starts from."""
+    torch.manual_seed(0)
+    random.seed(0)
+
+
+@functools.cache  # many tests read one scenario's run: it is made once per worker
+def shared_invoke(*args: str) -> Any:
+    """invoke(*args) from seeded RNGs, run once per distinct command line: the same click
+    Result each time. Only for commands that read the repository's files and write none."""
+    seed()
+    return invoke(*args)
 
 
 def as_read(text: str) -> dict[str, Any]:
@@ -63,9 +79,9 @@ def show_json(scenario: str | Path, *args: str) -> dict[str, Any]:
     """The JSON of `gradtrace show SCENARIO --json`, asserting it succeeded — or, for a
     scenario of STOPS, that it showed the trace and exited 2."""
     path = Path(scenario) if Path(scenario).is_absolute() else SCENARIOS / scenario
-    result = invoke("show", path, "--json", *args)
-    stops = path.is_relative_to(SCENARIOS) and \
-        path.relative_to(SCENARIOS).as_posix() in STOPS
+    ours = path.is_relative_to(SCENARIOS)  # a gallery scenario: its run is shared
+    result = (shared_invoke if ours else invoke)("show", str(path), "--json", *args)
+    stops = ours and path.relative_to(SCENARIOS).as_posix() in STOPS
     assert result.exit_code == (2 if stops else 0), result.stderr + result.stdout
     trace = as_read(result.stdout)
     assert any(f["code"] == "scenario-stopped" for f in trace["findings"]) == stops
@@ -129,9 +145,9 @@ def gallery_finding(code: str) -> dict[str, Any]:
 GALLERY_ARGS = {"real/polynomial_loop.py": ("--passes", "100")}
 
 
-@functools.cache  # two tests, or two codes, read one scenario's run
 def _gallery_run(scenario: str) -> list[dict[str, Any]]:
-    result = invoke("show", SCENARIOS / scenario, "--json", *GALLERY_ARGS.get(scenario, ()))
+    result = shared_invoke("show", str(SCENARIOS / scenario), "--json",
+                           *GALLERY_ARGS.get(scenario, ()))
     stopped = scenario in STOPS or scenario == GALLERY_FINDINGS["scenario-stopped"][0]
     assert result.exit_code == (2 if stopped else 0), result.stderr
     return json.loads(result.stdout)["findings"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import torch
 from helpers import SCENARIOS, flow_entry, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_python import run_plain
 
 from gradtrace.capture.flow import FlowCapture, content_key
 from gradtrace.extract.summary import grad_stats, to_summaries
@@ -523,8 +522,8 @@ def test_a_sparse_gradients_flow_is_its_own_sum_in_every_step(
     # freed gradient's)
     script = tmp_path / "sparse.py"
     script.write_text(SPARSE_STEPS.format(seed=seed, uses=uses))
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=120, check=True)
+    plain = run_plain(script)
+    assert plain.returncode == 0, plain.stderr
     trace = show_json(script, "--pass", "all")
     into = [trace["gradients"][flow["grad_outputs"][0]]["norm"]
             for p in trace["passes"] for nid, flow in p["flow"].items()

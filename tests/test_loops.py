@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import SCENARIOS, invoke, show_json
+from plain_python import run_plain
 
 LOOPS = SCENARIOS / "loops"
 
@@ -78,8 +77,8 @@ print(json.dumps(norms))
 def test_every_steps_statistics_equal_plain_pytorchs(tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text(STEP_NORMS)
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=120, check=True)
+    plain = run_plain(script)
+    assert plain.returncode == 0, plain.stderr
     expected = json.loads(plain.stdout)
     steps = show_json(script)["steps"]
     assert steps["leaves"] == ["model.0.weight", "model.0.bias", "model.2.weight",

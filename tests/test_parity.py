@@ -4,9 +4,7 @@ finding codes and the same gradients."""
 
 from __future__ import annotations
 
-import functools
 import json
-import random
 import runpy
 import textwrap
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import SCENARIOS, invoke, stopped_by_its_call
+from helpers import SCENARIOS, seed, shared_invoke, stopped_by_its_call
 
 import gradtrace
 from gradtrace.model.values import flat_values
@@ -37,19 +35,12 @@ GALLERY = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
 ONLY_FROM_A_RUN = {"scenario-stopped"}
 
 
-@functools.cache  # both entry points compare with one run
 def _cli(scenario: str) -> dict[str, Any] | None:
     """`gradtrace show --json` of the scenario (None when it does not exit 0, or 2 after a
-    call it recorded raised)."""
-    _seed()
-    result = invoke("show", SCENARIOS / scenario, "--json")
+    call it recorded raised): the run other tests share, from seeded RNGs."""
+    result = shared_invoke("show", str(SCENARIOS / scenario), "--json")
     return json.loads(result.stdout) if result.exit_code == 0 or stopped_by_its_call(result) \
         else None
-
-
-def _seed() -> None:
-    torch.manual_seed(0)
-    random.seed(0)
 
 
 def _codes(data: dict[str, Any], dropped: set[str] = frozenset()) -> list[str]:
@@ -114,7 +105,7 @@ def test_record_reports_what_the_cli_reports(scenario: str, tmp_path: Path,
     wrapped = _as_block(scenario, tmp_path, backward_of)
     monkeypatch.syspath_prepend(str((SCENARIOS / scenario).parent))
     monkeypatch.chdir(tmp_path)
-    _seed()
+    seed()
     ran = runpy.run_path(str(wrapped), run_name="__main__")
     failed = [p for p in cli["passes"] if p["error"]]
     if "STOPPED_BY" in ran:  # only as the CLI's run stopped: at a pass that failed
@@ -127,16 +118,16 @@ def test_record_reports_what_the_cli_reports(scenario: str, tmp_path: Path,
 @pytest.mark.parametrize("scenario", GALLERY)
 def test_trace_reports_what_the_cli_reports(scenario: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if scenario in NOT_A_BLOCK:
+        pytest.skip("not expressible as a module run (argv, a stop, pytest)")
     cli = _cli(scenario)
     if cli is None:
         pytest.skip("the CLI does not trace it (exit 2): nothing to compare")
     if any(p.get("by") != "gradtrace" for p in cli["passes"]) or not cli["passes"]:
         pytest.skip("the scenario runs its own backward: trace() takes a graph not yet run")
-    if scenario in NOT_A_BLOCK:
-        pytest.skip("not expressible as a module run (argv, a stop, pytest)")
     path = SCENARIOS / scenario
     monkeypatch.syspath_prepend(str(path.parent))
-    _seed()
+    seed()
     namespace: dict[str, Any] = {"__name__": "__main__", "__file__": str(path)}
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
     outputs = [namespace[n] for n in cli["output_names"]]

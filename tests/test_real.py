@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import SCENARIOS, as_read, invoke, tensor
+from plain_python import run_plain
 
 REAL = SCENARIOS / "real"
 Traced = Callable[..., dict[str, Any]]  # the `traced` fixture
@@ -19,8 +19,7 @@ Traced = Callable[..., dict[str, Any]]  # the `traced` fixture
 
 def plain(script: str, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
     """The script under plain `python`, in its own folder (asserting its exit code)."""
-    run = subprocess.run([sys.executable, script, *args], cwd=REAL, capture_output=True,
-                         text=True, timeout=300)
+    run = run_plain(REAL / script, *args)
     assert run.returncode == code, run.stderr[-2000:]
     return run
 
