@@ -65,3 +65,59 @@ def test_a_saved_trace_keeps_the_sources_and_a_bad_one_is_refused(tmp_path: Path
     path.write_text(json.dumps(trace))
     bad = invoke("show", path)
     assert bad.exit_code == 2 and "nodes[0].source.line" in bad.stderr
+
+
+CREATE_GRAPH_IN_A_FUNCTION = '''import torch
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+x = torch.tensor(3.0, requires_grad=True)
+y = Square.apply(x)
+(g,) = torch.autograd.grad(y, x, create_graph=True)
+'''
+
+
+def test_a_node_made_in_a_create_graph_backward_has_the_functions_line(
+        tmp_path: Path) -> None:
+    # the line tracer is off while gradtrace records a pass, and on in a backward that makes
+    # a graph: the node `grad * 2 * x` makes is the backward's line 10, not line 13
+    path = tmp_path / "s.py"
+    path.write_text(CREATE_GRAPH_IN_A_FUNCTION)
+    found = sources(show_json(path, "--root", "g"))
+    assert found["MulBackward0(g)"] == (10, "return grad * 2 * x")
+
+
+def test_a_debuggers_tracer_stays_on_through_a_recorded_backward() -> None:
+    import sys
+
+    import torch
+
+    import gradtrace
+
+    seen: list[str] = []
+
+    def tracer(frame, event, arg):  # what a debugger or coverage would set
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+        return None
+
+    def doubled(grad):
+        return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with gradtrace.record():
+            y = x * 3
+            y.register_hook(doubled)
+            y.sum().backward()
+    finally:
+        sys.settrace(before)
+    assert "doubled" in seen and x.grad.tolist() == [6.0, 6.0]

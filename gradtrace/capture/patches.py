@@ -23,6 +23,7 @@ from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import PassKind
 from ..torch_compat import compiled_region, compiling, never_compiled, next_sequence_number
 from .modules import made_since
+from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
 from .scenario_thread import StopWindow
 
@@ -77,12 +78,18 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         retain = create if retain is None else bool(retain)
         every_leaf = kind == "backward" and given.get("inputs") is None
         batched = bool(given.get("is_grads_batched", False))  # the legacy vmap's
+        # The line log's tracer is off while the pass is recorded, and in its backward too
+        # unless that makes a graph (create_graph): only then can a line of the code's own
+        # hooks or Functions make a node.
+        ours = own_tracer()
+        recording = None if ours is not None else sys.gettrace()  # a debugger's stays on
+        backward = ours if ours is not None and create else recording
 
         def call() -> Any:
-            with window.released():
+            with window.released(), tracer_set(backward):
                 return original(*args, **kwargs)
 
-        with window.held():
+        with window.held(), tracer_set(recording):
             return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
                                      batched)
 

@@ -17,6 +17,28 @@ from ..model.records import Source
 from ..torch_compat import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 
 
+@contextlib.contextmanager
+def tracer_set(tracer: Callable[..., Any] | None) -> Iterator[None]:
+    """sys.settrace(tracer) inside the block, this thread's tracer before it afterwards.
+
+    gradtrace's own bookkeeping runs with the line log's tracer off: while any tracer is set,
+    CPython 3.11 runs every frame of the thread on its slow path (a training loop's passes
+    took twice as long)."""
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(before)
+
+
+def own_tracer() -> Callable[..., Any] | None:
+    """This thread's tracer when it is a line log's (None: none, or a debugger's or
+    coverage's, which gradtrace leaves on)."""
+    tracer = sys.gettrace()
+    return tracer if isinstance(getattr(tracer, "__self__", None), LineLog) else None
+
+
 class LineLog:
     """The lines of own files in the order they ran, each with the sequence number the next
     node would get then: a node was made by the last line that ran before its number."""
