@@ -108,6 +108,8 @@ GALLERY_FINDINGS = {
                  "torch.no_grad() on line 10"),
     "unreached-leaf": ("explained/frozen_by_detach.py", "w_enc", 7, "w_enc requires grad"),
     "detached": ("explained/frozen_by_detach.py", "frozen", 10, "cut from its graph"),
+    "updated-copy": ("explained/ema_copy.py", "ema.module.0.weight", 34,
+                     "an EMA or target copy?"),
     "hook-changed-gradient": ("tensor_hook.py", "y", 6, "a hook changed the gradient"),
     "nan-gradient": ("explained/norm_of_zero.py", "dist", 10, "SqrtBackward0 (dist, line 10)"),
     "flow-not-recorded": ("real/func_per_sample.py", None, 28, "torch.func"),

@@ -327,6 +327,20 @@ def test_modules_held_by_a_plain_object_are_named_and_cluster_nodes(traced: Trac
     assert changed[0] == "agent.critic.Q1.linear1.weight" and len(changed) == 12
     column = trace["steps"]["leaves"].index("agent.critic.Q1.linear1.weight")
     assert trace["steps"]["modules"][column] == "agent.critic.Q1.linear1"
+    # the target critic is used under no_grad and soft-updated through .data: info, once
+    (copy,) = [f for f in trace["findings"] if f["code"] in ("updated-copy", "unreached-leaf")]
+    assert copy["code"] == "updated-copy" and copy["severity"] == "info"
+    assert "agent.critic_target (12)" in copy["message"]
+
+
+def test_inputs_handed_to_autograd_functional_are_not_unreached(traced: Traced) -> None:
+    # the documentation's hessian and vjp, on inputs made with requires_grad=True: the
+    # functional API differentiates detached copies, so no graph reaches them, as meant
+    expected = json.loads(plain("functional_hessian.py").stdout)
+    trace = traced("functional_hessian.py")
+    assert {"inputs[0]", "inputs[1]"} <= {t["name"] for t in trace["tensors"]}
+    assert trace["findings"] == []
+    assert tensor(trace, "scale")["grad"]["values"] == pytest.approx(expected["scale"])
 
 
 def test_tensors_in_a_dict_are_named_by_their_key(traced: Traced) -> None:

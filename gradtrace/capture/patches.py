@@ -13,6 +13,7 @@ import functools
 import importlib
 import inspect
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +50,9 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     for owner in (torch.autograd, gradcheck_module):
         for name in ("gradcheck", "gradgradcheck"):
             patches.append((owner, name, _checking(recorder, name, getattr(owner, name))))
+    functional = importlib.import_module("torch.autograd.functional")
+    for name in FUNCTIONAL:
+        patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
     for owner, name, wrapper in patches:
         setattr(owner, name, wrapper)
@@ -130,6 +134,24 @@ def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[.
         return original(tensor, hook)
 
     return register_hook
+
+# torch.autograd.functional's calls: each differentiates detached copies of its inputs.
+FUNCTIONAL = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp")
+
+
+def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A torch.autograd.functional call, noting the tensors handed to it as inputs: no graph
+    of the code's reaches them, and none is meant to."""
+
+    @functools.wraps(original)
+    @never_compiled
+    def handed(func: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        for t in (inputs,) if isinstance(inputs, torch.Tensor) else inputs:
+            if isinstance(t, torch.Tensor):
+                recorder.handed[id(t)] = weakref.ref(t)
+        return original(func, inputs, *args, **kwargs)
+
+    return handed
 
 def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
     """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""

@@ -21,15 +21,7 @@ from ..extract.walk import (
     structure,
 )
 from ..gcpause import gc_paused
-from ..model.records import (
-    Finding,
-    GradSummary,
-    PassBy,
-    PassKind,
-    SecondOrder,
-    Source,
-    Trace,
-)
+from ..model.records import Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
 from ..torch_compat import (
     error_kind,
     inside_torch_func_transform,
@@ -77,6 +69,7 @@ class Recorder:
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
+        self.handed: dict[int, Any] = {}  # inputs of torch.autograd.functional calls (weakly)
         # a node with a module's (non-full) backward hook -> what it sent before the hook
         self.unhooked: dict[int, tuple[Any, ...]] = {}
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
@@ -255,7 +248,8 @@ class Recorder:
             modules=modules, recomputed=self.recomputed, source_of=self.source_of, hooks=hooks,
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
-            steps=self.steps.steps(modules))
+            steps=self.steps.steps(modules), updated=self.steps.changed(named),
+            handed=frozenset(n for n, t in named if (r := self.handed.get(id(t))) and r() is t))
 
     def _in_grad_graph(self, node: Any) -> bool:
         """Whether node was made while a create_graph pass ran: part of a gradient's graph."""

@@ -20,6 +20,8 @@ from ..torch_compat import foreach_norms, never_compiled
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
 GradState = tuple["weakref.ref[torch.Tensor]", int] | None
+# A leaf's values when first seen: the tensor (weakly), its version and the sum of its values.
+Fingerprint = tuple["weakref.ref[torch.Tensor]", int, str | None]
 
 
 class StepLog:
@@ -34,6 +36,7 @@ class StepLog:
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
+        self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
 
     @contextlib.contextmanager
     def counting_optimizer_steps(self) -> Iterator[None]:
@@ -56,6 +59,7 @@ class StepLog:
             if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
+                self._first[name] = _fingerprint(t)
             else:  # the latest tensor under the name (bound again: a new model's)
                 self.leaf_ids[column] = id(t)
         return leaves
@@ -98,6 +102,16 @@ class StepLog:
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
 
+    def changed(self, named: Named) -> frozenset[str]:
+        """The leaves whose values are not what they were when a pass first named them
+        (same tensor, a new version or sum): trained, or updated without autograd."""
+        changed = set()
+        for name, t in named:
+            first = self._first.get(name)
+            if first is not None and first[0]() is t and _fingerprint(t)[1:] != first[1:]:
+                changed.add(name)
+        return frozenset(changed)
+
     def steps(self, modules: dict[int, str]) -> Steps | None:
         """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
         if not self.rows:
@@ -107,6 +121,16 @@ class StepLog:
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
             grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows))
+
+
+def _fingerprint(t: torch.Tensor) -> Fingerprint:
+    """The tensor (weakly), its version, and the sum of its values as text ("nan" equals
+    itself): `.data` writes keep the version, so the sum tells those apart."""
+    try:
+        total = repr(float(t.detach().sum(dtype=torch.float64)))
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized, complex
+        total = None
+    return weakref.ref(t), t._version, total
 
 
 def _state(g: torch.Tensor) -> GradState:

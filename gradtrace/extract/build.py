@@ -121,6 +121,8 @@ def build_trace(
     graph_passes: Sequence[RawPass] | None = None,
     grad_graph: Callable[[Any], bool] | None = None,
     steps: Steps | None = None,
+    updated: frozenset[str] = frozenset(),
+    handed: frozenset[str] = frozenset(),
 ) -> Trace:
     """Walk the graph from the outputs (then from the roots of graph_passes, by default every
     pass) and build the Trace.
@@ -135,7 +137,8 @@ def build_trace(
     loop's other steps) has its flow and roots placed on the shown pass's nodes. grad_graph
     tells the nodes made while a create_graph pass ran. Each pass's raw flow is let go of
     once read. earlier: leaves named in passes under names the code bound again since:
-    they label their nodes, and have rows when the graph shows them.
+    they label their nodes, and have rows when the graph shows them. updated: the leaves
+    whose values changed during the run; handed: those given to torch.autograd.functional.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
@@ -213,7 +216,8 @@ def build_trace(
         saved_read=saved_before is not None,
         steps=steps,
     )
-    return replace(trace, findings=located(trace, (*trace.findings, *trace_findings(trace))))
+    found = trace_findings(trace, updated, handed)
+    return replace(trace, findings=located(trace, (*trace.findings, *found)))
 
 
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],

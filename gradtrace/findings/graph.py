@@ -9,7 +9,13 @@ from ..model.gradients import hook_replaced, same_gradient
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
-from .registry import HOOK_CHANGED_GRADIENT, NAN_GRADIENT, NAN_VALUE, UNREACHED_LEAF
+from .registry import (
+    HOOK_CHANGED_GRADIENT,
+    NAN_GRADIENT,
+    NAN_VALUE,
+    UNREACHED_LEAF,
+    UPDATED_COPY,
+)
 
 # Why a node's local derivative blows up, by the op that met it.
 NAN_CAUSES = {
@@ -39,11 +45,15 @@ FORWARD_CAUSES = {
 }
 
 
-def trace_findings(trace: Trace) -> list[Finding]:
-    """Every finding that the Trace alone can tell."""
+def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
+                   handed: frozenset[str] = frozenset()) -> list[Finding]:
+    """Every finding that the Trace tells (updated: the leaves whose values changed during
+    the run; handed: those given to torch.autograd.functional, which differentiates copies)."""
     nan = [*nan_origins(trace), *nan_values(trace)]
-    return [*unreached_leaves(trace), *hook_changes(trace), *module_hook_changes(trace), *nan,
-            *step_findings(trace, nan)]
+    lost = [name for name in unreached(trace) if name not in handed]
+    return [*unreached_leaves(trace, [n for n in lost if n not in updated]),
+            *updated_copies(trace, [n for n in lost if n in updated]),
+            *hook_changes(trace), *module_hook_changes(trace), *nan, *step_findings(trace, nan)]
 
 
 def nan_values(trace: Trace) -> list[Finding]:
@@ -92,16 +102,11 @@ def unreached(trace: Trace) -> list[str]:
             if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
 
 
-def unreached_leaves(trace: Trace) -> list[Finding]:
+def unreached_leaves(trace: Trace, unreached_names: list[str]) -> list[Finding]:
     """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
-    unreached_names = unreached(trace)
     hint = "use it in the expression, or pick a root that does (--root NAME)"
     if len(unreached_names) > 3:  # e.g. a module's parameters: one finding, not a wall
-        wanting = [t.name for t in trace.tensors if t.is_leaf and t.requires_grad]
-        unused = set(unreached_names)
-        by_module = Counter(_unused_module(n, unused, wanting) for n in unreached_names)
-        shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(by_module.items())[:6])
-        more = ", …" if len(by_module) > 6 else ""
+        shown, more = _by_module(trace, unreached_names)
         return [UNREACHED_LEAF.finding(
                         f"{len(unreached_names)} tensors require grad, but no output depends "
                         f"on them, so their .grad stays None; by module: {shown}{more}",
@@ -112,6 +117,28 @@ def unreached_leaves(trace: Trace) -> list[Finding]:
                     f"{name} requires grad, but no output depends on it: its .grad stays None",
                     tensor=name, hint=hint)
             for name in unreached_names]
+
+
+def updated_copies(trace: Trace, names: list[str]) -> list[Finding]:
+    """Leaves no graph reaches whose values changed anyway (an EMA or target copy): info,
+    one finding for them all."""
+    if not names:
+        return []
+    shown, more = _by_module(trace, names)
+    return [UPDATED_COPY.finding(
+        f"{len(names)} tensor(s) require grad, but no output depends on them, and their "
+        f"values changed without autograd (under no_grad or through .data), first {names[0]}; "
+        f"by module: {shown}{more}: an EMA or target copy?", tensor=names[0],
+        hint="if it is a copy that never learns, .requires_grad_(False) on it says so")]
+
+
+def _by_module(trace: Trace, names: list[str]) -> tuple[str, str]:
+    """The modules of names, with counts (at most six), and "…" when there are more."""
+    wanting = [t.name for t in trace.tensors if t.is_leaf and t.requires_grad]
+    unused = set(names)
+    by_module = Counter(_unused_module(n, unused, wanting) for n in names)
+    shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(by_module.items())[:6])
+    return shown, ", …" if len(by_module) > 6 else ""
 
 
 def _unused_module(name: str, unused: set[str], wanting: list[str]) -> str:

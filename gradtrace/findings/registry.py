@@ -56,6 +56,10 @@ NO_GRAPH_LEAD = "no autograd graph: "  # then why: every command's NoGraph error
 UNREACHED_LEAF = declare(
     "unreached-leaf", "warning", "a leaf that requires grad is reached by no output or pass",
     "Its .grad stays None: it is not used in the expression that was differentiated.")
+UPDATED_COPY = declare(
+    "updated-copy", "info", "a leaf no graph reaches changed without autograd",
+    "It requires grad, but no output depends on it, and its values changed during the run "
+    "under no_grad or through .data: an EMA or target copy of a model, kept in step with it.")
 DETACHED = declare(
     "detached", "info", "a tensor shares memory with a graph tensor but is cut from it",
     "Made by .detach() or .data: no gradient flows back through it.")
