@@ -369,3 +369,24 @@ def test_a_rebound_name_keeps_naming_what_it_named_in_earlier_passes(traced: Tra
     assert tensor(trace, "model.weights")["node"] is not None
     text = invoke("show", REAL / "nn_tutorial_rebound.py").stdout
     assert "AccumulateGrad → model.weights" in text and "(unnamed leaf)" not in text
+
+
+def test_word2vec_sparse_gradients_match_plain_pytorch_in_every_step(traced: Traced) -> None:
+    # Andras7/word2vec-pytorch's skip-gram: v_embeddings is used twice a step, so the
+    # engine sums two sparse gradients into its .grad
+    expected = json.loads(plain("word2vec_sparse.py").stdout)
+    trace = traced("word2vec_sparse.py")
+    prefix = "w2v.skip_gram_model."
+    for name in ("u_embeddings.weight", "v_embeddings.weight"):
+        assert step_norms(trace, prefix + name) == pytest.approx(
+            [step[name] for step in expected], rel=1e-5), name
+    # the flow into each embedding, in the passes kept in full, is its .grad
+    nodes = {n["id"]: n for n in trace["nodes"]}
+    kept = [(i, p) for i, p in enumerate(trace["passes"]) if p["flow"]]
+    assert [i for i, _ in kept] == [0, 7]
+    for i, p in kept:
+        into = {nodes[nid]["tensor"]: trace["gradients"][flow["grad_outputs"][0]]["norm"]
+                for nid, flow in p["flow"].items()
+                if nid in nodes and nodes[nid]["type"] == "AccumulateGrad"}
+        assert into == pytest.approx({prefix + k: v for k, v in expected[i].items()},
+                                     rel=1e-5)
