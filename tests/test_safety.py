@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, as_read, invoke
+from helpers import SCENARIOS, as_read, invoke, write_script
 
+from gradtrace.capture.runner import run_scenario
 from gradtrace.cli.files import write_atomic
 
 CHAIN = SCENARIOS / "chain_rule.py"
@@ -279,3 +280,77 @@ def test_a_failing_tutorial_script_exits_cleanly_with_others_running(tmp_path: P
         assert proc.returncode == 2, (proc.returncode, err.decode())
         assert b"terminate called" not in err and b"Traceback" not in err
         assert b"the scenario raised TypeError" in err
+
+
+SIGNALS = """\
+import os, signal, time, torch
+got = []
+def on_term(signum, frame):
+    got.append(frame.f_code.co_filename == __file__)  # the frame the script is at
+previous = signal.signal(signal.SIGTERM, on_term)
+assert signal.getsignal(signal.SIGTERM) is on_term
+os.kill(os.getpid(), signal.SIGTERM)
+while not got:
+    time.sleep(0.01)
+class Late(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Late("alarm")
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+try:
+    while True:
+        time.sleep(0.01)
+except Late as exc:
+    print("stopped by", exc, got)
+assert signal.set_wakeup_fd(-1) == -1
+signal.signal(signal.SIGTERM, previous)
+x = torch.tensor(2.0, requires_grad=True)
+y = x * 3
+y.backward()
+"""
+
+
+def test_signal_handlers_of_the_script_run_as_under_python(tmp_path: Path) -> None:
+    """signal.signal and set_wakeup_fd work in the scenario; its handlers run when their
+    signal arrives, and what they raise is raised where the script is."""
+    scenario = write_script(tmp_path, SIGNALS)
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert as_read(proc.stdout)["stdout"] == "stopped by alarm [True]\n"
+
+
+def test_sigterm_runs_the_scripts_handler_while_it_runs(tmp_path: Path) -> None:
+    """A graceful-shutdown handler: SIGTERM while the script runs calls it, and its
+    sys.exit(0) ends the script there, as under python; what was recorded is shown."""
+    started = tmp_path / "started"
+    scenario = write_script(tmp_path, (
+        "import pathlib, signal, sys, time, torch\n"
+        "def shut_down(signum, frame):\n    print('checkpoint saved')\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, shut_down)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "while True:\n    time.sleep(0.01)\n"))
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    trace = as_read(out)
+    assert trace["stdout"] == "checkpoint saved\n" and len(trace["passes"]) == 1
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="only the main thread sets signal handlers")
+def test_gradtraces_own_handlers_are_back_after_the_script(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, "import signal, torch\n"
+                            "signal.signal(signal.SIGTERM, lambda s, f: None)\n"
+                            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                            "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    run_scenario(scenario)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
