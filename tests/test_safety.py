@@ -354,3 +354,75 @@ def test_gradtraces_own_handlers_are_back_after_the_script(tmp_path: Path) -> No
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     run_scenario(scenario)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_tracer_or_profiler_the_script_leaves_on_is_taken_off(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import sys, threading, torch\nevents = []\n"
+        "def tracer(frame, event, arg):\n    events.append(event)\n    return tracer\n"
+        "sys.settrace(tracer)\nsys.setprofile(tracer)\n"
+        "threading.settrace(tracer)\nthreading.setprofile(tracer)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert as_read(result.stdout)["output_names"] == ["y"]
+    assert sys.getprofile() is None and threading.gettrace() is None
+    assert threading.getprofile() is None
+
+
+def test_atexit_handlers_run_when_the_script_ends_into_its_output(tmp_path: Path) -> None:
+    """As python runs them at exit: last registered first, an error printed, never after
+    gradtrace's own output."""
+    scenario = write_script(tmp_path, (
+        "import atexit, torch\n"
+        "atexit.register(print, 'bye from atexit')\n"
+        "@atexit.register\ndef fails():\n    raise RuntimeError('in a handler')\n"
+        "atexit.register(print, 'dropped')\natexit.unregister(print)\n"
+        "atexit.register(print, 'last registered, first run')\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\nprint('end of the script')\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    printed = as_read(result.stdout)["stdout"]
+    assert printed.startswith("end of the script\nlast registered, first run\n"
+                              "Exception ignored in atexit callback: <function fails")
+    assert printed.endswith("RuntimeError: in a handler\n")
+
+
+def test_a_script_that_closes_stdout_does_not_close_gradtraces(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import sys, torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n"
+        "print('before')\nsys.stdout.close()\n"
+        "try:\n    print('after')\nexcept ValueError as exc:\n"
+        "    print('stdout is closed:', exc, file=sys.stderr)\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert as_read(result.stdout)["stdout"] == \
+        "before\nstdout is closed: I/O operation on closed file.\n"
+
+
+def test_os_exit_after_a_pass_is_a_stop_and_forked_children_still_exit(tmp_path: Path) -> None:
+    """os._exit(0) in the script finishes it as sys.exit(0) does: what it recorded is shown;
+    a forked child's os._exit ends the child, as always."""
+    scenario = write_script(tmp_path, (
+        "import os, torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"
+        "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+        "print('child exited', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        "os._exit(0)\nprint('not reached')\n"))
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = as_read(proc.stdout)
+    assert trace["stdout"] == "child exited 7\n" and len(trace["passes"]) == 1
+
+
+def test_os_exit_n_in_a_thread_of_the_script_stops_it_with_exit_2(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import os, threading, time, torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+        "y = x * 3\ny.backward()\n"
+        "threading.Thread(target=os._exit, args=(3,)).start()\n"
+        "while True:\n    time.sleep(0.01)\n"))
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "the scenario called os._exit(3)" in proc.stderr
+    assert len(as_read(proc.stdout)["passes"]) == 1
