@@ -426,3 +426,24 @@ def test_os_exit_n_in_a_thread_of_the_script_stops_it_with_exit_2(tmp_path: Path
     assert proc.returncode == 2
     assert "the scenario called os._exit(3)" in proc.stderr
     assert len(as_read(proc.stdout)["passes"]) == 1
+
+
+def test_passes_from_threads_at_the_same_time_are_all_recorded(tmp_path: Path) -> None:
+    """Two threads and the script each run backward (41 passes): each is recorded, whole,
+    with the .grad plain python gives (integers: exact in any order)."""
+    scenario = write_script(tmp_path, (
+        "import threading, torch\n"
+        "w = torch.ones(3, requires_grad=True)\nv = torch.ones(3, requires_grad=True)\n"
+        "def work(p, k):\n    for i in range(20):\n        (p * k * (i + 1)).sum().backward()\n"
+        "threads = [threading.Thread(target=work, args=(w, 2.0)),\n"
+        "           threading.Thread(target=work, args=(v, 3.0))]\n"
+        "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\n"
+        "loss = (w * v).sum()\nloss.backward()\n"))
+    result = invoke("show", scenario, "--json", "--passes", "all")
+    assert result.exit_code == 0, result.stderr
+    trace = as_read(result.stdout)
+    assert len(trace["passes"]) == 41
+    assert sorted(trace["steps"]["loss"]) == sorted(
+        [3.0] + [3 * k * i for k in (2.0, 3.0) for i in range(1, 21)])
+    grads = {t["name"]: t["grad"]["values"] for t in trace["tensors"] if t["name"] in "wv"}
+    assert grads == {"w": [421.0] * 3, "v": [631.0] * 3}

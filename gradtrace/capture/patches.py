@@ -70,7 +70,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @functools.wraps(original)
     @never_compiled
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if recorder.in_pass or recorder.muted or compiling():
+        if recorder.this_thread.in_pass or recorder.muted or compiling():
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -93,7 +93,9 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
             with window.released(), tracer_set(backward):
                 return original(*args, **kwargs)
 
-        with window.held(), tracer_set(recording):
+        # another thread's pass is recorded whole first (without the lock, one that starts
+        # while another is recorded ran unrecorded)
+        with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
             return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
                                      batched)
 

@@ -4,6 +4,7 @@ are in patches.py)."""
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,6 +44,11 @@ from .where import running_line
 class PassLimit(BaseException):
     """Raised at the scenario's pass after the last one to record (--passes N): it stops the
     scenario there (not an Exception: its `except Exception` does not swallow it)."""
+
+
+class PerThread(threading.local):
+    """What the recorder knows of each thread apart."""
+    in_pass = 0  # inside a recorded pass: backward calls within are not passes
 
 
 class Recorder:
@@ -85,7 +91,8 @@ class Recorder:
         self.grad_graph_spans: list[tuple[int, int]] = []
         self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
         self.scenario_passes = 0
-        self.in_pass = 0  # inside a recorded pass: backward calls within are not passes
+        self.this_thread = PerThread()
+        self.one_pass_at_a_time = threading.Lock()  # threads' passes recorded whole, in turn
         self.muted = 0  # inside gradcheck: its hundreds of calls are not the code's
         self.first_in_check = False  # the next Function call is the one gradcheck checks
 
@@ -153,7 +160,7 @@ class Recorder:
         record.batched = batched or inside_torch_func_transform()
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
             if self.options.flow and not record.batched else None
-        self.in_pass += 1
+        self.this_thread.in_pass += 1
         start = next_sequence_number()
         try:
             result = call()
@@ -170,7 +177,7 @@ class Recorder:
                     self.findings.append(freed)
             raise
         finally:
-            self.in_pass -= 1
+            self.this_thread.in_pass -= 1
             if create:
                 self.grad_graph_spans.append((start, next_sequence_number()))
             if capture is not None:
