@@ -21,12 +21,11 @@ from .core import (
     findings_format,
     print_error,
     printed_as,
-    stdout_console,
     timeout_option,
     tolerance_option,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
+from .output import stdout_console, write_stdout
 
 
 @app.command(

@@ -1,0 +1,102 @@
+"""Everything a command prints on stdout goes through `write_stdout`: all of it, or an error.
+
+Python's own writes are not enough: an unbuffered stdout (PYTHONUNBUFFERED=1) drops what a
+short write left over, and a non-blocking one drops what would block.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import GradtraceError
+from ..render.escape import visible_console
+
+BLOCK = 1 << 16  # bytes gathered before a write: few system calls for many small pieces
+PIPED_WIDTH = 120  # columns of a report that goes to a pipe or a file
+
+
+def write_stdout(data: str | bytes | Iterable[str]) -> None:
+    """Write a command's output to stdout, pieces as they are made; text as UTF-8."""
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed",
+                             "redirect it to a file (> out.json), or give -o FILE")
+    sys.stdout.flush()  # what Python holds goes first
+    try:
+        fd = sys.stdout.fileno()
+    except io.UnsupportedOperation:  # not a file (a test's CliRunner): it takes writes whole
+        fd = None
+    for block in _blocks([data] if isinstance(data, str | bytes) else data):
+        if fd is None:
+            sys.stdout.buffer.write(block)
+        else:
+            _write_all(fd, block)
+
+
+def _blocks(pieces: Iterable[str | bytes]) -> Iterable[bytes]:
+    """pieces as UTF-8 bytes, gathered into blocks of about BLOCK bytes."""
+    gathered: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        data = piece.encode("utf-8") if isinstance(piece, str) else piece
+        gathered.append(data)
+        size += len(data)
+        if size >= BLOCK:
+            yield b"".join(gathered)
+            gathered, size = [], 0
+    if gathered:
+        yield b"".join(gathered)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of data to fd: a short write goes on with the rest, a full non-blocking pipe is
+    waited for; a reader that left raises BrokenPipeError (exit 141 at the error boundary)."""
+    left = memoryview(data)
+    while left:
+        try:
+            left = left[os.write(fd, left):]
+        except BlockingIOError:  # O_NONBLOCK (set by whoever made the pipe): wait for the reader
+            select.select([], [fd], [])
+
+
+class _Stdout(io.BufferedIOBase):
+    """Stdout as a binary file whose every write goes through write_stdout."""
+
+    name = "<stdout>"  # TextIOWrapper's name for it
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        write_stdout(bytes(data))
+        return len(data)
+
+    def isatty(self) -> bool:
+        return sys.stdout is not None and sys.stdout.isatty()
+
+
+def stdout_console() -> Console:
+    """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
+    from a scenario or a trace can drive the terminal."""
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
+    text = io.TextIOWrapper(_Stdout(), encoding=sys.stdout.encoding or "utf-8",
+                            errors=sys.stdout.errors, write_through=True)
+    console = ReportConsole(file=text, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = PIPED_WIDTH
+    return visible_console(console)
+
+
+class ReportConsole(Console):
+    """A console whose broken pipe reaches the error boundary (rich would exit 1 itself)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
