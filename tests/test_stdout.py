@@ -1,10 +1,13 @@
 """What gradtrace writes to its own stdout, in any environment: all of it or an error (never a
-truncated document with exit 0), 141 when the reader leaves whatever the buffering.
+truncated document with exit 0), 141 when the reader leaves whatever the buffering, no crash
+in an ASCII locale.
 
 The subprocess runs read saved traces where they can: a trace needs no torch (0.3 s a run)."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +17,11 @@ from pathlib import Path
 import pytest
 from helpers import invoke, write_script
 
+from gradtrace.render.ascii import ASCII_SYMBOLS
+
+GRADTRACE = Path(__file__).resolve().parent.parent / "gradtrace"
 UNBUFFERED = {"PYTHONUNBUFFERED": "1"}  # as many CI systems set: stdout's writes go straight out
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}  # stdout encoding: ascii
 
 
 def saved_trace(folder: Path, scenario: Path, name: str = "trace.json") -> Path:
@@ -92,3 +99,59 @@ def test_a_reader_that_leaves_part_way_is_exit_141(what: list[str], buffering: d
     args = [what[0], str(wide_trace), *what[1:]]
     code, got, err = gradtrace_into_pipe(args, environment(**buffering), keep=100)
     assert (code, len(got), err) == (141, 100, b"")  # as `gradtrace … | head -c 100`
+
+
+SYMBOLS = '''"""Non-ASCII names, a custom Function (for check) and a diff of two of these."""
+import torch
+
+class 제곱(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+가중치 = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+출력 = (제곱.apply(가중치) * OTHER).sum()
+출력.backward()
+'''
+
+
+def test_an_ascii_locale_never_crashes_and_json_is_whole(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, SYMBOLS.replace("OTHER", "3"))
+    squared = write_script(tmp_path, SYMBOLS.replace("OTHER", "가중치"), "o.py")
+    other = saved_trace(tmp_path, squared, "other.json")
+    env = environment(**ASCII_LOCALE)
+    run = [["show", str(scenario), "--json"], ["show", str(scenario)], ["check", str(scenario)]]
+    done = [subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=True,
+                           env=env, timeout=120) for args in run]
+    assert [(p.returncode, p.stderr) for p in done[:2]] == [(0, b""), (0, b"")]
+    assert done[2].returncode == 0, done[2].stderr
+    trace = tmp_path / "ascii.json"
+    trace.write_bytes(done[0].stdout)
+    # JSON is UTF-8 whatever the locale (RFC 8259), the same document -o FILE.json writes
+    names = {t["name"] for t in json.loads(done[0].stdout.decode("utf-8"))["tensors"]}
+    assert {"가중치", "출력"} <= names
+    more = [["dot", str(trace)], ["diff", str(trace), str(other)],
+            ["show", str(trace), "--format", "github"]]
+    done += [subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=True,
+                            env=env, timeout=120) for args in more]
+    assert [p.returncode for p in done[3:]] == [0, 1, 0]
+    assert b"Traceback" not in b"".join(p.stderr for p in done)
+    assert "가중치".encode() in done[3].stdout  # DOT is UTF-8, as Graphviz reads it
+    for report in (done[1], done[2], done[4]):  # text for a person: ASCII, names escaped
+        assert report.stdout.isascii() and len(report.stdout) > 200
+    assert b"\\uac00\\uc911\\uce58" in done[1].stdout  # 가중치
+
+
+def test_every_symbol_of_gradtrace_has_an_ascii_stand_in() -> None:
+    found = {ch for path in GRADTRACE.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             for ch in node.value if not ch.isascii() and ch.isprintable()}
+    assert sorted(found - set(ASCII_SYMBOLS)) == []
+    assert all(stand_in.isascii() for stand_in in ASCII_SYMBOLS.values())

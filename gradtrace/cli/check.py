@@ -135,8 +135,9 @@ class CallProgress:
 
         if self.quiet:
             return self
-        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run
-        self.stream = os.fdopen(os.dup(2), "w")
+        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run;
+        # what the locale cannot encode (a Function's name in LC_ALL=C) escaped, as on stderr
+        self.stream = os.fdopen(os.dup(2), "w", errors="backslashreplace")
         if self.stream.isatty():
             self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                      TimeElapsedColumn(), console=Console(file=self.stream),

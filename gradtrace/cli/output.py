@@ -1,11 +1,14 @@
 """Everything a command prints on stdout goes through `write_stdout`: all of it, or an error.
 
 Python's own writes are not enough: an unbuffered stdout (PYTHONUNBUFFERED=1) drops what a
-short write left over, and a non-blocking one drops what would block.
+short write left over, and a non-blocking one drops what would block. Documents (JSON, DOT,
+annotations) are UTF-8 whatever the locale, the bytes -o FILE writes; a report for a person is
+in stdout's encoding, gradtrace's symbols in ASCII where that encoding has no room for them.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import select
@@ -16,6 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from ..errors import GradtraceError
+from ..render.ascii import ascii_symbols
 from ..render.escape import visible_console
 
 BLOCK = 1 << 16  # bytes gathered before a write: few system calls for many small pieces
@@ -81,13 +85,28 @@ class _Stdout(io.BufferedIOBase):
         return sys.stdout is not None and sys.stdout.isatty()
 
 
+ASCII_ERRORS = "gradtrace.ascii"  # the codecs error handler below
+
+
+def _ascii_stand_ins(error: UnicodeError) -> tuple[str, int]:
+    """Where stdout's encoding has no room: gradtrace's symbols in ASCII, the rest (a tensor's
+    name) as backslash escapes."""
+    assert isinstance(error, UnicodeEncodeError)  # registered for encoding only
+    part = ascii_symbols(error.object[error.start:error.end])
+    return part.encode("ascii", "backslashreplace").decode("ascii"), error.end
+
+
+codecs.register_error(ASCII_ERRORS, _ascii_stand_ins)
+
+
 def stdout_console() -> Console:
     """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
     from a scenario or a trace can drive the terminal."""
     if sys.stdout is None:
         raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
+    # rich draws ASCII boxes and guides when the encoding is not UTF
     text = io.TextIOWrapper(_Stdout(), encoding=sys.stdout.encoding or "utf-8",
-                            errors=sys.stdout.errors, write_through=True)
+                            errors=ASCII_ERRORS, write_through=True)
     console = ReportConsole(file=text, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPED_WIDTH
