@@ -1,6 +1,6 @@
 """What gradtrace writes to its own stdout, in any environment: all of it or an error (never a
 truncated document with exit 0), 141 when the reader leaves whatever the buffering, no crash
-in an ASCII locale.
+in an ASCII locale, and a report as wide as piped output when COLUMNS means nothing.
 
 The subprocess runs read saved traces where they can: a trace needs no torch (0.3 s a run)."""
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import invoke, write_script
+from helpers import SCENARIOS, invoke, write_script
 
 from gradtrace.render.ascii import ASCII_SYMBOLS
 
@@ -155,3 +155,16 @@ def test_every_symbol_of_gradtrace_has_an_ascii_stand_in() -> None:
              for ch in node.value if not ch.isascii() and ch.isprintable()}
     assert sorted(found - set(ASCII_SYMBOLS)) == []
     assert all(stand_in.isascii() for stand_in in ASCII_SYMBOLS.values())
+
+
+@pytest.fixture(scope="module")
+def chain_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return saved_trace(tmp_path_factory.mktemp("chain"), SCENARIOS / "chain_rule.py")
+
+
+@pytest.mark.parametrize("columns", ["0", "-5", "abc", ""])
+def test_columns_that_mean_nothing_are_unset(columns: str, chain_trace: Path) -> None:
+    unset = invoke("show", chain_trace)
+    given = invoke("show", chain_trace, env={"COLUMNS": columns})
+    assert given.exit_code == 0 and given.stdout == unset.stdout
+    assert max(len(line) for line in unset.stdout.splitlines()) > 80  # 120 wide, piped

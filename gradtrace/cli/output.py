@@ -12,6 +12,7 @@ import codecs
 import io
 import os
 import select
+import shutil
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -108,9 +109,20 @@ def stdout_console() -> Console:
     text = io.TextIOWrapper(_Stdout(), encoding=sys.stdout.encoding or "utf-8",
                             errors=ASCII_ERRORS, write_through=True)
     console = ReportConsole(file=text, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = PIPED_WIDTH
+    console.width = report_width(console.is_terminal)
     return visible_console(console)
+
+
+def report_width(terminal: bool) -> int:
+    """COLUMNS when it is a positive number, else the terminal's width, else 120."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:  # unset, empty or nonsense: as if unset
+        columns = 0
+    if columns > 0:
+        return columns
+    # shutil reads the terminal itself when COLUMNS is no positive number (rich takes 0)
+    return shutil.get_terminal_size().columns if terminal else PIPED_WIDTH
 
 
 class ReportConsole(Console):
