@@ -22,12 +22,11 @@ from .core import (
     findings_format,
     print_error,
     printed_as,
-    stdout_console,
     timeout_option,
     tolerance_option,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
+from .output import stdout_console, write_stdout
 
 
 @app.command(
@@ -139,8 +138,9 @@ class CallProgress:
 
         if self.quiet:
             return self
-        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run
-        self.stream = os.fdopen(os.dup(2), "w")
+        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run;
+        # what the locale cannot encode (a Function's name in LC_ALL=C) escaped, as on stderr
+        self.stream = os.fdopen(os.dup(2), "w", errors="backslashreplace")
         if self.stream.isatty():
             self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                      TimeElapsedColumn(), console=Console(file=self.stream),

@@ -201,19 +201,6 @@ def _stdout_to_devnull() -> None:
             os.close(null)  # descriptor 1 keeps its own copy
 
 
-def write_stdout(data: str | bytes | Iterable[str]) -> None:
-    """Write a command's output (JSON, DOT) to stdout; pieces as they are made."""
-    if sys.stdout is None:
-        raise GradtraceError("standard output is closed",
-                             "redirect it to a file (> out.json), or give -o FILE")
-    if isinstance(data, bytes):
-        sys.stdout.buffer.write(data)
-    elif isinstance(data, str):
-        sys.stdout.write(data)
-    else:
-        sys.stdout.writelines(data)
-
-
 class Typer(typer.Typer):
     """The app: every command a `Command` unless it names another class."""
 
@@ -358,22 +345,3 @@ def _root(
                                  help="Print the version and exit."),
 ) -> None:
     """gradtrace: an autograd graph inspector for PyTorch."""
-
-
-def stdout_console() -> Console:
-    """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
-    from a scenario or a trace can drive the terminal."""
-    if sys.stdout is None:
-        raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
-    console = ReportConsole(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = ReportConsole(highlight=False, width=120)
-    return visible_console(console)
-
-
-class ReportConsole(Console):
-    """A console whose broken pipe reaches the error boundary (rich would exit 1 itself)."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
