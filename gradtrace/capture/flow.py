@@ -240,8 +240,7 @@ class FlowCapture:
             if came is not None:  # its sender ran: the leaf accumulated exactly that
                 raw = came[1]
                 own = tuple(leaf.variable.shape)  # a skipped transpose may lie in between
-                got = raw if raw.shape == own else RawStats(own, raw.place, None,
-                                                            raw.is_complex)
+                got = raw if raw.shape == own else raw._replace(shape=own, values=None)
                 self.records[id(leaf)] = FlowRecord(leaf, len(self.records), [got], [])
         self._quiet.clear()
         sent_by: dict[int, tuple[RawStats, int]] = {}  # skipped node index -> (sent, order)
@@ -260,7 +259,7 @@ class FlowCapture:
                 # a select or slice: zeros added
                 place = StatsRow(place.table, place.table.with_zeros(place.row))
             # the same elements, in its input's shape
-            sent = RawStats(r.shape, place, None, received.is_complex)
+            sent = received._replace(shape=r.shape, place=place, values=None)
             self.records[id(r.node)] = FlowRecord(r.node, position, [received], [sent])
             sent_by[r.walk_index] = (sent, position)
         self._relayout.clear()

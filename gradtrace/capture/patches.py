@@ -13,7 +13,6 @@ import functools
 import importlib
 import inspect
 import sys
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -148,7 +147,7 @@ def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable
     def handed(func: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         for t in (inputs,) if isinstance(inputs, torch.Tensor) else inputs:
             if isinstance(t, torch.Tensor):
-                recorder.handed[id(t)] = weakref.ref(t)
+                recorder.handed[id(t)] = t
         return original(func, inputs, *args, **kwargs)
 
     return handed

@@ -4,6 +4,7 @@ are in patches.py)."""
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,7 +70,8 @@ class Recorder:
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
-        self.handed: dict[int, Any] = {}  # inputs of torch.autograd.functional calls (weakly)
+        # the inputs of torch.autograd.functional calls, while they live
+        self.handed: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         # a node with a module's (non-full) backward hook -> what it sent before the hook
         self.unhooked: dict[int, tuple[Any, ...]] = {}
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
@@ -249,7 +251,7 @@ class Recorder:
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
-            handed=frozenset(n for n, t in named if (r := self.handed.get(id(t))) and r() is t))
+            handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t))
 
     def _in_grad_graph(self, node: Any) -> bool:
         """Whether node was made while a create_graph pass ran: part of a gradient's graph."""
