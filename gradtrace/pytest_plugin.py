@@ -11,13 +11,14 @@ them. Importing this module does not import torch.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import re
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, NoReturn
 
 import pytest
@@ -42,7 +43,7 @@ class GraphSnapshot:
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         self._folder = Path(request.node.path).parent / SNAPSHOTS / Path(request.node.path).stem
-        self._test = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
+        self._test = snapshot_stem(request.node.name)
         self._update = bool(request.config.getoption("gradtrace_update"))
         self._calls = 0
         self._used = request.node.user_properties  # reaches the end of the session (xdist too)
@@ -65,6 +66,8 @@ class GraphSnapshot:
             pytest.fail(f"gradtrace_snapshot: {exc}" + (f"\nhint: {exc.hint}" if exc.hint
                                                          else ""), pytrace=False)
         self._calls += 1
+        if name is not None:
+            _refuse_outside(name)
         stem = name or (self._test if self._calls == 1 else f"{self._test}.{self._calls}")
         path = self._folder / f"{stem}.json"
         self._used.append((USED, str(path)))
@@ -100,6 +103,26 @@ class GraphSnapshot:
                         "change is meant, run `pytest --gradtrace-update` and commit the "
                         "snapshot", pytrace=False)
         return path
+
+
+def snapshot_stem(test: str) -> str:
+    """The snapshot's file name for a test (without .json): its name, a parametrize id after
+    `_` (test_x[cpu-1] -> test_x_cpu-1); when making it a safe file name changed more than
+    that, a short hash of the name follows, so ids that differ ("a b", "a_b") never share
+    a file and the names of existing snapshots stay as they were."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", test).strip("_")
+    base, bracket, ident = test.partition("[")
+    if stem == (f"{base}_{ident.removesuffix(']')}" if bracket else test):
+        return stem
+    return f"{stem}-{hashlib.sha256(test.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def _refuse_outside(name: str) -> None:
+    """A snapshot name= stays inside the snapshot folder: no absolute path, no `..` part."""
+    if PurePath(name).is_absolute() or ".." in PurePath(name).parts:
+        pytest.fail(f"gradtrace_snapshot: name={name!r} would leave {SNAPSHOTS}/: give a name "
+                    "inside it, without `..` and not absolute (e.g. \"cube\" or "
+                    "\"models/cube\")", pytrace=False)
 
 
 def _unreadable(path: Path, why: str) -> NoReturn:

@@ -64,3 +64,23 @@ def test_a_scenario_raising_a_base_exception_is_exit_2(tmp_path: Path) -> None:
     result = invoke("show", scenario)
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert f"{scenario}:3: the scenario raised Stop: halt" in result.stderr
+
+
+def test_a_complex_gradients_range_is_labelled_as_of_magnitudes(tmp_path: Path) -> None:
+    # the gradient of a real loss of a complex tensor is complex: its min and max are of |z|
+    path = tmp_path / "s.py"
+    path.write_text("import torch\ntorch.manual_seed(0)\n"
+                    "z = torch.randn(100, dtype=torch.cfloat, requires_grad=True)\n"
+                    "w = torch.randn(2, dtype=torch.cfloat, requires_grad=True)\n"
+                    "loss = (z * 3).abs().pow(2).sum() + (w * 2).abs().sum()\n"
+                    "loss.backward()\n")
+    shown = invoke("show", path)
+    assert shown.exit_code == 0, shown.stderr
+    assert "z.grad  None → [100] norm" in shown.stdout and ", |z| in [" in shown.stdout
+    trace = as_read(invoke("show", path, "--json").stdout)
+    for name, size in (("z", 100), ("w", 2)):
+        g = next(t for t in trace["tensors"] if t["name"] == name)["grad"]
+        assert g["complex"] is True and "values" not in g and g["shape"] == [size], name
+    flowed = [trace["gradients"][i] for p in trace["passes"] for f in p["flow"].values()
+              for i in f["grad_outputs"] if i is not None]
+    assert any(g.get("complex") for g in flowed)

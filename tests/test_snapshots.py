@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,62 @@ def test_a_failed_or_skipped_test_keeps_its_snapshot(pytester: pytest.Pytester) 
     result.assert_outcomes(passed=1, skipped=1)
     assert _snapshot(pytester, "test_triple").exists()
     result.stdout.no_fnmatch_line("*unused snapshot*")
+
+
+def test_ids_that_differ_never_share_a_snapshot(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ids="""
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("scale", [pytest.param(2.0, id="a b"), pytest.param(3.0, id="a_b"),
+                                   pytest.param(4.0, id="cpu-1")])
+def test_collide(gradtrace_snapshot, scale):
+    x = torch.ones(2, requires_grad=True)
+    loss = (x * scale).sum()
+    loss.backward()
+    gradtrace_snapshot(loss)
+""")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=3)
+    folder = pytester.path / "__gradtrace_snapshots__" / "test_ids"
+    names = {p.name for p in folder.iterdir()}
+    # ids that sanitising leaves alone keep their names; "a b" gets a hash of its own
+    assert {"test_collide_a_b.json", "test_collide_cpu-1.json"} < names and len(names) == 3
+    assert any(re.fullmatch(r"test_collide_a_b-[0-9a-f]{8}\.json", n) for n in names), names
+    pytester.runpytest().assert_outcomes(passed=3)  # each compared with its own snapshot
+
+
+@pytest.mark.parametrize("name", ["../../x", "../x", "sub/../../x", "{tmp}/x"])
+def test_a_snapshot_name_cannot_leave_the_folder(pytester: pytest.Pytester, name: str) -> None:
+    name = name.format(tmp=pytester.path.parent)  # absolute
+    pytester.makepyfile(test_away=f"""
+import torch
+
+
+def test_away(assert_graph_matches):
+    x = torch.ones(2, requires_grad=True)
+    assert_graph_matches((x * 2).sum(), {name!r})
+""")
+    before = {p for p in pytester.path.parent.rglob("*") if p.is_file()}
+    result = pytester.runpytest("--gradtrace-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*gradtrace_snapshot: name={name!r} would leave "
+                                 "__gradtrace_snapshots__/*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    after = {p for p in pytester.path.parent.rglob("*") if p.is_file()}
+    assert not [p for p in after - before if p.suffix == ".json"]
+
+
+def test_a_snapshot_name_may_name_a_subfolder(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sub="""
+import torch
+
+
+def test_sub(assert_graph_matches):
+    x = torch.ones(2, requires_grad=True)
+    assert_graph_matches((x * 2).sum(), "models/cube")
+""")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=1)
+    assert (pytester.path / "__gradtrace_snapshots__" / "test_sub" / "models" / "cube.json"
+            ).exists()
+    pytester.runpytest().assert_outcomes(passed=1)

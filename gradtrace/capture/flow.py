@@ -51,8 +51,8 @@ def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,
     elif raw.shape != tuple(g.shape) or (raw.values is not None and g.dim() > 1):
         # the same memory through a reshape or transpose: same statistics, but small
         # values are copied again, in this tensor's order (one order for 0-d and 1-d)
-        raw = RawStats(tuple(g.shape), raw.place,
-                       None if raw.values is None else grad_stats(g, table).values)
+        raw = raw._replace(shape=tuple(g.shape), values=None if raw.values is None
+                           else grad_stats(g, table).values)
     return raw
 
 
@@ -240,7 +240,7 @@ class FlowCapture:
             if came is not None:  # its sender ran: the leaf accumulated exactly that
                 raw = came[1]
                 own = tuple(leaf.variable.shape)  # a skipped transpose may lie in between
-                got = raw if raw.shape == own else RawStats(own, raw.place, None)
+                got = raw if raw.shape == own else raw._replace(shape=own, values=None)
                 self.records[id(leaf)] = FlowRecord(leaf, len(self.records), [got], [])
         self._quiet.clear()
         sent_by: dict[int, tuple[RawStats, int]] = {}  # skipped node index -> (sent, order)
@@ -258,7 +258,8 @@ class FlowCapture:
             if place is not None and math.prod(r.shape) != math.prod(received.shape):
                 # a select or slice: zeros added
                 place = StatsRow(place.table, place.table.with_zeros(place.row))
-            sent = RawStats(r.shape, place, None)  # the same elements, in its input's shape
+            # the same elements, in its input's shape
+            sent = received._replace(shape=r.shape, place=place, values=None)
             self.records[id(r.node)] = FlowRecord(r.node, position, [received], [sent])
             sent_by[r.walk_index] = (sent, position)
         self._relayout.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,11 +47,6 @@ class PassLimit(BaseException):
     scenario there (not an Exception: its `except Exception` does not swallow it)."""
 
 
-class PerThread(threading.local):
-    """What the recorder knows of each thread apart."""
-    in_pass = 0  # inside a recorded pass: backward calls within are not passes
-
-
 class Recorder:
     """Patches torch while a scenario runs, recording passes and custom Function calls."""
 
@@ -75,7 +71,8 @@ class Recorder:
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
         self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
-        self.handed: dict[int, Any] = {}  # inputs of torch.autograd.functional calls (weakly)
+        # the inputs of torch.autograd.functional calls, while they live
+        self.handed: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         # a node with a module's (non-full) backward hook -> what it sent before the hook
         self.unhooked: dict[int, tuple[Any, ...]] = {}
         self._inplace_nodes: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
@@ -91,8 +88,10 @@ class Recorder:
         self.grad_graph_spans: list[tuple[int, int]] = []
         self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
         self.scenario_passes = 0
-        self.this_thread = PerThread()
-        self.one_pass_at_a_time = threading.Lock()  # threads' passes recorded whole, in turn
+        # the thread whose pass is being recorded (backward calls within are not passes);
+        # other threads' passes wait for it to end, each recorded whole
+        self.recording: int | None = None
+        self.one_pass_at_a_time = threading.Lock()
         self.muted = 0  # inside gradcheck: its hundreds of calls are not the code's
         self.first_in_check = False  # the next Function call is the one gradcheck checks
 
@@ -160,7 +159,7 @@ class Recorder:
         record.batched = batched or inside_torch_func_transform()
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
             if self.options.flow and not record.batched else None
-        self.this_thread.in_pass += 1
+        self.recording = threading.get_ident()
         start = next_sequence_number()
         try:
             result = call()
@@ -177,7 +176,7 @@ class Recorder:
                     self.findings.append(freed)
             raise
         finally:
-            self.this_thread.in_pass -= 1
+            self.recording = None
             if create:
                 self.grad_graph_spans.append((start, next_sequence_number()))
             if capture is not None:
@@ -256,7 +255,7 @@ class Recorder:
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
-            handed=frozenset(n for n, t in named if (r := self.handed.get(id(t))) and r() is t))
+            handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t))
 
     def _in_grad_graph(self, node: Any) -> bool:
         """Whether node was made while a create_graph pass ran: part of a gradient's graph."""

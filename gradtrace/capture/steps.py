@@ -126,9 +126,11 @@ class StepLog:
 def _fingerprint(t: torch.Tensor) -> Fingerprint:
     """The tensor (weakly), its version, and the sum of its values as text ("nan" equals
     itself): `.data` writes keep the version, so the sum tells those apart."""
+    d = t.detach()
     try:
-        total = repr(float(t.detach().sum(dtype=torch.float64)))
-    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized, complex
+        d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
+        total = repr(float(d.sum(dtype=torch.float64)))
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
         total = None
     return weakref.ref(t), t._version, total
 

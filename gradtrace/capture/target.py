@@ -15,6 +15,7 @@ from types import CodeType
 from typing import Any, NamedTuple
 
 from ..errors import ScenarioError
+from ..model.labels import label_file
 
 
 class Target(NamedTuple):
@@ -30,9 +31,11 @@ class Target(NamedTuple):
 
 
 def parse_target(text: str, args: Sequence[str] = ()) -> Target:
-    """"s.py" or "test_s.py::test_grad" or "test_s.py::TestGrad::test_grad"."""
-    path, _, function = text.partition("::")
-    if "::" in text and not function.strip(":"):
+    """"s.py" or "test_s.py::test_grad" or "test_s.py::TestGrad::test_grad"; a file whose name
+    holds "::" ("a::b.py") is that file."""
+    path = label_file(text)
+    function = text[len(path) + 2:]
+    if text.endswith("::") and not function.strip(":"):
         raise ScenarioError(f"{text}: no function after ::",
                             "name one, e.g. tests/test_model.py::test_backward")
     return Target(path, function or None, tuple(args))
@@ -83,10 +86,17 @@ def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[s
             "none, and pytest fixtures are not supplied",
             "give the parameters defaults, or point gradtrace at a function without "
             "parameters that calls it")
+    plain = inspect.unwrap(function)
+    if inspect.isgeneratorfunction(plain) or inspect.isasyncgenfunction(plain):
+        raise ScenarioError(
+            f"{target.label} is a generator: calling it runs none of its body, so it makes "
+            "no tensors to trace; generators are not supported as FUNC",
+            "call it from a function that returns the tensor it yields, e.g. "
+            "`def traced(): return next(gen())`, and name that one: FILE::traced")
     # here, not at the top: parse_target serves the CLI, which must not import torch
     from ..torch_compat import never_compiled
 
-    code = inspect.unwrap(function).__code__  # type: ignore[union-attr]
+    code = plain.__code__  # type: ignore[attr-defined]
     seen: dict[str, Any] = {}
 
     @never_compiled  # a profile function is a frame too: never rewritten by torch.compile

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..model.labels import label_file
+
 # pytest's defaults: python_files, python_classes, python_functions
 TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 
@@ -29,7 +31,7 @@ def targets_of(paths: Iterable[str]) -> Targets:
         p = Path(raw)
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for file in files:
-            if "::" in raw or not TEST_FILE.match(file.name):
+            if label_file(raw) != raw or not TEST_FILE.match(file.name):
                 found.append(raw if not p.is_dir() else str(file))
                 continue
             tests, left_out = test_functions(file)

@@ -25,6 +25,7 @@ from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
+from ..model.labels import label_file
 from ..torch_compat import error_kind
 from .jacobian import (
     Block,
@@ -431,7 +432,7 @@ def _reason(exc: BaseException, scenario: str, where: str) -> str:
     meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")
     if meaning is not None:
         return f"{meaning}: {text}"
-    path = scenario.partition("::")[0]  # FILE of FILE::FUNC
+    path = label_file(scenario)
     line = scenario_line(path, exc)
     at = f" at {path}:{line}" if line else ""
     return f"{where} raised {type(exc).__name__}{at}: {text}"

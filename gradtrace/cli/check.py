@@ -13,6 +13,7 @@ from rich.console import Console
 from ..check.limits import MAX_JACOBIAN, SAMPLE
 from ..errors import GradtraceError
 from ..render.escape import visible
+from ..render.github import log_line
 from .core import (
     DEBUG,
     ExitCode,
@@ -21,12 +22,11 @@ from .core import (
     findings_format,
     print_error,
     printed_as,
-    stdout_console,
     timeout_option,
     tolerance_option,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
+from .output import stdout_console, write_stdout
 
 
 @app.command(
@@ -87,11 +87,11 @@ def check(
     # resolved before any scenario runs (and perhaps changes the working folder)
     junit = None if junit is None else absolute(junit)
     inputs = [input_file(f) for f in found.targets]
-    with CallProgress(quiet) as watcher:
+    with CallProgress(quiet, github=printed == "github") as watcher:
         run = check_files(found.targets, options, stop_on_error=debugging(ctx),
                           watcher=watcher, notes=found.notes)
     for broken in run.cannot_run:
-        print_error(broken.message, broken.hint)
+        print_error(broken.message, broken.hint, github=printed == "github")
     if junit is not None:
         write_atomic(junit, to_junit(run).encode("utf-8"), protected=inputs)
     if printed == "json":
@@ -124,10 +124,12 @@ def _nothing_to_check(paths: list[str], targets: list[str]) -> GradtraceError:
 class CallProgress:
     """Progress on stderr: on a terminal a line that names the scenario running or the
     Function call being checked (its line, name, input sizes) and the time so far; piped, a
-    line a scenario and a line a call (CI logs show where a long run is); quiet: none."""
+    line a scenario and a line a call (CI logs show where a long run is); quiet: none;
+    github: each line holds no workflow command (a file name may hold a newline)."""
 
-    def __init__(self, quiet: bool = False) -> None:
+    def __init__(self, quiet: bool = False, github: bool = False) -> None:
         self.quiet = quiet
+        self.github = github
         self.progress: Any = None
         self.task: Any = None
 
@@ -136,8 +138,9 @@ class CallProgress:
 
         if self.quiet:
             return self
-        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run
-        self.stream = os.fdopen(os.dup(2), "w")
+        # a copy of fd 2: the scenario's output is captured (fd 2 too) while checks run;
+        # what the locale cannot encode (a Function's name in LC_ALL=C) escaped, as on stderr
+        self.stream = os.fdopen(os.dup(2), "w", errors="backslashreplace")
         if self.stream.isatty():
             self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                      TimeElapsedColumn(), console=Console(file=self.stream),
@@ -155,11 +158,12 @@ class CallProgress:
     def _say(self, line: str) -> None:
         if self.quiet:
             return
+        line = log_line(line) if self.github else visible(line)
         if self.progress is None:
-            print(visible(line), file=self.stream, flush=True)
+            print(line, file=self.stream, flush=True)
             return
         self.checked()
-        self.task = self.progress.add_task(visible(line), total=None)
+        self.task = self.progress.add_task(line, total=None)
 
     def running(self, target: str) -> None:
         self._say(f"running {target}")

@@ -32,6 +32,7 @@ class ExitCode(IntEnum):
 
 
 DEBUG_KEY = "gradtrace.debug"
+FORMAT_KEY = "gradtrace.format"
 BUG_HINT = "this is a bug in gradtrace, not in your input: please report it"
 
 
@@ -41,20 +42,33 @@ def debugging(ctx: typer.Context | None = None) -> bool:
                                                       ctx.meta.get(DEBUG_KEY)))
 
 
-def print_error(message: str, hint: str | None) -> None:
-    """`error: …` and `hint: …` on stderr."""
+def github_log(ctx: typer.Context | None) -> bool:
+    """--format github was given: GitHub's runner reads stderr too, for workflow commands."""
+    return ctx is not None and ctx.meta.get(FORMAT_KEY) == "github"
+
+
+def print_error(message: str, hint: str | None, github: bool = False) -> None:
+    """`error: …` and `hint: …` on stderr; github: each on one line that holds no workflow
+    command (the message may quote a scenario's exception or file name)."""
+    if github:
+        from ..render.github import log_line
+
+        message, hint = log_line(message), hint and log_line(hint)
     err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
     err.print(Text("error: ", style="bold red") + Text(message))
     if hint:
         err.print(Text("hint: ", style="bold") + Text(hint))
 
 
-def print_printed(printed: str) -> None:
+def print_printed(printed: str, github: bool = False) -> None:
     """What the scenario printed (its last lines, in a panel) on stderr: the words of a script
-    that stopped (argparse's usage and error) go with gradtrace's error."""
+    that stopped (argparse's usage and error) go with gradtrace's error. Each line of the
+    panel starts with its border, so with github only legacy commands need breaking."""
     if printed.strip():
+        from ..render.github import inert
         from ..render.report import printed_panel
 
+        printed = inert(printed) if github else printed
         err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
         err.print(printed_panel(printed, PRINTED_LINES))
 
@@ -155,9 +169,9 @@ class BoundedGroup(TyperGroup):
         except GradtraceError as exc:
             if debugging(ctx):
                 raise
-            if isinstance(exc, ScenarioError):
-                print_printed(exc.printed)  # before the error, where python prints it too
-            print_error(exc.message, exc.hint)
+            if isinstance(exc, ScenarioError):  # before the error, where python prints it
+                print_printed(exc.printed, github_log(ctx))
+            print_error(exc.message, exc.hint, github_log(ctx))
             if isinstance(exc, Interrupted):
                 raise typer.Exit(ExitCode.INTERRUPTED) from None
         except BrokenPipeError:
@@ -168,12 +182,12 @@ class BoundedGroup(TyperGroup):
                 raise
             _stdout_to_devnull()
             print_error(f"cannot write the output: {exc.strerror or exc}",
-                        "check the disk or the output file")
+                        "check the disk or the output file", github_log(ctx))
         except Exception as exc:  # a bug of ours: said plainly, still exit 2, never silent
             if debugging(ctx):
                 raise
             print_error(f"gradtrace failed: {type(exc).__name__}: {exc}",
-                        f"{BUG_HINT}; --debug shows the traceback")
+                        f"{BUG_HINT}; --debug shows the traceback", github_log(ctx))
         raise typer.Exit(ExitCode.USAGE)
 
 
@@ -185,19 +199,6 @@ def _stdout_to_devnull() -> None:
             os.dup2(null, sys.stdout.fileno())
         finally:
             os.close(null)  # descriptor 1 keeps its own copy
-
-
-def write_stdout(data: str | bytes | Iterable[str]) -> None:
-    """Write a command's output (JSON, DOT) to stdout; pieces as they are made."""
-    if sys.stdout is None:
-        raise GradtraceError("standard output is closed",
-                             "redirect it to a file (> out.json), or give -o FILE")
-    if isinstance(data, bytes):
-        sys.stdout.buffer.write(data)
-    elif isinstance(data, str):
-        sys.stdout.write(data)
-    else:
-        sys.stdout.writelines(data)
 
 
 class Typer(typer.Typer):
@@ -279,9 +280,15 @@ FAIL_ON = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
 FINDINGS_FORMATS = ("text", "github")
 
 
+def _remember_format(ctx: typer.Context, value: str) -> str:
+    ctx.meta[FORMAT_KEY] = value  # for the error boundary: how to print errors
+    return value
+
+
 def findings_format(help: str) -> Any:
     """--format text|github: how the command's findings (or results) are printed."""
-    return typer.Option("text", "--format", metavar="text|github", help=help)
+    return typer.Option("text", "--format", metavar="text|github", callback=_remember_format,
+                        help=help)
 
 
 def printed_as(out_format: str, as_json: bool) -> str:
@@ -338,22 +345,3 @@ def _root(
                                  help="Print the version and exit."),
 ) -> None:
     """gradtrace: an autograd graph inspector for PyTorch."""
-
-
-def stdout_console() -> Console:
-    """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
-    from a scenario or a trace can drive the terminal."""
-    if sys.stdout is None:
-        raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
-    console = ReportConsole(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = ReportConsole(highlight=False, width=120)
-    return visible_console(console)
-
-
-class ReportConsole(Console):
-    """A console whose broken pipe reaches the error boundary (rich would exit 1 itself)."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError

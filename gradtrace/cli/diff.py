@@ -18,12 +18,11 @@ from .core import (
     app,
     findings_format,
     printed_as,
-    stdout_console,
     tolerance_option,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace
+from .output import stdout_console, write_stdout
 
 
 @app.command(

@@ -27,10 +27,10 @@ from .core import (
     app,
     fail_on_codes,
     findings_fail,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass
+from .output import write_stdout
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ExportError
+from ..model.labels import label_file
 
 
 def absolute(path: str | Path) -> Path:
@@ -19,7 +20,7 @@ def absolute(path: str | Path) -> Path:
 
 def input_file(target: str | Path) -> Path:
     """The file of an input to protect from outputs: FILE of FILE::FUNC, absolute."""
-    return absolute(str(target).partition("::")[0])
+    return absolute(label_file(str(target)))
 
 
 def _same_file(a: Path, b: Path) -> bool:

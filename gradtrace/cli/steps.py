@@ -24,11 +24,10 @@ from .core import (
     findings_fail,
     findings_format,
     printed_as,
-    stdout_console,
-    write_stdout,
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace
+from .output import stdout_console, write_stdout
 
 
 @app.command(

@@ -75,6 +75,7 @@ class RawStats(NamedTuple):
     shape: tuple[int, ...]
     place: StatsRow | None
     values: torch.Tensor | complex | None  # a number for a 0-d gradient (no clone)
+    is_complex: bool = False  # its statistics are of |z|
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -118,14 +119,16 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
         return RawStats(tuple(d.shape), StatsRow(table, row), None)
     if d.layout != torch.strided:
         d = d.to_dense()
-    if d.is_complex():
+    is_complex = d.is_complex()
+    if is_complex:
         d = d.abs()
     # half precision would sum squares in half precision: widen it, like integers
     f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
     dense = dense_flat(f)
     lo, hi = torch.aminmax(f if dense is None else dense)
     square = torch.linalg.vector_norm(f).square() if dense is None else torch.dot(dense, dense)
-    return RawStats(tuple(d.shape), StatsRow(table, table.add(square, lo, hi)), None)
+    return RawStats(tuple(d.shape), StatsRow(table, table.add(square, lo, hi)), None,
+                    is_complex)
 
 
 @gc_paused
@@ -135,7 +138,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
     for raw in raws:
         if raw is None or id(raw) in made:
             continue
-        shape, place, values = raw
+        shape, place, values, is_complex = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
             if type(values) is float:  # a 0-d gradient's number: the common case, short
@@ -155,22 +158,25 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         norm = math.sqrt(square) if square >= 0 else square  # NaN stays NaN
         # min and max propagate NaN and hold any infinity, so they alone tell finiteness
         made[id(raw)] = GradSummary(shape, norm, lo, hi,
-                                    math.isfinite(lo) and math.isfinite(hi))
+                                    math.isfinite(lo) and math.isfinite(hi),
+                                    is_complex=is_complex)
     return [None if raw is None else made[id(raw)] for raw in raws]
 
 
 def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
     items = flat_values(listed)
-    if any(isinstance(v, complex) for v in items):
+    is_complex = any(isinstance(v, complex) for v in items)
+    if is_complex:
         listed = None  # JSON has no complex numbers: statistics of |z| only
     flat = [abs(v) if isinstance(v, complex) else float(v) for v in items]
     if not flat:
-        return GradSummary(shape, 0.0, None, None, True, listed)
+        return GradSummary(shape, 0.0, None, None, True, listed, is_complex=is_complex)
     lo, hi = min(flat), max(flat)
     if any(v != v for v in flat):  # min/max in Python skip NaN, torch's propagate it
         lo = hi = float("nan")
     norm = math.sqrt(math.fsum(v * v for v in flat))
-    return GradSummary(shape, norm, lo, hi, all(math.isfinite(v) for v in flat), listed)
+    return GradSummary(shape, norm, lo, hi, all(math.isfinite(v) for v in flat), listed,
+                       is_complex=is_complex)
 
 
 def summarize(t: torch.Tensor) -> GradSummary:

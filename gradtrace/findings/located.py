@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from ..model.labels import label_file
 from ..model.records import Finding, Trace
 
 
@@ -14,7 +15,7 @@ def located(trace: Trace, findings: Iterable[Finding]) -> tuple[Finding, ...]:
     findings = tuple(findings)
     if not findings:
         return findings
-    home = None if trace.scenario is None else trace.scenario.partition("::")[0]
+    home = None if trace.scenario is None else label_file(trace.scenario)
     tensor_node = {t.name: t.node for t in trace.tensors if t.node is not None}
     wanted = {f.node or tensor_node.get(f.tensor or "") for f in findings if f.file is None}
     wanted.discard(None)

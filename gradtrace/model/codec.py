@@ -254,6 +254,8 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
         d["values"] = json_values(g.values)
     if g.note is not None:
         d["note"] = g.note
+    if g.is_complex:
+        d["complex"] = True
     return d
 
 
@@ -265,6 +267,7 @@ def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
         shape=tuple(d["shape"]), norm=_norm(d["norm"]), min=py_float(d["min"]),
         max=py_float(d["max"]), finite=d["finite"],
         values=py_values(d["values"]) if "values" in d else None, note=d.get("note"),
+        is_complex=d.get("complex", False),
     )
 
 

@@ -105,6 +105,7 @@ class GradSummary(NamedTuple):
     finite: bool
     values: Any = None
     note: str | None = None  # why the statistics are unavailable (meta, quantized …)
+    is_complex: bool = False  # a complex gradient: min and max are of |z|, values not kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,8 @@ def values_text(g: GradSummary, limit: int, fmt: Callable[[Any], str] = number) 
 
 
 def grad_text(g: GradSummary | None) -> str:
-    """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors."""
+    """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors
+    ("[32] norm 3.21, |z| in [0.1, 5.4]" when complex)."""
     if g is None:
         return "None"
     small = values_text(g, SMALL)
@@ -47,7 +48,8 @@ def grad_text(g: GradSummary | None) -> str:
         return f"[{dims}] {g.note}"
     if g.min is None:
         return f"[{dims}] empty"
-    return f"[{dims}] norm {number(g.norm)} in [{number(g.min)}, {number(g.max)}]"
+    of = ", |z|" if g.is_complex else ""  # a complex gradient's range is of magnitudes
+    return f"[{dims}] norm {number(g.norm)}{of} in [{number(g.min)}, {number(g.max)}]"
 
 
 def received_text(grad_outputs: tuple[GradSummary | None, ...]) -> str:

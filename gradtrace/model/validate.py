@@ -152,6 +152,8 @@ def _summary(value: Any, path: str) -> None:
         if "values" in s:
             _values(s["values"], "values", s["shape"])
         _str(s.get("note"), "note", null=True)
+        if "complex" in s:
+            _bool(s["complex"], "complex")
     except _Invalid as exc:
         raise exc.under(path) from None
 

@@ -15,6 +15,18 @@ def _data(text: str) -> str:
     return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
+def inert(text: str) -> str:
+    """text with no legacy workflow command in it: GitHub's runner reads `##[add-mask]…`
+    anywhere in a line, so each `##[` is written `#%23[`."""
+    return text.replace("##[", "#%23[")
+
+
+def log_line(text: str) -> str:
+    """text to print after a word of gradtrace's own (`error: `) in a GitHub Actions log: one
+    line, escaped as a command's message is, so the runner reads no command in it."""
+    return inert(_data(text))
+
+
 def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 

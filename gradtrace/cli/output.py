@@ -1,0 +1,133 @@
+"""Everything a command prints on stdout goes through `write_stdout`: all of it, or an error.
+
+Python's own writes are not enough: an unbuffered stdout (PYTHONUNBUFFERED=1) drops what a
+short write left over, and a non-blocking one drops what would block. Documents (JSON, DOT,
+annotations) are UTF-8 whatever the locale, the bytes -o FILE writes; a report for a person is
+in stdout's encoding, gradtrace's symbols in ASCII where that encoding has no room for them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import select
+import shutil
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import GradtraceError
+from ..render.ascii import ascii_symbols
+from ..render.escape import visible_console
+
+BLOCK = 1 << 16  # bytes gathered before a write: few system calls for many small pieces
+PIPED_WIDTH = 120  # columns of a report that goes to a pipe or a file
+
+
+def write_stdout(data: str | bytes | Iterable[str]) -> None:
+    """Write a command's output to stdout, pieces as they are made; text as UTF-8."""
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed",
+                             "redirect it to a file (> out.json), or give -o FILE")
+    sys.stdout.flush()  # what Python holds goes first
+    try:
+        fd = sys.stdout.fileno()
+    except io.UnsupportedOperation:  # not a file (a test's CliRunner): it takes writes whole
+        fd = None
+    for block in _blocks([data] if isinstance(data, str | bytes) else data):
+        if fd is None:
+            sys.stdout.buffer.write(block)
+        else:
+            _write_all(fd, block)
+
+
+def _blocks(pieces: Iterable[str | bytes]) -> Iterable[bytes]:
+    """pieces as UTF-8 bytes, gathered into blocks of about BLOCK bytes."""
+    gathered: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        data = piece.encode("utf-8") if isinstance(piece, str) else piece
+        gathered.append(data)
+        size += len(data)
+        if size >= BLOCK:
+            yield b"".join(gathered)
+            gathered, size = [], 0
+    if gathered:
+        yield b"".join(gathered)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of data to fd: a short write goes on with the rest, a full non-blocking pipe is
+    waited for; a reader that left raises BrokenPipeError (exit 141 at the error boundary)."""
+    left = memoryview(data)
+    while left:
+        try:
+            left = left[os.write(fd, left):]
+        except BlockingIOError:  # O_NONBLOCK (set by whoever made the pipe): wait for the reader
+            select.select([], [fd], [])
+
+
+class _Stdout(io.BufferedIOBase):
+    """Stdout as a binary file whose every write goes through write_stdout."""
+
+    name = "<stdout>"  # TextIOWrapper's name for it
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        write_stdout(bytes(data))
+        return len(data)
+
+    def isatty(self) -> bool:
+        return sys.stdout is not None and sys.stdout.isatty()
+
+
+ASCII_ERRORS = "gradtrace.ascii"  # the codecs error handler below
+
+
+def _ascii_stand_ins(error: UnicodeError) -> tuple[str, int]:
+    """Where stdout's encoding has no room: gradtrace's symbols in ASCII, the rest (a tensor's
+    name) as backslash escapes."""
+    assert isinstance(error, UnicodeEncodeError)  # registered for encoding only
+    part = ascii_symbols(error.object[error.start:error.end])
+    return part.encode("ascii", "backslashreplace").decode("ascii"), error.end
+
+
+codecs.register_error(ASCII_ERRORS, _ascii_stand_ins)
+
+
+def stdout_console() -> Console:
+    """Rich console for reports: colour only on a terminal; 120 columns when piped; no text
+    from a scenario or a trace can drive the terminal."""
+    if sys.stdout is None:
+        raise GradtraceError("standard output is closed", "redirect it to a file (> out.txt)")
+    # rich draws ASCII boxes and guides when the encoding is not UTF
+    text = io.TextIOWrapper(_Stdout(), encoding=sys.stdout.encoding or "utf-8",
+                            errors=ASCII_ERRORS, write_through=True)
+    console = ReportConsole(file=text, highlight=False)
+    console.width = report_width(console.is_terminal)
+    return visible_console(console)
+
+
+def report_width(terminal: bool) -> int:
+    """COLUMNS when it is a positive number, else the terminal's width, else 120."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:  # unset, empty or nonsense: as if unset
+        columns = 0
+    if columns > 0:
+        return columns
+    # shutil reads the terminal itself when COLUMNS is no positive number (rich takes 0)
+    return shutil.get_terminal_size().columns if terminal else PIPED_WIDTH
+
+
+class ReportConsole(Console):
+    """A console whose broken pipe reaches the error boundary (rich would exit 1 itself)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError

@@ -1,0 +1,15 @@
+"""A scenario's label, FILE or FILE::FUNC (pytest's node-id style): which part is the file."""
+
+from __future__ import annotations
+
+import re
+
+# FILE::FUNC or FILE::Class::method: a .py file, then names, which never hold a dot. A label
+# that does not end so is all file, `a::b.py` included (re.S: a file name may hold newlines).
+_WITH_FUNCTION = re.compile(r"(.+?\.py)::([^.]+)", re.S)
+
+
+def label_file(label: str) -> str:
+    """FILE of FILE::FUNC; the whole label when no function follows its .py file."""
+    match = _WITH_FUNCTION.fullmatch(label)
+    return label if match is None else match[1]
