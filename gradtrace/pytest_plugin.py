@@ -43,7 +43,10 @@ class GraphSnapshot:
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         self._folder = Path(request.node.path).parent / SNAPSHOTS / Path(request.node.path).stem
-        self._test = snapshot_stem(request.node.name)
+        # a method's class is part of its name: TestA.test_x and TestB.test_x differ
+        cls = getattr(request.node, "cls", None)
+        self._test = snapshot_stem(f"{cls.__qualname__}.{request.node.name}" if cls
+                                   else request.node.name)
         self._update = bool(request.config.getoption("gradtrace_update"))
         self._calls = 0
         self._used = request.node.user_properties  # reaches the end of the session (xdist too)

@@ -69,6 +69,17 @@ def inside_torch_func_transform() -> bool:
     return _functorch_level is not None and _functorch_level() is not None
 
 
+_graph_task_id = _probe(
+    "torch._C._current_graph_task_id", lambda: torch._C._current_graph_task_id,
+    "a backward called inside another's hooks on an engine thread may be recorded as a pass")
+
+
+def inside_backward() -> bool:
+    """Whether this thread runs autograd's engine (a hook, a Function's backward): on any
+    device thread, not only the one that called backward."""
+    return _graph_task_id is not None and _graph_task_id() != -1
+
+
 def is_function_node(node: Any) -> bool:
     """Whether node is a custom autograd.Function's (its class has _forward_cls; checked on the
     class: a user's ctx may have any attribute)."""

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, as_read, invoke
+from helpers import SCENARIOS, as_read, invoke, write_script
 
+from gradtrace.capture.runner import run_scenario
 from gradtrace.cli.files import write_atomic
 
 CHAIN = SCENARIOS / "chain_rule.py"
@@ -279,3 +280,170 @@ def test_a_failing_tutorial_script_exits_cleanly_with_others_running(tmp_path: P
         assert proc.returncode == 2, (proc.returncode, err.decode())
         assert b"terminate called" not in err and b"Traceback" not in err
         assert b"the scenario raised TypeError" in err
+
+
+SIGNALS = """\
+import os, signal, time, torch
+got = []
+def on_term(signum, frame):
+    got.append(frame.f_code.co_filename == __file__)  # the frame the script is at
+previous = signal.signal(signal.SIGTERM, on_term)
+assert signal.getsignal(signal.SIGTERM) is on_term
+os.kill(os.getpid(), signal.SIGTERM)
+while not got:
+    time.sleep(0.01)
+class Late(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Late("alarm")
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+try:
+    while True:
+        time.sleep(0.01)
+except Late as exc:
+    print("stopped by", exc, got)
+assert signal.set_wakeup_fd(-1) == -1
+signal.signal(signal.SIGTERM, previous)
+x = torch.tensor(2.0, requires_grad=True)
+y = x * 3
+y.backward()
+"""
+
+
+def test_signal_handlers_of_the_script_run_as_under_python(tmp_path: Path) -> None:
+    """signal.signal and set_wakeup_fd work in the scenario; its handlers run when their
+    signal arrives, and what they raise is raised where the script is."""
+    scenario = write_script(tmp_path, SIGNALS)
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert as_read(proc.stdout)["stdout"] == "stopped by alarm [True]\n"
+
+
+def test_sigterm_runs_the_scripts_handler_while_it_runs(tmp_path: Path) -> None:
+    """A graceful-shutdown handler: SIGTERM while the script runs calls it, and its
+    sys.exit(0) ends the script there, as under python; what was recorded is shown."""
+    started = tmp_path / "started"
+    scenario = write_script(tmp_path, (
+        "import pathlib, signal, sys, time, torch\n"
+        "def shut_down(signum, frame):\n    print('checkpoint saved')\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, shut_down)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "while True:\n    time.sleep(0.01)\n"))
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    trace = as_read(out)
+    assert trace["stdout"] == "checkpoint saved\n" and len(trace["passes"]) == 1
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="only the main thread sets signal handlers")
+def test_gradtraces_own_handlers_are_back_after_the_script(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, "import signal, torch\n"
+                            "signal.signal(signal.SIGTERM, lambda s, f: None)\n"
+                            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                            "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    run_scenario(scenario)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_tracer_or_profiler_the_script_leaves_on_is_taken_off(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import sys, threading, torch\nevents = []\n"
+        "def tracer(frame, event, arg):\n    events.append(event)\n    return tracer\n"
+        "sys.settrace(tracer)\nsys.setprofile(tracer)\n"
+        "threading.settrace(tracer)\nthreading.setprofile(tracer)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert as_read(result.stdout)["output_names"] == ["y"]
+    assert sys.getprofile() is None and threading.gettrace() is None
+    assert threading.getprofile() is None
+
+
+def test_atexit_handlers_run_when_the_script_ends_into_its_output(tmp_path: Path) -> None:
+    """As python runs them at exit: last registered first, an error printed, never after
+    gradtrace's own output."""
+    scenario = write_script(tmp_path, (
+        "import atexit, torch\n"
+        "atexit.register(print, 'bye from atexit')\n"
+        "@atexit.register\ndef fails():\n    raise RuntimeError('in a handler')\n"
+        "atexit.register(print, 'dropped')\natexit.unregister(print)\n"
+        "atexit.register(print, 'last registered, first run')\n"
+        "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\nprint('end of the script')\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    printed = as_read(result.stdout)["stdout"]
+    assert printed.startswith("end of the script\nlast registered, first run\n"
+                              "Exception ignored in atexit callback: <function fails")
+    assert printed.endswith("RuntimeError: in a handler\n")
+
+
+def test_a_script_that_closes_stdout_does_not_close_gradtraces(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import sys, torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n"
+        "print('before')\nsys.stdout.close()\n"
+        "try:\n    print('after')\nexcept ValueError as exc:\n"
+        "    print('stdout is closed:', exc, file=sys.stderr)\n"))
+    result = invoke("show", scenario, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert as_read(result.stdout)["stdout"] == \
+        "before\nstdout is closed: I/O operation on closed file.\n"
+
+
+def test_os_exit_after_a_pass_is_a_stop_and_forked_children_still_exit(tmp_path: Path) -> None:
+    """os._exit(0) in the script finishes it as sys.exit(0) does: what it recorded is shown;
+    a forked child's os._exit ends the child, as always."""
+    scenario = write_script(tmp_path, (
+        "import os, torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"
+        "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+        "print('child exited', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        "os._exit(0)\nprint('not reached')\n"))
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = as_read(proc.stdout)
+    assert trace["stdout"] == "child exited 7\n" and len(trace["passes"]) == 1
+
+
+def test_os_exit_n_in_a_thread_of_the_script_stops_it_with_exit_2(tmp_path: Path) -> None:
+    scenario = write_script(tmp_path, (
+        "import os, threading, time, torch\nx = torch.tensor(2.0, requires_grad=True)\n"
+        "y = x * 3\ny.backward()\n"
+        "threading.Thread(target=os._exit, args=(3,)).start()\n"
+        "while True:\n    time.sleep(0.01)\n"))
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "the scenario called os._exit(3)" in proc.stderr
+    assert len(as_read(proc.stdout)["passes"]) == 1
+
+
+def test_passes_from_threads_at_the_same_time_are_all_recorded(tmp_path: Path) -> None:
+    """Two threads and the script each run backward (41 passes): each is recorded, whole,
+    with the .grad plain python gives (integers: exact in any order)."""
+    scenario = write_script(tmp_path, (
+        "import threading, torch\n"
+        "w = torch.ones(3, requires_grad=True)\nv = torch.ones(3, requires_grad=True)\n"
+        "def work(p, k):\n    for i in range(20):\n        (p * k * (i + 1)).sum().backward()\n"
+        "threads = [threading.Thread(target=work, args=(w, 2.0)),\n"
+        "           threading.Thread(target=work, args=(v, 3.0))]\n"
+        "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\n"
+        "loss = (w * v).sum()\nloss.backward()\n"))
+    result = invoke("show", scenario, "--json", "--passes", "all")
+    assert result.exit_code == 0, result.stderr
+    trace = as_read(result.stdout)
+    assert len(trace["passes"]) == 41
+    assert sorted(trace["steps"]["loss"]) == sorted(
+        [3.0] + [3 * k * i for k in (2.0, 3.0) for i in range(1, 21)])
+    grads = {t["name"]: t["grad"]["values"] for t in trace["tensors"] if t["name"] in "wv"}
+    assert grads == {"w": [421.0] * 3, "v": [631.0] * 3}

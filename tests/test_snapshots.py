@@ -266,6 +266,31 @@ def test_collide(gradtrace_snapshot, scale):
     pytester.runpytest().assert_outcomes(passed=3)  # each compared with its own snapshot
 
 
+def test_methods_of_two_classes_never_share_a_snapshot(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_classes="""
+import torch
+
+
+class TestDouble:
+    scale = 2.0
+
+    def test_graph(self, gradtrace_snapshot):
+        x = torch.ones(2, requires_grad=True)
+        loss = (x * self.scale).sum()
+        loss.backward()
+        gradtrace_snapshot(loss)
+
+
+class TestTriple(TestDouble):
+    scale = 3.0
+""")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    folder = pytester.path / "__gradtrace_snapshots__" / "test_classes"
+    assert {p.name for p in folder.iterdir()} == {"TestDouble.test_graph.json",
+                                                  "TestTriple.test_graph.json"}
+    pytester.runpytest().assert_outcomes(passed=2)
+
+
 @pytest.mark.parametrize("name", ["../../x", "../x", "sub/../../x", "{tmp}/x"])
 def test_a_snapshot_name_cannot_leave_the_folder(pytester: pytest.Pytester, name: str) -> None:
     name = name.format(tmp=pytester.path.parent)  # absolute

@@ -3,6 +3,8 @@ of time — and the tensors its function returned."""
 
 from __future__ import annotations
 
+import sys
+import traceback
 from types import CodeType, ModuleType
 from typing import Any, NamedTuple
 
@@ -10,6 +12,13 @@ import torch
 
 from ..errors import GradtraceError, ScenarioError
 from .names import ScenarioNames
+from .process_state import (
+    ExitHandler,
+    ProcessExit,
+    exit_handlers_taken,
+    os_exit_stopping,
+    tracers_kept,
+)
 from .recorder import PassLimit, Recorder
 from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .target import Target, call_function, run_module
@@ -24,7 +33,8 @@ class Outcome(NamedTuple):
     returned: list[tuple[str, Any]]
     failed_call: bool = False  # stopped by a call gradtrace recorded (backward, grad,
     # gradcheck) that raised
-    exited: bool = False  # it called sys.exit(0) (or sys.exit()): a finish, as for python
+    exited: bool = False  # it called sys.exit(0) (or sys.exit(), os._exit(0)): a finish, as
+    # for python
 
 
 def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str],
@@ -35,14 +45,14 @@ def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str]
     returned: list[tuple[str, Any]] = []
     try:
         with window.open():
-            run_module(code, module)
-            if target.function is not None:
-                result, scope = call_function(target, module)
+            called = _script(target, code, module, window)
+            if target.function is not None and called is not None:
+                result, scope = called
                 names.add([(target.function.rpartition("::")[2], scope)])
                 returned = returned_tensors(result, scope)
     except PassLimit:
         pass  # the passes it was allowed ran: the trace says where it was stopped
-    except SystemExit as exc:
+    except (SystemExit, ProcessExit) as exc:
         if exc.code not in (None, 0):
             return Outcome(exit_error(path, lines, exc), [])
         return Outcome(None, returned, exited=True)
@@ -59,12 +69,43 @@ def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str]
     return Outcome(None, returned)
 
 
-def exit_error(path: str, lines: list[str], exc: SystemExit) -> ScenarioError:
-    """The error for sys.exit(n), n not 0, told where the scenario called it (argparse's
-    parse_args(), for a missing argument); the runner adds what it printed."""
+def _script(target: Target, code: CodeType, module: ModuleType,
+            window: StopWindow) -> tuple[Any, dict[str, Any]] | None:
+    """The target's code, as python runs it to its end: FUNC's return value and locals (None
+    for a script); the atexit handlers it registered run last, and a tracer it left on is
+    taken off before gradtrace's own code runs."""
+    with tracers_kept(), exit_handlers_taken() as at_exit, os_exit_stopping(window):
+        try:
+            run_module(code, module)
+            return None if target.function is None else call_function(target, module)
+        except (ProcessExit, TimeUp):  # os._exit runs no handler; a time limit stops it all
+            at_exit.clear()
+            raise
+        finally:
+            run_exit_handlers(at_exit)
+
+
+def run_exit_handlers(handlers: list[ExitHandler]) -> None:
+    """Run atexit handlers as python does at exit: the last registered first, each error
+    printed ("Exception ignored…") and the next one run; gradtrace's own stops go on up."""
+    while handlers:
+        func, args, kwargs = handlers.pop()
+        try:
+            func(*args, **kwargs)
+        except (PassLimit, TimeUp, ProcessExit, GradtraceError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # the script's: python prints it and goes on
+            print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
+            traceback.print_exception(exc)
+
+
+def exit_error(path: str, lines: list[str], exc: SystemExit | ProcessExit) -> ScenarioError:
+    """The error for sys.exit(n) or os._exit(n), n not 0, told where the scenario called it
+    (argparse's parse_args(), for a missing argument); the runner adds what it printed."""
     line = scenario_line(path, exc)
+    call = "os._exit" if isinstance(exc, ProcessExit) else "sys.exit"
     return ScenarioError(
-        f"{located(path, line)}: the scenario called sys.exit({exc.code!r})"
+        f"{located(path, line)}: the scenario called {call}({exc.code!r})"
         f"{quoted(lines, line)}",
         f"`python {path}` exits the same way; the script's own arguments go after `--`",
         line)

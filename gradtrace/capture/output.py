@@ -16,8 +16,8 @@ from typing import Any
 @contextlib.contextmanager
 def python_output_captured(output: io.StringIO) -> Iterator[None]:
     """sys.stdout, sys.stderr and warnings into output while the block runs."""
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
-            warnings.catch_warnings():
+    with contextlib.redirect_stdout(_Stream(output)), \
+            contextlib.redirect_stderr(_Stream(output)), warnings.catch_warnings():
         # Warnings are part of what the scenario prints, whoever else listens for them, and
         # as `python` shows them: not the deprecations libraries warn of among themselves
         # (torch.compile imports modules that do), but those of the script (`__main__`).
@@ -28,6 +28,23 @@ def python_output_captured(output: io.StringIO) -> Iterator[None]:
         warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
         warnings.showwarning = _warning_to(output)
         yield
+
+
+class _Stream(io.TextIOBase):
+    """The scenario's sys.stdout or sys.stderr: what it writes goes into the one capture;
+    closing it closes only itself (printing then fails, as in python), not the capture."""
+
+    def __init__(self, into: io.StringIO) -> None:
+        super().__init__()
+        self._into = into
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return self._into.write(text)
 
 
 @contextlib.contextmanager

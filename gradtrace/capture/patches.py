@@ -13,6 +13,7 @@ import functools
 import importlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,13 @@ import torch
 from ..extract.build import RawCall
 from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
 from ..model.records import PassKind
-from ..torch_compat import compiled_region, compiling, never_compiled, next_sequence_number
+from ..torch_compat import (
+    compiled_region,
+    compiling,
+    inside_backward,
+    never_compiled,
+    next_sequence_number,
+)
 from .modules import made_since
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
@@ -69,7 +76,8 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @functools.wraps(original)
     @never_compiled
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if recorder.in_pass or recorder.muted or compiling():
+        if recorder.recording == threading.get_ident() or inside_backward() \
+                or recorder.muted or compiling():
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -92,7 +100,9 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
             with window.released(), tracer_set(backward):
                 return original(*args, **kwargs)
 
-        with window.held(), tracer_set(recording):
+        # another thread's pass is recorded whole first (without the lock, one that started
+        # while another was recorded ran unrecorded)
+        with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
             return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
                                      batched)
 

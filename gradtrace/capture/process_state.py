@@ -1,20 +1,37 @@
 """The process as `python FILE ARGS` would have it while a scenario runs, and as it was
-afterwards: argv, sys.path, stdin, the working folder, and torch's process-wide settings
-(`check` runs many scenarios in one process)."""
+afterwards: argv, sys.path, stdin, the working folder, torch's process-wide settings
+(`check` runs many scenarios in one process), tracers, atexit handlers and os._exit."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
+import operator
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..torch_compat import default_device_mode, mode_stack_depths, pop_modes_to
+from .scenario_thread import StopWindow
 from .target import Target
+
+# an atexit handler: the function, its arguments and keyword arguments
+ExitHandler = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class ProcessExit(BaseException):
+    """os._exit(code) in the scenario: it stops there as sys.exit(code) would (gradtrace
+    reports what was recorded) instead of ending gradtrace before it could."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 @contextlib.contextmanager
@@ -63,3 +80,65 @@ def torch_settings_kept() -> Iterator[None]:
         if (torch.are_deterministic_algorithms_enabled(),
                 torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
             torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+
+
+@contextlib.contextmanager
+def tracers_kept() -> Iterator[None]:
+    """This thread's tracer and profiler, and those threading gives new threads, as they were
+    before the block: one the script leaves installed must not run in gradtrace's code."""
+    saved = sys.gettrace(), sys.getprofile(), threading.gettrace(), threading.getprofile()
+    try:
+        yield
+    finally:
+        sys.settrace(saved[0])
+        sys.setprofile(saved[1])
+        threading.settrace(saved[2])  # type: ignore[arg-type]
+        threading.setprofile(saved[3])  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def exit_handlers_taken() -> Iterator[list[ExitHandler]]:
+    """The atexit handlers registered while the block runs, taken into a list (gradtrace runs
+    them when the script ends), never left to run at gradtrace's exit, after its output."""
+    register, unregister = atexit.register, atexit.unregister
+    taken: list[ExitHandler] = []
+
+    def taking(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        taken.append((func, args, kwargs))
+        return func
+
+    def untaking(func: Callable[..., Any]) -> None:
+        taken[:] = [h for h in taken if h[0] != func]
+        unregister(func)  # registered before the script: python would drop it too
+
+    atexit.register, atexit.unregister = taking, untaking  # type: ignore[assignment]
+    try:
+        yield taken
+    finally:
+        atexit.register, atexit.unregister = register, unregister  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def os_exit_stopping(window: StopWindow) -> Iterator[None]:
+    """os._exit(n) in the scenario's thread raises ProcessExit(n); in a thread it started it
+    stops the scenario's thread so and ends its own. A forked child (a DataLoader worker)
+    exits as always: it is another process."""
+    real, pid, scenario = os._exit, os.getpid(), threading.current_thread()
+    # gradtrace's own threads exit as always (a scenario left behind by the time limit keeps
+    # this in place while gradtrace exits)
+    before = set(threading.enumerate()) - {scenario}
+
+    def exiting(status: int) -> None:
+        code = operator.index(status)  # a TypeError for what python refuses
+        if os.getpid() != pid or threading.current_thread() in before:
+            real(code)
+        if threading.current_thread() is scenario:
+            raise ProcessExit(code)
+        window.stop(ProcessExit(code))
+        raise SystemExit  # ends this thread quietly
+
+    os._exit = exiting  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real

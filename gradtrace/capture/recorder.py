@@ -4,6 +4,7 @@ are in patches.py)."""
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -87,7 +88,10 @@ class Recorder:
         self.grad_graph_spans: list[tuple[int, int]] = []
         self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
         self.scenario_passes = 0
-        self.in_pass = 0  # inside a recorded pass: backward calls within are not passes
+        # the thread whose pass is being recorded (backward calls within are not passes);
+        # other threads' passes wait for it to end, each recorded whole
+        self.recording: int | None = None
+        self.one_pass_at_a_time = threading.Lock()
         self.muted = 0  # inside gradcheck: its hundreds of calls are not the code's
         self.first_in_check = False  # the next Function call is the one gradcheck checks
 
@@ -155,7 +159,7 @@ class Recorder:
         record.batched = batched or inside_torch_func_transform()
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
             if self.options.flow and not record.batched else None
-        self.in_pass += 1
+        self.recording = threading.get_ident()
         start = next_sequence_number()
         try:
             result = call()
@@ -172,7 +176,7 @@ class Recorder:
                     self.findings.append(freed)
             raise
         finally:
-            self.in_pass -= 1
+            self.recording = None
             if create:
                 self.grad_graph_spans.append((start, next_sequence_number()))
             if capture is not None:

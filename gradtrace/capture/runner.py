@@ -17,8 +17,9 @@ from .options import CaptureOptions
 from .outcome import default_roots, execute
 from .output import descriptors_captured, python_output_captured
 from .process_state import scenario_process
-from .scenario_thread import RUN_LOCK, StopWindow, in_big_stack
+from .scenario_thread import RUN_LOCK, MainThread, StopWindow, in_big_stack
 from .session import CaptureSession, ScenarioStopped
+from .signals import signals_relayed
 from .source import compile_scenario
 from .target import Target, installed_module, parse_target
 
@@ -38,15 +39,16 @@ def run_scenario(
     if not isinstance(target, Target):
         target = parse_target(str(target))
     code, lines = compile_scenario(target.path)
-    window = StopWindow()
+    window, main = StopWindow(), MainThread()
     printed_below = io.StringIO()  # what subprocesses and C code wrote to fds 1 and 2
     streams = sys.stdout, sys.stderr  # the scenario's thread redirects them while it runs
     with RUN_LOCK:
         try:
             with descriptors_captured(printed_below):
                 trace = in_big_stack(
-                    lambda: _run(target, code, lines, options, with_calls, timeout, window),
-                    target.path, lines, timeout, window)
+                    lambda: _run(target, code, lines, options, with_calls, timeout, window,
+                                 main),
+                    target.path, lines, timeout, window, main)
         except ScenarioStopped as stop:
             stop.trace = _with_printed(stop.trace, printed_below.getvalue())
             raise
@@ -60,13 +62,13 @@ def run_scenario(
 
 def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptions,
          with_calls: Callable[[list[RawCall]], None] | None, timeout: float | None,
-         window: StopWindow) -> Trace:
+         window: StopWindow, main: MainThread) -> Trace:
     with installed_module(target) as module:
         session = CaptureSession(target.path, lines, module.__dict__, options, window)
         printed = io.StringIO()
         try:
             with scenario_process(target), python_output_captured(printed), \
-                    session.recording():
+                    signals_relayed(main, window), session.recording():
                 outcome = execute(target, code, module, lines, session.recorder,
                                   session.names, timeout, window)
             # a failed backward or gradcheck leaves the module and its Functions whole: they

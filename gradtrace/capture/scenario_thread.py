@@ -1,13 +1,16 @@
 """The thread a scenario runs in: a big stack, a time limit, and Ctrl-C, each of which names
-the scenario line it stopped at."""
+the scenario line it stopped at; the main thread meanwhile carries out the calls only it may
+make (signal.signal)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import Interrupted, ScenarioError
 from ..torch_compat import make_non_daemon
@@ -32,6 +35,24 @@ class TimeUp(BaseException):
     scenario's `except Exception` does not swallow it)."""
 
 
+class Carrier(BaseException):
+    """What is sent to the scenario's thread: CPython sends a class and makes its instance
+    where it arrives; a subclass made by carrier() makes its exception instead, and notes that
+    it arrived."""
+
+    carried: BaseException
+    arrived = False
+
+    def __new__(cls, *args: Any) -> Any:
+        cls.arrived = True
+        return cls.carried
+
+
+def carrier(exc: BaseException) -> type[Carrier]:
+    """A class that raises exc itself where it is raised or arrives."""
+    return type("Carrier", (Carrier,), {"carried": exc})
+
+
 def late(timeout: float | None) -> str:
     return f"the scenario did not finish within {timeout or 0:g} s"
 
@@ -44,8 +65,8 @@ class StopWindow:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._held = 0  # inside held(): a stop waits for the block's end
-        self._due = False  # a stop waiting for the end of held()
-        self._sent = False  # TimeUp was sent and may not have arrived yet
+        self._due: type[Carrier] | None = None  # a stop waiting for the end of held()
+        self._sent: type[Carrier] | None = None  # sent, and not arrived when last looked
         self.closed = threading.Event()  # the scenario's code is done: the trace is built next
 
     @contextlib.contextmanager
@@ -59,16 +80,18 @@ class StopWindow:
                 self._thread = None
             self.closed.set()
 
-    def stop(self) -> None:
-        """Raise TimeUp in the scenario's thread at its next Python line, if it still runs
-        its own code (at the end of held(), if it is in one)."""
+    def stop(self, exc: BaseException | None = None) -> None:
+        """Raise exc (TimeUp when None; what a signal handler raised) in the scenario's thread
+        at its next Python line, if it still runs its own code (at the end of held(), if it
+        is in one)."""
+        sent = carrier(TimeUp() if exc is None else exc)
         with self._lock:
             if self._thread is None:
                 return
             if self._held:
-                self._due = True
+                self._due = sent
             else:
-                self._send(TimeUp)
+                self._send(sent)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -87,8 +110,8 @@ class StopWindow:
             with self._lock:
                 self._held = held_before
                 if not self._held and self._due:
-                    self._due = False
-                    self._send(TimeUp)
+                    self._send(self._due)
+                    self._due = None
 
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
@@ -98,27 +121,23 @@ class StopWindow:
             return
         with self._lock:
             held, self._held = self._held, 0
-            due, self._due = self._due, False
+            due, self._due = self._due, None
         try:
             if due:
-                raise TimeUp
+                raise due
             yield
-        except TimeUp:
-            with self._lock:
-                self._sent = False  # it arrived
-            raise
         finally:
             with self._lock:
                 self._defer_sent()
                 self._held = held
 
     def _defer_sent(self) -> None:
-        """Take back a TimeUp sent and not yet arrived; it is due at the end of held()."""
-        if self._sent:
+        """Take back a stop sent and not yet arrived; it is due at the end of held()."""
+        if self._sent is not None and not self._sent.arrived:
+            self._due = self._sent
             self._send(None)
-            self._due = True
 
-    def _send(self, exc: type[BaseException] | None) -> None:
+    def _send(self, exc: type[Carrier] | None) -> None:
         """CPython's asynchronous exception, the one way to stop a thread (None: take back
         the one sent)."""
         import ctypes
@@ -126,13 +145,85 @@ class StopWindow:
         assert self._thread is not None and self._thread.ident is not None
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread.ident),
                                                    ctypes.py_object(exc) if exc else None)
-        self._sent = exc is not None
+        self._sent = exc
+
+
+class MainThread:
+    """The calls only the main thread may make (signal.signal), made by the scenario's thread:
+    the thread that made this, which waits for the scenario, carries them out meanwhile."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        # the thread that serves calls (they wait in the queue until it does), until it stops
+        self._server: threading.Thread | None = threading.current_thread()
+        self._at_end: list[Callable[[], None]] = []
+
+    def call(self, work: Callable[[], Result]) -> Result:
+        """work() in the serving thread, its result or error handed back (in this thread
+        when none serves: it fails as it would have)."""
+        result: list[Result] = []
+        error: list[BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                result.append(work())
+            except BaseException as exc:  # handed to the caller's thread, re-raised there
+                error.append(exc)
+            finally:
+                done.set()
+
+        with self._lock:
+            serving = self._server not in (None, threading.current_thread())
+            if serving:
+                self._requests.put(run)
+        if not serving:
+            return work()
+        done.wait()
+        if error:
+            raise error[0]
+        return result[0]
+
+    def at_end(self, work: Callable[[], None]) -> None:
+        """work() in the serving thread once it stops serving: what the run changed put back
+        even when the run was cut short (a time limit, Ctrl-C)."""
+        self._at_end.append(work)
+
+    def ended(self) -> None:
+        """Said by the scenario's thread as it ends: the wait is over."""
+        self._requests.put(None)
+
+    def serve(self, thread: threading.Thread, timeout: float | None) -> None:
+        """Wait for thread as thread.join(timeout) does, carrying out its calls meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while (left := None if deadline is None else deadline - time.monotonic()) is None \
+                    or left > 0:
+                try:
+                    run = self._requests.get(timeout=left)
+                except queue.Empty:
+                    break
+                if run is None:
+                    thread.join()  # it is at its end
+                    break
+                run()
+        finally:
+            with self._lock:
+                self._server = None
+            while not self._requests.empty():  # asked for as serving stopped: done here
+                if (run := self._requests.get()) is not None:
+                    run()
+            while self._at_end:
+                self._at_end.pop()()
 
 
 def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
-                 timeout: float | None, window: StopWindow) -> Result:
+                 timeout: float | None, window: StopWindow,
+                 main: MainThread | None = None) -> Result:
     """work() in a thread with a big stack; a time limit and Ctrl-C name the scenario line
-    the thread was on."""
+    the thread was on; main's calls are carried out by this thread meanwhile."""
+    main = main or MainThread()
     result: list[Result] = []
     error: list[BaseException] = []
 
@@ -152,6 +243,7 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
         finally:
             gc.collect()
             gc.unfreeze()
+            main.ended()
 
     # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
     thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
@@ -162,7 +254,7 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
             thread.start()
         finally:
             threading.stack_size(old)
-        thread.join(timeout)
+        main.serve(thread, timeout)
         if thread.is_alive():
             where = running_at(thread, path, lines)
             window.stop()
