@@ -5,7 +5,9 @@ ones plain PyTorch computes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -225,6 +227,18 @@ def test_a_compiled_train_step_records_every_backward(traced: Traced) -> None:
     # inside a compiled function no line runs as such: the region's lines are not guessed
     (region,) = [n for n in trace["nodes"] if n["type"] == "CompiledFunctionBackward"]
     assert region["source"] is None
+
+
+@pytest.mark.slow
+def test_a_compiled_train_step_under_inductor_from_a_cold_cache(tmp_path: Any) -> None:
+    """inductor compiles C++ in a thread pool it leaves open: the run hung (> 600 s) waiting
+    for the pool's idle workers, which python's exit stops. A cold cache makes it compile."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", "compile_tutorial.py",
+                          "--json", "--timeout", "600", "--", "inductor"], cwd=REAL, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert_like_plain_python("compile_tutorial.py", json.loads(run.stdout), "inductor")
 
 
 def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:

@@ -124,6 +124,26 @@ def test_threads_the_scenario_starts_are_waited_for(tmp_path: Path) -> None:
     assert [t["grad"]["values"] for t in trace["tensors"] if t["name"] == "w"] == [[5.0, 5.0]]
 
 
+def test_a_thread_pool_left_open_is_waited_for_as_python_exits(tmp_path: Path) -> None:
+    """Python's exit shuts thread pools down before it waits for threads: queued work runs,
+    then their idle workers end (torch.compile's inductor leaves such a pool; under gradtrace
+    the run hung, waiting for its idle workers)."""
+    scenario = write_script(tmp_path, (
+        "import time, torch\nfrom concurrent.futures import ThreadPoolExecutor\n"
+        "w = torch.ones(2, requires_grad=True)\n"
+        "def later():\n"
+        "    time.sleep(0.5)\n"
+        "    (w * 5).sum().backward()\n"
+        "pool = ThreadPoolExecutor(2)\n"
+        "pool.submit(later)\n"))
+    proc, took = _gradtrace("show", scenario, "--json", "--timeout", "60")
+    assert proc.returncode == 0, proc.stderr
+    trace = json.loads(proc.stdout)
+    assert len(trace["passes"]) == 1  # the queued work ran before the script was done
+    assert [t["grad"]["values"] for t in trace["tensors"] if t["name"] == "w"] == [[5.0, 5.0]]
+    assert took < 30
+
+
 def test_restoring_torch_state_does_not_import_the_compiler(tmp_path: Path) -> None:
     """torch.use_deterministic_algorithms imports torch._inductor (seconds): it is called
     only when a scenario changed the flag."""

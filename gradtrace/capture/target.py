@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import builtins
+import concurrent.futures.thread
 import contextlib
 import inspect
 import sys
@@ -68,10 +69,25 @@ def run_module(code: CodeType, module: types.ModuleType) -> None:
     try:
         exec(code, module.__dict__)
     finally:
-        while waiting := [t for t in threading.enumerate()
-                          if t not in before and not t.daemon and t.is_alive()]:
+        while waiting := [t for t in threading.enumerate() if t not in before and not t.daemon
+                          and t.is_alive() and not idle_pool_worker(t)]:
             for thread in waiting:
                 thread.join(0.05)  # in slices: the time limit can stop this thread here
+
+
+# Python's exit shuts thread pools down before it waits for threads: their idle workers end.
+_POOL_QUEUES = getattr(concurrent.futures.thread, "_threads_queues", {})
+_POOL_WORKER = getattr(getattr(concurrent.futures.thread, "_worker", None), "__code__", None)
+
+
+def idle_pool_worker(thread: threading.Thread) -> bool:
+    """Whether thread is a concurrent.futures worker waiting for work with none queued (one
+    torch.compile's inductor started, say): `python` would have stopped it at exit, so it is
+    not waited for (left idle, as in any process that goes on)."""
+    queue = _POOL_QUEUES.get(thread)
+    frame = sys._current_frames().get(thread.ident or 0)
+    return queue is not None and queue.empty() and frame is not None \
+        and frame.f_code is _POOL_WORKER  # no work item's frame above it: between items
 
 
 def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[str, Any]]:
