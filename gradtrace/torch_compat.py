@@ -7,8 +7,9 @@ fallback answers, and `missing()` says, in one line each, what is not shown.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import methodcaller
 from typing import Any, Literal, TypeVar
 
@@ -228,6 +229,22 @@ def compiled_region(function_class: type) -> bool:
 def is_compiled_region(node: Any) -> bool:
     """Whether an autograd node is a compiled region's backward (CompiledFunctionBackward)."""
     return is_function_node(node) and compiled_region(type(node)._forward_cls)
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def compiled_region_frames(node: Any) -> Iterator[list[tuple[str, int]]]:
+    """For each op of a compiled region's backward graph, latest forward op first: the frames
+    (file, line; innermost last) of the forward call it differentiates, from the ops'
+    stack_trace meta (checked on 2.13: CompiledFunction._lazy_backward_info.bw_module, kept
+    after its backward is compiled); nothing when torch keeps none."""
+    info = getattr(type(node)._forward_cls, "_lazy_backward_info", None)
+    graph = getattr(getattr(info, "bw_module", None), "graph", None)
+    for op in () if graph is None else graph.nodes:
+        frames = _FRAME.findall(op.meta.get("stack_trace") or "")
+        if frames:
+            yield [(file, int(line)) for file, line in frames]
 
 
 def compiled_module(module: Any) -> Any:

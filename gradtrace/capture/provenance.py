@@ -112,7 +112,10 @@ class LineLog:
         i = bisect_right(self.starts, number) - 1
         if i < 0 or number == NO_SEQUENCE:
             return None
-        where = self.places[self.at[i]]
+        return self.source_at(self.places[self.at[i]])
+
+    def source_at(self, where: tuple[str, int]) -> Source:
+        """The Source of a (file, line)."""
         found = self._sources.get(where)
         if found is None:  # one record per line, however many nodes it made
             found = self._sources[where] = Source(*where, linecache.getline(*where).strip())

@@ -20,7 +20,7 @@ from ..extract.tensors import Named
 from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Source, Trace
-from ..torch_compat import is_compiled_region
+from ..torch_compat import compiled_region_frames, is_compiled_region
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
 from .module_hooks import ModuleHooks
@@ -67,12 +67,14 @@ class CaptureSession:
         self.module_hooks = ModuleHooks(self.recorder)
 
     def _source_of(self, node: Any) -> Source | None:
-        """The line that made node. A compiled region's node has one only when a compiled
-        module made it, called from code that ran line by line: inside a compiled function
-        no line runs as such, and the line before it is not the one (torch keeps no map
-        from the node to the lines it covers)."""
+        """The line that made node. Inside a compiled function no line runs as such: its
+        region's line is the first of the script's that its graph differentiates, as torch
+        noted it (a compiled module's region is the line that called the module)."""
         if is_compiled_region(node) and id(node) not in self.tracker.owner:
-            return None
+            innermost = [next((where for where in reversed(frames) if self.names.owns(where[0])),
+                              None) for frames in compiled_region_frames(node)]
+            first = next((where for where in reversed(innermost) if where is not None), None)
+            return None if first is None else self.line_log.source_at(first)
         return self.line_log.source_of(node)
 
     @contextlib.contextmanager
