@@ -111,6 +111,8 @@ GALLERY_FINDINGS = {
     "updated-copy": ("explained/ema_copy.py", "ema.module.0.weight", 34,
                      "an EMA or target copy?"),
     "hook-changed-gradient": ("tensor_hook.py", "y", 6, "a hook changed the gradient"),
+    "grad-changed-after": ("explained/grad_clipped_in_hook.py", "w", 17,
+                           "a post-accumulate-grad hook"),
     "nan-gradient": ("explained/norm_of_zero.py", "dist", 10, "SqrtBackward0 (dist, line 10)"),
     "flow-not-recorded": ("real/func_per_sample.py", None, 28, "torch.func"),
     "gradcheck": ("gradcheck_pow.py", None, 26, "gradcheck(MyPow.apply) at line 26 passed"),

@@ -238,9 +238,10 @@ class Recorder:
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
               hooks: dict[int, tuple[str, ...]] | None = None,
-              earlier: Sequence[tuple[str, Any]] = ()) -> Trace:
+              earlier: Sequence[tuple[str, Any]] = (), reduced: dict[str, int] | None = None
+              ) -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
-        (earlier: leaves named in passes under names bound again since)."""
+        (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         for p in self.passes:
             if p.pending_changes:
@@ -255,7 +256,8 @@ class Recorder:
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
-            handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t))
+            handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
+            reduced=reduced or {})
 
     def _in_grad_graph(self, node: Any) -> bool:
         """Whether node was made while a create_graph pass ran: part of a gradient's graph."""

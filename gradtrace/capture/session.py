@@ -30,6 +30,7 @@ from .options import CaptureOptions
 from .patches import patched
 from .provenance import LineLog
 from .recorder import Recorder
+from .reducers import Reducers
 from .roots import choose_outputs, named_tensors
 from .scenario_thread import StopWindow
 from .statements import statements_run, why_no_root
@@ -62,6 +63,7 @@ class CaptureSession:
         self.names = ScenarioNames(path, namespace)
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
+        self.reducers = Reducers()
         self.recorder = Recorder(path or "<python>", lines, self.names, options,
                                  self._source_of, self._forget)
         self.module_hooks = ModuleHooks(self.recorder)
@@ -81,6 +83,7 @@ class CaptureSession:
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
         with patched(self.recorder, self.window), self.tracker.tracking(), \
+                self.reducers.tracking(), \
                 self.module_hooks.tracking(), self.line_log.tracing(frame), \
                 self.recorder.steps.counting_optimizer_steps():
             yield
@@ -141,7 +144,8 @@ class CaptureSession:
         earlier, earlier_modules = self.names.earlier(named, every)
         trace = recorder.trace(label, named, outputs, reason, findings,
                                module_paths([*every.items(), *earlier_modules], self.tracker),
-                               printed, self.module_hooks.labels(every), earlier)
+                               printed, self.module_hooks.labels(every), earlier,
+                               self.reducers.named(named))
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
         if stopped is not None:

@@ -123,6 +123,7 @@ def build_trace(
     steps: Steps | None = None,
     updated: frozenset[str] = frozenset(),
     handed: frozenset[str] = frozenset(),
+    reduced: dict[str, int] | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from the roots of graph_passes, by default every
     pass) and build the Trace.
@@ -138,7 +139,8 @@ def build_trace(
     tells the nodes made while a create_graph pass ran. Each pass's raw flow is let go of
     once read. earlier: leaves named in passes under names the code bound again since:
     they label their nodes, and have rows when the graph shows them. updated: the leaves
-    whose values changed during the run; handed: those given to torch.autograd.functional.
+    whose values changed during the run; handed: those given to torch.autograd.functional;
+    reduced: those DistributedDataParallel averages, and over how many ranks.
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]
@@ -216,7 +218,7 @@ def build_trace(
         saved_read=saved_before is not None,
         steps=steps,
     )
-    found = trace_findings(trace, updated, handed)
+    found = trace_findings(trace, updated, handed, reduced or {})
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
 
 

@@ -10,6 +10,7 @@ from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
 from .registry import (
+    GRAD_CHANGED_AFTER,
     HOOK_CHANGED_GRADIENT,
     NAN_GRADIENT,
     NAN_VALUE,
@@ -46,14 +47,17 @@ FORWARD_CAUSES = {
 
 
 def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
-                   handed: frozenset[str] = frozenset()) -> list[Finding]:
+                   handed: frozenset[str] = frozenset(),
+                   reduced: dict[str, int] | None = None) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
-    the run; handed: those given to torch.autograd.functional, which differentiates copies)."""
+    the run; handed: those given to torch.autograd.functional, which differentiates copies;
+    reduced: those DistributedDataParallel averages, and over how many ranks)."""
     nan = [*nan_origins(trace), *nan_values(trace)]
     lost = [name for name in unreached(trace) if name not in handed]
     return [*unreached_leaves(trace, [n for n in lost if n not in updated]),
             *updated_copies(trace, [n for n in lost if n in updated]),
-            *hook_changes(trace), *module_hook_changes(trace), *nan, *step_findings(trace, nan)]
+            *hook_changes(trace), *module_hook_changes(trace),
+            *changed_after(trace, reduced or {}), *nan, *step_findings(trace, nan)]
 
 
 def nan_values(trace: Trace) -> list[Finding]:
@@ -174,6 +178,41 @@ def hook_changes(trace: Trace) -> list[Finding]:
                 tensor=nodes[e.src].tensor, node=e.src)
             for i, e, sent, received in changed
             if fan_in[(e.src, e.src_output)] == 1]  # else what arrived is a sum
+
+
+def changed_after(trace: Trace, reduced: dict[str, int]) -> list[Finding]:
+    """Leaves whose .grad after a pass is not the gradient their AccumulateGrad received, when
+    they had none before (nothing to add it to): it was changed after autograd delivered it.
+    One finding for the leaves DDP averages, one for the others, told by the first."""
+    accumulates = {n.tensor: n for n in trace.nodes if n.type == "AccumulateGrad" and n.tensor}
+    changed: dict[str, list[tuple[int, Pass, GradSummary, GradSummary]]] = {}
+    for i, p in enumerate(trace.passes, 1):
+        for change in p.grad_changes if p.flow else ():
+            node = accumulates.get(change.tensor)
+            flow = None if node is None else p.flow.get(node.id)
+            arrived = flow.grad_outputs[0] if flow is not None and flow.grad_outputs else None
+            if arrived is not None and change.after is not None \
+                    and (change.before is None or change.before.norm == 0) \
+                    and not same_gradient(arrived, change.after):
+                changed.setdefault(change.tensor, []).append((i, p, arrived, change.after))
+    findings = []
+    for world in dict.fromkeys(reduced.get(name) for name in changed):
+        names = [name for name in changed if reduced.get(name) == world]
+        (i, p, arrived, after), *more = changed[names[0]]
+        why = f"DistributedDataParallel averaged it over {world} ranks (an allreduce in its " \
+            "reducer's hook): the graph shows this rank's own gradient, .grad the mean" \
+            if world else "a post-accumulate-grad hook or a communication hook rewrote it"
+        later = f" (and in {len(more)} later pass(es))" if more else ""
+        others = f"; so were {len(names) - 1} more: {', '.join(names[1:6])}" \
+            + (", …" if len(names) > 6 else "") if len(names) > 1 else ""
+        findings.append(GRAD_CHANGED_AFTER.finding(
+            f"pass {i}{later}: {names[0]}.grad is {grad_text(after)}, not the "
+            f"{grad_text(arrived)} that reached its AccumulateGrad "
+            f"({accumulates[names[0]].id}): {why}{others}",
+            tensor=names[0], node=accumulates[names[0]].id, line=p.line,
+            hint="every rank's own gradients: `-o trace-{rank}.json` under torchrun, then "
+            "`gradtrace diff trace-0.json trace-1.json`" if world else None))
+    return findings
 
 
 def module_hook_changes(trace: Trace) -> list[Finding]:

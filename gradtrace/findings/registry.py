@@ -67,6 +67,11 @@ HOOK_CHANGED_GRADIENT = declare(
     "hook-changed-gradient", "info", "a hook changed a gradient on its way",
     "What a node sent differs from what its input received: a tensor or node hook returned a "
     "new gradient.")
+GRAD_CHANGED_AFTER = declare(
+    "grad-changed-after", "info", "a .grad is not what reached its AccumulateGrad",
+    "Something changed the gradient after autograd delivered it, before backward returned: "
+    "DistributedDataParallel averages it over the ranks (the graph shows this rank's own), "
+    "or a post-accumulate-grad hook rewrote it.")
 NAN_GRADIENT = declare(
     "nan-gradient", "error", "where the first NaN or Inf gradient is born",
     "The first node, in backward order, that received finite gradients and sent a "
