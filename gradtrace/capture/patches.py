@@ -56,6 +56,10 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     for owner in (torch.autograd, gradcheck_module):
         for name in ("gradcheck", "gradgradcheck"):
             patches.append((owner, name, _checking(recorder, name, getattr(owner, name))))
+    spawn_module = importlib.import_module("torch.multiprocessing.spawn")
+    for owner in (torch.multiprocessing, spawn_module):
+        patches.append((owner, "start_processes",
+                        _spawn_noting(recorder, owner.start_processes)))
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
@@ -146,6 +150,20 @@ def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[.
 
 # torch.autograd.functional's calls: each differentiates detached copies of its inputs.
 FUNCTIONAL = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp")
+
+
+def _spawn_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.multiprocessing.spawn / start_processes, noting the line that started processes:
+    their work runs in them, where nothing records it."""
+
+    @functools.wraps(original)
+    def spawning(fn: Any, args: Any = (), nprocs: int = 1, *rest: Any, **kwargs: Any) -> Any:
+        line, code = recorder.caller_line()
+        at = "a line outside the script" if line is None else f"line {line} `{code}`"
+        recorder.spawned.append(f"{at} started {nprocs} process(es) running {fn.__name__}")
+        return original(fn, args, nprocs, *rest, **kwargs)
+
+    return spawning
 
 
 def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -60,8 +60,7 @@ class Recorder:
         self.source_of = source_of  # the line that made a node
         self.forget = forget  # told of the nodes of a pass whose detail is let go of
         self.passes: list[RawPass] = []
-        # the (name, tensor) roots of the code's latest pass: the default graph; and of the
-        # pass asked for (--pass N), when that is the graph shown
+        # roots of the code's latest pass (the default graph), and of the one asked for
         self.last_roots: list[tuple[str | None, Any]] = []
         self.asked_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
@@ -83,6 +82,7 @@ class Recorder:
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
         self.capped_at: str | None = None  # where the pass limit stopped it: "line 12 `…`"
         self.capped_line: int | None = None
+        self.spawned: list[str] = []  # "line 12 `mp.spawn(…)` started 2 processes"
         self.steps = StepLog()
         # the sequence numbers of nodes made while create_graph passes ran: [start, end)
         self.grad_graph_spans: list[tuple[int, int]] = []
@@ -238,8 +238,8 @@ class Recorder:
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
               hooks: dict[int, tuple[str, ...]] | None = None,
-              earlier: Sequence[tuple[str, Any]] = (), reduced: dict[str, int] | None = None
-              ) -> Trace:
+              earlier: Sequence[tuple[str, Any]] = (),
+              reduced: dict[str, tuple[int, bool]] | None = None) -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes

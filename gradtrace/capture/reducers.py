@@ -14,7 +14,7 @@ from ..extract.tensors import Named
 from ..torch_compat import compiling, never_compiled
 
 # absent from builds without torch.distributed
-DDP: type | None = getattr(torch.nn.parallel, "DistributedDataParallel", None)
+DDP: Any = getattr(torch.nn.parallel, "DistributedDataParallel", None)
 
 
 class Reducers:
@@ -22,7 +22,8 @@ class Reducers:
 
     def __init__(self) -> None:
         self._params: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-        self._world: dict[int, int] = {}  # id(parameter) -> the ranks that average it
+        # id(parameter) -> the ranks that average it, and whether DDP waits for its gradient
+        self._world: dict[int, tuple[int, bool]] = {}
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[None]:
@@ -33,15 +34,16 @@ class Reducers:
             hook.remove()
 
     @never_compiled
-    def _pre(self, module: torch.nn.Module, args: Any) -> None:
+    def _pre(self, module: Any, args: Any) -> None:
         if DDP is None or compiling() or not isinstance(module, DDP):
             return
-        world = module.process_group.size()
+        world = int(module.process_group.size()), not module.find_unused_parameters
         for parameter in module.module.parameters():
             if parameter.requires_grad:
                 self._params[id(parameter)] = parameter
                 self._world[id(parameter)] = world
 
-    def named(self, named: Named) -> dict[str, int]:
-        """Each named tensor a DDP module averages, and over how many ranks."""
+    def named(self, named: Named) -> dict[str, tuple[int, bool]]:
+        """Each named tensor a DDP module averages: over how many ranks, and whether it waits
+        for its gradient (find_unused_parameters off: an unused one fails the next step)."""
         return {name: self._world[id(t)] for name, t in named if self._params.get(id(t)) is t}

@@ -107,6 +107,13 @@ class CaptureSession:
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
         if outputs is None:
+            if recorder.spawned and not recorder.passes and not any(t.grad_fn for _, t in named):
+                raise ScenarioError(
+                    f"{label}: {recorder.spawned[0]}: their work, backward passes included, "
+                    "is not recorded (gradtrace records the process it runs, not its children)",
+                    "run the worker once per rank instead, reading RANK and WORLD_SIZE as "
+                    "torchrun sets them: torchrun --nproc-per-node N --no-python gradtrace "
+                    f"show {label}")
             if not named and not recorder.passes and not empty_ok:
                 if exited:  # its output (a --help text) goes with the error
                     raise ScenarioError(f"{label} called sys.exit(0) before it made any "

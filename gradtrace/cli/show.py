@@ -8,8 +8,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..errors import GradtraceError
+from ..model.records import Pass, Trace
 from ..render.escape import visible_console
 from .core import (
     DEBUG,
@@ -31,6 +33,7 @@ from .core import (
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass
 from .output import stdout_console, write_stdout
+from .ranked import RANKS, RankedShow
 
 
 @app.command(
@@ -83,19 +86,50 @@ def show(
     fail_on: str | None = FAIL_ON,
     out_format: str = findings_format("text (the report), or github: the findings as GitHub "
                                       "Actions annotations on their file and line."),
+    ranks: str = RANKS,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
     failing = fail_on_codes(fail_on)  # checked before the scenario runs
     printed = _printed(out_format, as_json, out)
-    target = None if out is None else absolute(out)  # before the scenario can chdir
-    loaded = load_trace(scenario, root or [],
-                                backward=not no_backward, derivative_order=derivative_order,
-                                saved=saved or printed == "json" or by_module,
-                                run=RunChoices(script_args, passes, timeout, pass_number))
+    ranked = RankedShow(ranks, out, printed)
+    target = None if ranked.target is None else absolute(ranked.target)  # before any chdir
+    try:
+        loaded = load_trace(scenario, root or [],
+                            backward=not no_backward, derivative_order=derivative_order,
+                            saved=saved or printed == "json" or by_module,
+                            run=RunChoices(script_args, passes, timeout, pass_number))
+    except GradtraceError as exc:
+        ranked.tell(None, exc.message.splitlines()[0])
+        raise
     trace = loaded.trace
     shown_pass = pick_pass(trace, pass_number)
+    # the report's panel shows what the scenario printed; JSON, annotations and a file do
+    # not (a rank that prints no report keeps its output in its trace, not on stderr)
+    ending = loaded.ending(printed_shown=not ranked.prints or printed == "text"
+                           and not by_module and target is None)
+    ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
+    if ranked.writes or (target is None and ranked.prints):
+        with ranked.in_turn():
+            _show(trace, shown_pass, printed, target, scenario, ranked.heading(), by_module,
+                  show_all, max_nodes, max_depth, saved)
+    if others := ranked.others():
+        _emit_lines(others, to_stdout=target is None and printed == "text")
+    if ending is not None:
+        if not ranked.prints and ranked.said:  # the shown rank's line for it says why
+            raise typer.Exit(ExitCode.BAD_INPUT)
+        raise ending
+    if findings_fail(trace.findings, strict, failing):
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | None,
+          scenario: str, heading: str | None, by_module: bool, show_all: bool,
+          max_nodes: int | None, max_depth: int, saved: bool) -> None:
+    """Print or write the trace as asked: JSON, annotations, a module table or the report."""
     console = stdout_console() if target is None else _file_console()
+    if heading is not None and printed == "text" and target is None:
+        console.rule(heading)
     if printed == "json":
         from ..render.json import json_chunks
 
@@ -120,13 +154,16 @@ def show(
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
         _emit(console.file.getvalue(), target, scenario)
-    # the report's panel shows what the scenario printed; JSON, annotations and a file do not
-    ending = loaded.ending(printed_shown=printed == "text" and not by_module
-                           and target is None)
-    if ending is not None:
-        raise ending
-    if findings_fail(trace.findings, strict, failing):
-        raise typer.Exit(ExitCode.FAILED)
+
+
+def _emit_lines(lines: list[str], to_stdout: bool) -> None:
+    """The other ranks' lines: after the report on stdout, else on stderr (JSON stays whole)."""
+    if to_stdout:
+        write_stdout("".join(f"{line}\n" for line in lines))
+    else:
+        console = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+        for line in lines:
+            console.print(Text(line))
 
 
 def _printed(out_format: str, as_json: bool, out: Path | None) -> str:

@@ -123,7 +123,7 @@ def build_trace(
     steps: Steps | None = None,
     updated: frozenset[str] = frozenset(),
     handed: frozenset[str] = frozenset(),
-    reduced: dict[str, int] | None = None,
+    reduced: dict[str, tuple[int, bool]] | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from the roots of graph_passes, by default every
     pass) and build the Trace.
@@ -140,7 +140,8 @@ def build_trace(
     once read. earlier: leaves named in passes under names the code bound again since:
     they label their nodes, and have rows when the graph shows them. updated: the leaves
     whose values changed during the run; handed: those given to torch.autograd.functional;
-    reduced: those DistributedDataParallel averages, and over how many ranks.
+    reduced: those DistributedDataParallel averages: over how many ranks, and whether it
+    waits for their gradients (find_unused_parameters off).
     """
     modules = modules or {}
     output_nodes = [t.grad_fn for _, t in outputs]

@@ -48,16 +48,20 @@ FORWARD_CAUSES = {
 
 def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
                    handed: frozenset[str] = frozenset(),
-                   reduced: dict[str, int] | None = None) -> list[Finding]:
+                   reduced: dict[str, tuple[int, bool]] | None = None) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
     the run; handed: those given to torch.autograd.functional, which differentiates copies;
-    reduced: those DistributedDataParallel averages, and over how many ranks)."""
+    reduced: those DistributedDataParallel averages: over how many ranks, and whether it
+    waits for their gradients)."""
     nan = [*nan_origins(trace), *nan_values(trace)]
     lost = [name for name in unreached(trace) if name not in handed]
-    return [*unreached_leaves(trace, [n for n in lost if n not in updated]),
+    reduced = reduced or {}
+    waited = {name for name, (_, waits) in reduced.items() if waits}
+    return [*unreached_leaves(trace, [n for n in lost if n not in updated | waited]),
+            *unreduced_parameters(trace, [n for n in lost if n in waited]),
             *updated_copies(trace, [n for n in lost if n in updated]),
             *hook_changes(trace), *module_hook_changes(trace),
-            *changed_after(trace, reduced or {}), *nan, *step_findings(trace, nan)]
+            *changed_after(trace, reduced), *nan, *step_findings(trace, nan)]
 
 
 def nan_values(trace: Trace) -> list[Finding]:
@@ -123,6 +127,21 @@ def unreached_leaves(trace: Trace, unreached_names: list[str]) -> list[Finding]:
             for name in unreached_names]
 
 
+def unreduced_parameters(trace: Trace, names: list[str]) -> list[Finding]:
+    """Parameters of a DistributedDataParallel model that no pass reaches: DDP waits for their
+    gradients, and its next step raises. One finding for them all."""
+    if not names:
+        return []
+    shown, more = _by_module(trace, names)
+    return [UNREACHED_LEAF.finding(
+        f"{len(names)} parameter(s) of a DistributedDataParallel model get no gradient, first "
+        f"{names[0]}; by module: {shown}{more}. DDP waits for every parameter's gradient, so "
+        "the next step raises 'Expected to have finished reduction in the prior iteration'",
+        tensor=names[0], hint="use them in forward's output, or pass "
+        "find_unused_parameters=True to DistributedDataParallel (it then looks for unused "
+        "parameters after every forward, which costs time)")]
+
+
 def updated_copies(trace: Trace, names: list[str]) -> list[Finding]:
     """Leaves no graph reaches whose values changed anyway (an EMA or target copy): info,
     one finding for them all."""
@@ -180,7 +199,7 @@ def hook_changes(trace: Trace) -> list[Finding]:
             if fan_in[(e.src, e.src_output)] == 1]  # else what arrived is a sum
 
 
-def changed_after(trace: Trace, reduced: dict[str, int]) -> list[Finding]:
+def changed_after(trace: Trace, reduced: dict[str, tuple[int, bool]]) -> list[Finding]:
     """Leaves whose .grad after a pass is not the gradient their AccumulateGrad received, when
     they had none before (nothing to add it to): it was changed after autograd delivered it.
     One finding for the leaves DDP averages, one for the others, told by the first."""
@@ -196,8 +215,9 @@ def changed_after(trace: Trace, reduced: dict[str, int]) -> list[Finding]:
                     and not same_gradient(arrived, change.after):
                 changed.setdefault(change.tensor, []).append((i, p, arrived, change.after))
     findings = []
-    for world in dict.fromkeys(reduced.get(name) for name in changed):
-        names = [name for name in changed if reduced.get(name) == world]
+    worlds = {name: world for name, (world, _) in reduced.items()}
+    for world in dict.fromkeys(worlds.get(name) for name in changed):
+        names = [name for name in changed if worlds.get(name) == world]
         (i, p, arrived, after), *more = changed[names[0]]
         why = f"DistributedDataParallel averaged it over {world} ranks (an allreduce in its " \
             "reducer's hook): the graph shows this rank's own gradient, .grad the mean" \

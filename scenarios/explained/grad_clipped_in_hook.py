@@ -5,7 +5,6 @@ the gradient that reached AccumulateGrad; .grad holds the clipped one."""
 import torch
 
 
-
 def clip(p):
     p.grad.clamp_(-1.0, 1.0)
 

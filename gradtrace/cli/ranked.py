@@ -1,0 +1,92 @@
+"""`show` as one rank of a multi-process run (torchrun): one report, not N interleaved. The
+shown rank prints its report and a line for each other rank; `--ranks all` prints every
+rank's report in rank order; `-o trace-{rank}.json` writes one file per rank."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import typer
+
+from ..capture.ranks import RankStore, launched
+from ..errors import GradtraceError
+from ..model.records import Trace
+from ..render.ranks import rank_line, rank_summary
+
+RANKS = typer.Option("0", "--ranks", metavar="N|all",
+                     help="Under torchrun (RANK and WORLD_SIZE set): the rank whose report is "
+                     "printed, with a line for each other rank, or all: every rank's report "
+                     "in rank order. Put {rank} in -o FILE for one file per rank.")
+RANK_FIELD = "{rank}"
+
+
+class RankedShow:
+    """What this process prints and writes as one rank of many (as it always did alone)."""
+
+    def __init__(self, which: str, out: Path | None, printed: str) -> None:
+        self.ranks = launched()
+        self.every = which == "all"
+        try:
+            self.shown = 0 if self.every else int(which)
+        except ValueError:
+            raise GradtraceError(f"--ranks {which!r}: give a rank number or all",
+                                 "e.g. --ranks 1, or --ranks all") from None
+        world = self.ranks.world if self.ranks else 1
+        if not 0 <= self.shown < max(world, 1) and self.ranks is not None:
+            raise GradtraceError(f"--ranks {which}: this run has ranks 0 to {world - 1}")
+        if self.every and self.ranks and out is None and printed != "text":
+            raise GradtraceError(f"--ranks all with {printed} on stdout mixes {world} "
+                                 "documents", "write one file per rank: -o trace-{rank}.json")
+        self.rank = self.ranks.rank if self.ranks else 0
+        self.templated = out is not None and RANK_FIELD in str(out)
+        self.target = None if out is None else Path(str(out).replace(RANK_FIELD,
+                                                                      str(self.rank)))
+        self.store = RankStore() if self.ranks else None
+        self._told = ""
+
+    @property
+    def prints(self) -> bool:
+        """Whether this rank's report goes to stdout."""
+        return self.ranks is None or self.every or self.rank == self.shown
+
+    @property
+    def writes(self) -> bool:
+        """Whether this rank writes -o FILE: its own ({rank} in the name), or the shown one's."""
+        return self.target is not None and (self.templated or self.prints)
+
+    def tell(self, trace: Trace | None, failed: str | None) -> None:
+        """Say to the other ranks what this one recorded (before printing: none waits long)."""
+        self._told = rank_summary(trace, failed)
+        if self.store is not None:
+            self.store.set(f"summary/{self.rank}", self._told)
+
+    @property
+    def said(self) -> bool:
+        """Whether the other ranks heard this one (torchrun's store carried its summary)."""
+        return self.store is not None and self.store.reachable
+
+    @contextlib.contextmanager
+    def in_turn(self) -> Iterator[None]:
+        """With --ranks all, wait for the rank before this one to have printed."""
+        if self.store is not None and self.every and self.rank > 0:
+            self.store.get(f"printed/{self.rank - 1}")
+        try:
+            yield
+        finally:
+            if self.store is not None and self.every:
+                self.store.set(f"printed/{self.rank}", "1")
+
+    def heading(self) -> str | None:
+        """'rank 1 of 2' above a rank's report."""
+        return f"rank {self.rank} of {self.ranks.world}" if self.ranks else None
+
+    def others(self) -> list[str]:
+        """The shown rank's line for each other rank (nothing from --ranks all, or alone)."""
+        if self.ranks is None or self.every or self.store is None or not self.prints:
+            return []
+        if not self.store.reachable:
+            return ["other ranks: not shown (only torchrun's store carries their summaries)"]
+        return [rank_line(r, self.store.get(f"summary/{r}"), self.rank, self._told)
+                for r in range(self.ranks.world) if r != self.rank]

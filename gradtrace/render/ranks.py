@@ -1,0 +1,51 @@
+"""One line per rank of a multi-process run: what it recorded, and whether its graph is the
+shown rank's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+
+from ..model.records import Trace
+
+
+def graph_key(trace: Trace) -> str:
+    """A short digest of the graph's shape: node types, leaves' names and edges, in order."""
+    digest = hashlib.sha256()
+    for node in trace.nodes:
+        digest.update(f"{node.id} {node.type} {node.tensor}\n".encode())
+    for edge in trace.edges:
+        digest.update(f"{edge.src}>{edge.dst}:{edge.src_output}:{edge.dst_input}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def rank_summary(trace: Trace | None, failed: str | None) -> str:
+    """What one rank tells the others, as JSON: its passes, findings, graph and how it ended."""
+    if trace is None:
+        return json.dumps({"failed": failed})
+    severities = Counter(f.severity for f in trace.findings)
+    return json.dumps({"passes": len(trace.passes), "nodes": len(trace.nodes),
+                       "graph": graph_key(trace), "findings": dict(sorted(severities.items())),
+                       "failed": failed})
+
+
+def rank_line(rank: int, summary: str | None, shown: int, shown_summary: str) -> str:
+    """'rank 1: 1 pass, 10 nodes, no findings; its graph is rank 0's' (summary: that rank's
+    rank_summary, None when it said nothing in time)."""
+    if summary is None:
+        return f"rank {rank}: said nothing (it stopped before its report, or is still running)"
+    try:
+        told, own = json.loads(summary), json.loads(shown_summary)
+    except ValueError:
+        return f"rank {rank}: sent something gradtrace cannot read"
+    if told.get("passes") is None:
+        return f"rank {rank}: failed: {told.get('failed')}"
+    found = ", ".join(f"{n} {s}" for s, n in told["findings"].items()) or "no findings"
+    same = f"its graph is rank {shown}'s" if told["graph"] == own.get("graph") \
+        else f"its graph differs from rank {shown}'s ({told['nodes']} nodes, rank {shown}: " \
+        f"{own.get('nodes')})"
+    failed = told["failed"] or ""
+    ended = f"; stopped: {failed[:100]}{'…' if len(failed) > 100 else ''}" if failed else ""
+    return f"rank {rank}: {told['passes']} pass(es), {told['nodes']} nodes, {found}; " \
+        f"{same}{ended}"
