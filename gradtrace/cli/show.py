@@ -117,7 +117,7 @@ def show(
         _emit_lines(others, to_stdout=target is None and printed == "text")
     if ending is not None:
         if not ranked.prints and ranked.said:  # the shown rank's line for it says why
-            raise typer.Exit(ExitCode.BAD_INPUT)
+            raise typer.Exit(ExitCode.USAGE)
         raise ending
     if findings_fail(trace.findings, strict, failing):
         raise typer.Exit(ExitCode.FAILED)
