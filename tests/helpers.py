@@ -18,6 +18,8 @@ from gradtrace.model.validate import validate_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+# scenarios/distributed/ runs under torchrun, in tests/test_distributed.py: not alone
+UNDER_TORCHRUN = "distributed"
 DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
 
@@ -111,7 +113,7 @@ GALLERY_FINDINGS = {
     "updated-copy": ("explained/ema_copy.py", "ema.module.0.weight", 34,
                      "an EMA or target copy?"),
     "hook-changed-gradient": ("tensor_hook.py", "y", 6, "a hook changed the gradient"),
-    "grad-changed-after": ("explained/grad_clipped_in_hook.py", "w", 17,
+    "grad-changed-after": ("explained/grad_clipped_in_hook.py", "w", 16,
                            "a post-accumulate-grad hook"),
     "nan-gradient": ("explained/norm_of_zero.py", "dist", 10, "SqrtBackward0 (dist, line 10)"),
     "flow-not-recorded": ("real/func_per_sample.py", None, 28, "torch.func"),

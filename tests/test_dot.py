@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DOT, SCENARIOS, STOPS, invoke, needs_dot, show_json
+from helpers import DOT, SCENARIOS, STOPS, UNDER_TORCHRUN, invoke, needs_dot, show_json
 
 from gradtrace.model import Edge, Node, TensorInfo, Trace
 from gradtrace.render.dot import quote, to_dot
@@ -27,7 +27,8 @@ NOTHING_TO_DRAW = {"gradcheck_pow.py", "gradcheck_pow_wrong_backward.py",
                    "eval_then_backward.py", "no_grad_context.py"}
 # the 1,000-step loop draws the graph of mlp_30_steps.py's step: tests/test_loops.py has it
 GALLERY = sorted(p for p in SCENARIOS.rglob("*.py")
-                 if "no_graph" not in p.parts and p.name not in EXIT_2
+                 if "no_graph" not in p.parts and UNDER_TORCHRUN not in p.parts
+                 and p.name not in EXIT_2
                  and p.name != "mlp_1000_steps.py")
 
 

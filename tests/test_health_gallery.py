@@ -8,11 +8,12 @@ import re
 from typing import Any
 
 import pytest
-from helpers import GALLERY_FINDINGS, SCENARIOS, shared_invoke
+from helpers import GALLERY_FINDINGS, SCENARIOS, UNDER_TORCHRUN, shared_invoke
 
 HEALTH = ("grad-accumulating", "vanishing-gradient", "exploding-gradient", "dead-parameter")
 OWN = {GALLERY_FINDINGS[code][0]: code for code in HEALTH}
-SCRIPTS = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py"))
+SCRIPTS = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
+                 if UNDER_TORCHRUN not in p.parts)
 
 
 def _findings(scenario: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import SCENARIOS, seed, shared_invoke, stopped_by_its_call
+from helpers import SCENARIOS, UNDER_TORCHRUN, seed, shared_invoke, stopped_by_its_call
 
 import gradtrace
 from gradtrace.model.values import flat_values
@@ -27,7 +27,7 @@ NOT_A_BLOCK = {"real/train_args.py", "real/raises_after_two_passes.py",
                "loops/mlp_1000_steps.py",  # its 30-step twin is compared; 1,000 cost seconds
                "real/compile_tutorial.py", "real/compiled_model.py"}
 GALLERY = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
-                 if "no_graph" not in p.parts)
+                 if "no_graph" not in p.parts and UNDER_TORCHRUN not in p.parts)
 
 
 # The CLI says where a scenario stopped (a backward or gradcheck that raised, exit 2); a
