@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import SCENARIOS, as_read, invoke, tensor
 
+CHAIN = SCENARIOS / "chain_rule.py"
+
 DISTRIBUTED = SCENARIOS / "distributed"
 LIMIT = 240  # seconds for one launch: two ranks start torch, then gloo connects them
 
@@ -104,3 +106,29 @@ def test_a_script_that_spawns_its_workers_is_told_what_is_not_recorded() -> None
         "work, backward passes included, is not recorded" in run.stderr
     assert "torchrun --nproc-per-node N --no-python gradtrace show ddp_spawn.py" in run.stderr
     assert "names no tensors" not in run.stderr
+
+
+def test_another_launcher_s_rank_prints_only_when_shown() -> None:
+    """RANK and WORLD_SIZE without torchrun's store (mpirun, a scheduler): the shown rank
+    prints its report and says the others' lines are not available; the others print none."""
+    alone = invoke("show", CHAIN, env={"RANK": "1", "WORLD_SIZE": "2"})
+    assert alone.exit_code == 0 and alone.stdout == "", alone.stderr
+    shown = invoke("show", CHAIN, env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert shown.exit_code == 0, shown.stderr
+    assert "rank 0 of 2" in shown.stdout and "chain_rule.py  ·  3 nodes" in shown.stdout
+    assert shown.stdout.rstrip().endswith(
+        "other ranks: not shown (only torchrun's store carries their summaries)")
+
+
+@pytest.mark.parametrize("which", ["x", "-1", "1.5"])
+def test_a_rank_that_is_no_number_is_refused(which: str) -> None:
+    result = invoke("show", CHAIN, "--ranks", which)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"--ranks {which!r}: give a rank number (0, 1, …) or all" in result.stderr
+
+
+def test_ranks_all_refuses_json_on_stdout() -> None:
+    result = invoke("show", CHAIN, "--ranks", "all", "--json",
+                    env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "-o trace-{rank}.json" in result.stderr

@@ -28,11 +28,10 @@ class RankedShow:
     def __init__(self, which: str, out: Path | None, printed: str) -> None:
         self.ranks = launched()
         self.every = which == "all"
-        try:
-            self.shown = 0 if self.every else int(which)
-        except ValueError:
-            raise GradtraceError(f"--ranks {which!r}: give a rank number or all",
-                                 "e.g. --ranks 1, or --ranks all") from None
+        self.shown = 0 if self.every or not which.isdigit() else int(which)
+        if not self.every and not which.isdigit():
+            raise GradtraceError(f"--ranks {which!r}: give a rank number (0, 1, …) or all",
+                                 "e.g. --ranks 1, or --ranks all")
         world = self.ranks.world if self.ranks else 1
         if not 0 <= self.shown < max(world, 1) and self.ranks is not None:
             raise GradtraceError(f"--ranks {which}: this run has ranks 0 to {world - 1}")
