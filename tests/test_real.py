@@ -243,6 +243,28 @@ def test_a_compiled_train_step_under_inductor_from_a_cold_cache(tmp_path: Any) -
     assert_like_plain_python("compile_tutorial.py", json.loads(run.stdout), "inductor")
 
 
+@pytest.mark.slow
+def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
+    """--timeout reaches code that runs inside a compiled function (its passes recorded)."""
+    path = tmp_path / "forever.py"
+    path.write_text("import torch\n"
+                    "w = torch.ones(3, requires_grad=True)\n"
+                    "@torch.compile(backend='aot_eager')\n"
+                    "def step(x):\n"
+                    "    loss = (w * x).sin().sum()\n"
+                    "    loss.backward()\n"
+                    "while True:\n"
+                    "    step(torch.ones(3))\n")
+    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", path, "--json",
+                          "--timeout", "30"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "did not finish within 30 s: it was at" in run.stderr
+    trace = as_read(run.stdout)
+    assert len(trace["passes"]) > 1 and trace["findings"][0]["code"] == "scenario-stopped"
+    assert any(n["type"] == "CompiledFunctionBackward" for n in trace["nodes"])
+    assert "gradtrace/" not in run.stderr
+
+
 def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:
     path = tmp_path / "bad.py"
     path.write_text("import torch\n"
