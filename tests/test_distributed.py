@@ -64,6 +64,12 @@ def test_one_trace_per_rank_and_their_diff(tmp_path: Path) -> None:
     # the same graph; the ranks' own gradients differ
     assert "different: 4 gradient(s) moved\n" in result.stdout
     assert "node" not in result.stdout  # nothing added, removed or changed in the graph
+    # the merged view: each rank's own gradient above, and .grad, the same on both ranks
+    said = " ".join(result.stdout.split())
+    assert ".grad after the ranks' reduction (4)" in said
+    grad = tensor(traces[0], "model.net1.weight")["grad"]["norm"]
+    assert f"model.net1.weight: .grad norm {grad:.6g} on both ranks: their own gradients " \
+        "were averaged into it (DDP's allreduce)" in said
 
 
 def test_every_rank_s_report_in_rank_order() -> None:
@@ -132,3 +138,54 @@ def test_ranks_all_refuses_json_on_stdout() -> None:
                     env={"RANK": "0", "WORLD_SIZE": "2"})
     assert result.exit_code == 2 and result.stdout == ""
     assert "-o trace-{rank}.json" in result.stderr
+
+
+RANK_OWN_GRADIENT = (
+    "import os, sys, torch\n"
+    "w = torch.ones(3, requires_grad=True)\n"
+    "(w * (int(os.environ['RANK']) + 1)).sum().backward()  # each rank's own gradient\n"
+    "if sys.argv[1:] == ['reduce']:\n"
+    "    w.grad.fill_(1.5)  # what an allreduce's mean of ranks 0 and 1 makes of it\n")
+
+
+@pytest.mark.parametrize("reduced", [True, False])
+def test_diff_of_two_ranks_says_what_reduced_their_gradients(tmp_path: Path,
+                                                             reduced: bool) -> None:
+    """Two ranks' traces (RANK and WORLD_SIZE as any launcher sets them): each rank's own
+    gradient, then whether .grad is the same on both, as an allreduce makes it."""
+    script = tmp_path / "ranked.py"
+    script.write_text(RANK_OWN_GRADIENT)
+    for rank in (0, 1):
+        run = invoke("show", script, "-o", tmp_path / "t-{rank}.json", "--",
+                     *(["reduce"] if reduced else []),
+                     env={"RANK": str(rank), "WORLD_SIZE": "2"})
+        assert run.exit_code == 0, run.stderr
+        assert as_read((tmp_path / f"t-{rank}.json").read_text())["ranks"] == \
+            {"rank": rank, "world": 2}
+    result = invoke("diff", tmp_path / "t-0.json", tmp_path / "t-1.json")
+    assert result.exit_code == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "(rank 0 of 2) → B" in text and "(rank 1 of 2)" in text
+    assert "each rank's own gradients (what reached AccumulateGrad) beyond rtol" in text
+    assert "w, pass 1: norm 1.73205 → 3.4641" in text
+    if reduced:
+        assert "w: .grad norm 2.59808 on both ranks: their own gradients were averaged " \
+            "into it (DDP's allreduce)" in text
+    else:
+        assert "w: .grad norm 1.73205 on rank 0, norm 3.4641 on rank 1: not reduced across " \
+            "the ranks" in text
+    data = json.loads(invoke("diff", tmp_path / "t-0.json", tmp_path / "t-1.json",
+                             "--json").stdout)
+    assert data["ranks"] == {"a": 0, "b": 1, "world": 2}
+    assert [(c["tensor"], c["equal"]) for c in data["across_ranks"]] == [("w", reduced)]
+
+
+@pytest.mark.parametrize("ranks", [{"rank": 2, "world": 2}, {"rank": -1, "world": 2},
+                                   {"rank": 0}, [0, 2]])
+def test_a_trace_with_a_broken_rank_is_refused(tmp_path: Path, ranks: object) -> None:
+    data = json.loads(invoke("show", CHAIN, "--json").stdout)
+    data["ranks"] = ranks
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = invoke("show", path)
+    assert result.exit_code == 2 and "invalid trace: ranks" in result.stderr, result.stderr

@@ -19,6 +19,7 @@ from gradtrace.model.records import (
     Node,
     NodeFlow,
     Pass,
+    Ranks,
     SavedTensor,
     SecondOrder,
     Source,
@@ -75,6 +76,7 @@ def full_trace() -> Trace:
         steps=Steps(leaves=("x", "model.w"), modules=(None, "model"), loss=(0.25,),
                     optimizer_steps=(3,),
                     grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),)),
+        ranks=Ranks(rank=1, world=2),
     )
 
 

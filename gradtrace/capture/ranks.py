@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..model.records import Ranks
 
 WAIT = 120.0  # seconds a rank waits for another: a slower rank's run, then its report
-
-
-class Ranks(NamedTuple):
-    """This process's rank among world processes."""
-
-    rank: int
-    world: int
 
 
 def launched() -> Ranks | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -29,6 +30,7 @@ from .names import ScenarioNames
 from .options import CaptureOptions
 from .patches import patched
 from .provenance import LineLog
+from .ranks import launched
 from .recorder import Recorder
 from .reducers import Reducers
 from .roots import choose_outputs, named_tensors
@@ -153,6 +155,7 @@ class CaptureSession:
                                module_paths([*every.items(), *earlier_modules], self.tracker),
                                printed, self.module_hooks.labels(every), earlier,
                                self.reducers.named(named))
+        trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
         if stopped is not None:

@@ -9,7 +9,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..gcpause import gc_paused
-from ..model.diffs import EdgeChange, GradientChange, NodeChange, TensorChange, TraceDiff
+from ..model.diffs import (
+    EdgeChange,
+    GradientChange,
+    NodeChange,
+    RankGradient,
+    TensorChange,
+    TraceDiff,
+)
 from ..model.records import Finding, GradSummary, Trace
 from ..model.texts import number
 from ..model.values import flat_values
@@ -36,10 +43,12 @@ def compare(a: Trace, b: Trace, a_name: str, b_name: str, rtol: float = RTOL,
     modules = sorted({n.module for c in nodes for n in (c.a, c.b) if n is not None and n.module}
                      | {n.module for c in edges for n in (c.src, c.dst) if n.module})
     new, fixed = _finding_changes(a.findings, b.findings)
+    gradients = tuple(_gradient_changes(a, b, rtol, atol))
+    ranks = None if a.ranks is None or b.ranks is None else (a.ranks, b.ranks)
     return TraceDiff(a_name, b_name, len(m.pairs), tuple(nodes), tuple(edges), tuple(modules),
-                     tuple(_tensor_changes(a, b)),
-                     tuple(_gradient_changes(a, b, rtol, atol)), new, fixed,
-                     (len(a.passes), len(b.passes)), rtol, atol)
+                     tuple(_tensor_changes(a, b)), gradients, new, fixed,
+                     (len(a.passes), len(b.passes)), rtol, atol, ranks,
+                     _across_ranks(a, b, gradients, rtol, atol) if ranks else ())
 
 
 def _edge_changes(a: Trace, b: Trace, m: Matching, nodes_a: dict[str, Any],
@@ -108,6 +117,20 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
         change = gradient_change(ta.name, None, ta.grad, tb.grad, rtol, atol)
         if change is not None and ta.name not in moved:  # else said per pass already
             yield change
+
+
+def _across_ranks(a: Trace, b: Trace, gradients: tuple[GradientChange, ...], rtol: float,
+                  atol: float) -> tuple[RankGradient, ...]:
+    """For each tensor whose own gradient moved between two ranks in some pass, its .grad on
+    both: equal where DDP (or another allreduce) averaged the ranks' gradients into it."""
+    grads_a = {t.name: t.grad for t in a.tensors}
+    grads_b = {t.name: t.grad for t in b.tensors}
+    moved = dict.fromkeys(c.tensor for c in gradients if c.pass_number is not None)
+    return tuple(
+        RankGradient(name, grads_a[name], grads_b[name], grads_a[name] is not None and
+                     gradient_change(name, None, grads_a[name], grads_b[name], rtol, atol)
+                     is None)
+        for name in moved if name in grads_a and name in grads_b)
 
 
 def _loop(trace: Trace) -> bool:

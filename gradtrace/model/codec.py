@@ -17,6 +17,7 @@ from .records import (
     Node,
     NodeFlow,
     Pass,
+    Ranks,
     SavedTensor,
     SecondOrder,
     Source,
@@ -86,6 +87,8 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("saved_read", trace.saved_read),
         ("steps", _steps_dict(trace.steps)),
     )
+    if trace.ranks is not None:  # written only by a rank of many: single runs stay as they were
+        yield "ranks", trace.ranks._asdict()
 
 
 def trace_from_dict(data: Any, lean: bool = False) -> Trace:
@@ -133,6 +136,8 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             stdout=data.get("stdout", ""),
             second_order=_second_order_from(data.get("second_order")),
             steps=_steps_from(data.get("steps")),
+            ranks=None if data.get("ranks") is None else Ranks(data["ranks"]["rank"],
+                                                                 data["ranks"]["world"]),
             saved_read=data.get("saved_read", True) and not lean,
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .records import Edge, Finding, GradSummary, Node
+from .records import Edge, Finding, GradSummary, Node, Ranks
 
 NodeChangeKind = Literal["added", "removed", "changed"]
 TensorChangeKind = Literal["added", "removed", "requires_grad", "is_leaf"]
@@ -57,6 +57,17 @@ class GradientChange:
 
 
 @dataclass(frozen=True, slots=True)
+class RankGradient:
+    """A tensor whose own gradient differed between two ranks of one run: its .grad on each,
+    and whether those are equal (DDP averaged the ranks' gradients into it)."""
+
+    tensor: str
+    a: GradSummary | None
+    b: GradSummary | None
+    equal: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TraceDiff:
     """Everything that differs between trace A and trace B (empty tuples: the same)."""
 
@@ -73,6 +84,8 @@ class TraceDiff:
     passes: tuple[int, int]  # how many passes each side recorded
     rtol: float
     atol: float
+    ranks: tuple[Ranks, Ranks] | None = None  # both sides are ranks of a multi-process run
+    across_ranks: tuple[RankGradient, ...] = ()  # with ranks: the .grad of what moved
 
     @property
     def same(self) -> bool:

@@ -232,6 +232,13 @@ class SecondOrder:
     error: str | None = None
 
 
+class Ranks(NamedTuple):
+    """A process's rank among world processes of one run (torchrun's RANK and WORLD_SIZE)."""
+
+    rank: int
+    world: int
+
+
 @dataclass(frozen=True, slots=True)
 class Trace:
     """Graph + tensors + passes + findings of one scenario run."""
@@ -252,3 +259,4 @@ class Trace:
     second_order: SecondOrder | None = None
     saved_read: bool = True  # False: saved tensors were not read, so every saved is empty
     steps: Steps | None = None  # light statistics of every pass (None: no pass ran)
+    ranks: Ranks | None = None  # the rank this trace's process was, in a multi-process run

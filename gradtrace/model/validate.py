@@ -192,6 +192,7 @@ def _trace(data: Any, saved: bool) -> None:
     _second_order(top.get("second_order"), "second_order")
     _bool(top.get("saved_read", True), "saved_read")
     _steps(top.get("steps"), "steps", len(top["passes"]))
+    _ranks(top.get("ranks"), "ranks")
 
 
 def _node(raw: Any, ids: set[str], saved: bool) -> None:
@@ -335,6 +336,16 @@ def _second_order(raw: Any, path: str) -> None:
         _str(b["b"], f"{where}.b")
         _values(b["values"], f"{where}.values")
     _str(s.get("error"), f"{path}.error", null=True, limit=MAX_TEXT)
+
+
+def _ranks(raw: Any, path: str) -> None:
+    if raw is None:
+        return
+    r = _obj(raw, path, ("rank", "world"))
+    _int(r["rank"], f"{path}.rank")
+    _int(r["world"], f"{path}.world")
+    if not r["rank"] < r["world"]:
+        raise _Invalid(path, f"rank {r['rank']} is not one of the world's {r['world']}")
 
 
 def _steps(raw: Any, path: str, passes: int) -> None:

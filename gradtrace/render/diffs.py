@@ -15,10 +15,11 @@ from ..model.diffs import (
     GradientChange,
     NodeChange,
     NodeChangeKind,
+    RankGradient,
     TensorChange,
     TraceDiff,
 )
-from ..model.records import Finding, Node
+from ..model.records import Finding, Node, Ranks
 from ..model.texts import number
 from .drawing import Drawing, DrawOptions, drawing
 from .github import LEVEL, annotation
@@ -87,23 +88,39 @@ def gradient_change_text(c: GradientChange) -> str:
     return f"{c.tensor}, {when}: {c.detail}"
 
 
+def rank_gradient_text(c: RankGradient, ranks: tuple[Ranks, Ranks]) -> str:
+    """ "model.0.weight: .grad norm 0.1666 on both ranks: DDP averaged their gradients"."""
+    a, b = (f"norm {number(g.norm)}" if g is not None else "None" for g in (c.a, c.b))
+    if c.equal:
+        return (f"{c.tensor}: .grad {a} on both ranks: their own gradients were averaged "
+                "into it (DDP's allreduce)")
+    return (f"{c.tensor}: .grad {a} on rank {ranks[0].rank}, {b} on rank {ranks[1].rank}: "
+            "not reduced across the ranks")
+
+
 def finding_text(f: Finding) -> str:
     return f"{f.code}: {f.message}"
 
 
 def diff_report(d: TraceDiff, every: bool = False) -> Group:
     """The terminal report: both sides, the verdict, then each kind of change."""
+    ranked = [f" (rank {r.rank} of {r.world})" for r in d.ranks] if d.ranks else ["", ""]
     parts: list[RenderableType] = [Text.assemble(("gradtrace diff  ", "bold"), ("A ", "dim"),
-                                                 d.a, ("  →  B ", "dim"), d.b)]
+                                                 d.a, ranked[0], ("  →  B ", "dim"), d.b,
+                                                 ranked[1])]
     parts.append(Text(verdict(d), style="bold green" if d.same else "bold red"))
+    own = "each rank's own gradients (what reached AccumulateGrad) " if d.ranks else ""
     sections = [
         ("nodes", [(node_change_text(c), _NODE_STYLE[c.kind]) for c in d.nodes]),
         ("edges", [(edge_change_text(c), "green" if c.kind == "added" else "red")
                    for c in d.edges]),
         ("modules whose subgraph changed", [(m, "") for m in d.modules]),
         ("tensors", [(tensor_change_text(c), "") for c in d.tensors]),
-        (f"gradients beyond rtol {number(d.rtol)}, atol {number(d.atol)}",
+        (f"{own or 'gradients '}beyond rtol {number(d.rtol)}, atol {number(d.atol)}",
          [(gradient_change_text(c), "yellow") for c in d.gradients]),
+        (".grad after the ranks' reduction",
+         [(rank_gradient_text(c, d.ranks), "green" if c.equal else "red")
+          for c in d.across_ranks] if d.ranks else []),
         ("new findings", [(finding_text(f), SEVERITY_STYLE[f.severity])
                           for f in d.new_findings]),
         ("fixed findings", [(finding_text(f), "green") for f in d.fixed_findings]),
@@ -145,6 +162,8 @@ def diff_dict(d: TraceDiff) -> dict[str, Any]:
         "same": d.same,
         "matched": d.matched,
         "passes": {"a": d.passes[0], "b": d.passes[1]},
+        "ranks": None if d.ranks is None else {"a": d.ranks[0].rank, "b": d.ranks[1].rank,
+                                               "world": d.ranks[1].world},
         "tolerance": {"rtol": d.rtol, "atol": d.atol},
         "nodes": [{"change": c.kind, "a": _node_ref(c.a), "b": _node_ref(c.b)}
                   for c in d.nodes],
@@ -157,6 +176,8 @@ def diff_dict(d: TraceDiff) -> dict[str, Any]:
         "gradients": [{"tensor": c.tensor, "pass": c.pass_number, "change": c.kind,
                        "detail": c.detail, "a": summary_dict(c.a), "b": summary_dict(c.b)}
                       for c in d.gradients],
+        "across_ranks": [{"tensor": c.tensor, "equal": c.equal, "a": summary_dict(c.a),
+                          "b": summary_dict(c.b)} for c in d.across_ranks],
         "findings": {"new": [finding_dict(f) for f in d.new_findings],
                      "fixed": [finding_dict(f) for f in d.fixed_findings]},
     }
