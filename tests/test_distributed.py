@@ -189,3 +189,30 @@ def test_a_trace_with_a_broken_rank_is_refused(tmp_path: Path, ranks: object) ->
     path.write_text(json.dumps(data))
     result = invoke("show", path)
     assert result.exit_code == 2 and "invalid trace: ranks" in result.stderr, result.stderr
+
+
+def test_parameters_a_reentrant_checkpoint_hides_from_ddp_are_said_unreduced(
+        tmp_path: Path) -> None:
+    """net1, used twice under reentrant checkpointing, keeps each rank's own .grad (plain
+    python prints the same norms): rank 1's line and the ranks' diff say which parameters."""
+    run = torchrun("show", "ddp_reentrant.py", "-o", tmp_path / "t-{rank}.json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = " ".join(run.stderr.split())
+    assert "rank 1: 2 pass(es), 9 nodes, 1 info; its graph is rank 0's; .grad differs from " \
+        "rank 0's for 2 of 4 parameter(s), not reduced across the ranks: model.net1.weight, " \
+        "model.net1.bias; a reentrant checkpoint's parameters escape DDP's reducer: " \
+        "checkpoint(..., use_reentrant=False) or DDP(..., static_graph=True)" in said
+    traces = [as_read((tmp_path / f"t-{r}.json").read_text()) for r in (0, 1)]
+    printed = [json.loads(t["stdout"].replace("'", '"').splitlines()[-1]) for t in traces]
+    assert printed[0]["net1.weight"] != pytest.approx(printed[1]["net1.weight"], rel=1e-3)
+    assert printed[0]["net2.weight"] == pytest.approx(printed[1]["net2.weight"], rel=1e-6)
+    for trace, norms in zip(traces, printed, strict=True):
+        for name, norm in norms.items():
+            assert tensor(trace, f"model.{name}")["grad"]["norm"] == pytest.approx(norm,
+                                                                                 abs=1e-6)
+    result = invoke("diff", tmp_path / "t-0.json", tmp_path / "t-1.json")
+    lines = [" ".join(x.split()) for x in result.stdout.splitlines()]
+    assert [x.split(":")[0] for x in lines if "not reduced across the ranks" in x] == \
+        ["model.net1.weight", "model.net1.bias"]
+    assert [x.split(":")[0] for x in lines if "averaged into it" in x] == \
+        ["model.net2.weight", "model.net2.bias"]

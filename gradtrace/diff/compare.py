@@ -121,11 +121,11 @@ def _gradient_changes(a: Trace, b: Trace, rtol: float, atol: float,
 
 def _across_ranks(a: Trace, b: Trace, gradients: tuple[GradientChange, ...], rtol: float,
                   atol: float) -> tuple[RankGradient, ...]:
-    """For each tensor whose own gradient moved between two ranks in some pass, its .grad on
-    both: equal where DDP (or another allreduce) averaged the ranks' gradients into it."""
+    """For each tensor whose gradient moved between two ranks (in a pass, or its .grad), its
+    .grad on both: equal where DDP (or another allreduce) averaged the ranks' gradients."""
     grads_a = {t.name: t.grad for t in a.tensors}
     grads_b = {t.name: t.grad for t in b.tensors}
-    moved = dict.fromkeys(c.tensor for c in gradients if c.pass_number is not None)
+    moved = dict.fromkeys(c.tensor for c in gradients)
     return tuple(
         RankGradient(name, grads_a[name], grads_b[name], grads_a[name] is not None and
                      gradient_change(name, None, grads_a[name], grads_b[name], rtol, atol)

@@ -6,8 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from typing import Any
 
+from ..model.gradients import close_numbers
 from ..model.records import Trace
+
+SHOWN_NAMES = 3  # parameters named in a rank's line
+REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"  # checkpoint(..., use_reentrant=True)
 
 
 def graph_key(trace: Trace) -> str:
@@ -25,9 +30,28 @@ def rank_summary(trace: Trace | None, failed: str | None) -> str:
     if trace is None:
         return json.dumps({"failed": failed})
     severities = Counter(f.severity for f in trace.findings)
+    grads = {t.name: [t.grad.norm, t.grad.min, t.grad.max] for t in trace.tensors
+             if t.is_leaf and t.grad is not None}
+    reentrant = any(n.type == REENTRANT_CHECKPOINT for n in trace.nodes)
     return json.dumps({"passes": len(trace.passes), "nodes": len(trace.nodes),
                        "graph": graph_key(trace), "findings": dict(sorted(severities.items())),
-                       "failed": failed})
+                       "failed": failed, "grads": grads, "reentrant": reentrant})
+
+
+def _unreduced(told: dict[str, Any], own: dict[str, Any], shown: int) -> str:
+    """'; .grad differs from rank 0's for 2 of 4 parameters …' (nothing when all agree): the
+    ranks' .grad after backward, which DDP's allreduce makes equal."""
+    theirs, mine = told.get("grads") or {}, own.get("grads") or {}
+    both = [name for name in mine if name in theirs]
+    differ = [name for name in both if not close_numbers(theirs[name], mine[name])]
+    if not differ:
+        return ""
+    names = ", ".join(differ[:SHOWN_NAMES]) + (", …" if len(differ) > SHOWN_NAMES else "")
+    why = ("; a reentrant checkpoint's parameters escape DDP's reducer: "
+           "checkpoint(..., use_reentrant=False) or DDP(..., static_graph=True)"
+           if own.get("reentrant") and len(differ) < len(both) else "")
+    return (f"; .grad differs from rank {shown}'s for {len(differ)} of {len(both)} "
+            f"parameter(s), not reduced across the ranks: {names}{why}")
 
 
 def rank_line(rank: int, summary: str | None, shown: int, shown_summary: str) -> str:
@@ -48,4 +72,4 @@ def rank_line(rank: int, summary: str | None, shown: int, shown_summary: str) ->
     failed = told["failed"] or ""
     ended = f"; stopped: {failed[:100]}{'…' if len(failed) > 100 else ''}" if failed else ""
     return f"rank {rank}: {told['passes']} pass(es), {told['nodes']} nodes, {found}; " \
-        f"{same}{ended}"
+        f"{same}{_unreduced(told, own, shown)}{ended}"
