@@ -197,6 +197,28 @@ def test_a_wrong_backward_fails_on_sampled_coordinates_too(tmp_path: Path) -> No
     assert code == 1 and report["results"][0]["sampled"].startswith("sampled")
 
 
+def test_a_function_that_returns_its_input_itself_has_finite_differences_of_one(
+        tmp_path: Path) -> None:
+    """A gradient reversal layer (tadeephuy/GradientReversal) returns x itself: each nudge of
+    x moved the output already taken, so finite differences read 0 instead of torch's 1."""
+    path = tmp_path / "grl.py"
+    path.write_text(
+        "import torch\n\n\nclass GradientReversalFn(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x, alpha):\n"
+        "        ctx.save_for_backward(x, alpha)\n        return x\n\n"
+        "    @staticmethod\n    def backward(ctx, grad_output):\n"
+        "        _, alpha = ctx.saved_tensors\n        return -alpha * grad_output, None\n\n\n"
+        "a = torch.randn(3, requires_grad=True)\n"
+        "y = GradientReversalFn.apply(a, torch.tensor(1.0)).sum()\n")
+    code, report = check_json(str(path))
+    (result,) = report["results"]
+    assert code == 1 and result["gradcheck"] == "fail"
+    mismatch = result["mismatch"]
+    identity = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]  # as torch's gradcheck has it
+    assert mismatch["numerical"] == [[pytest.approx(v, abs=1e-6) for v in r] for r in identity]
+    assert mismatch["analytical"] == [[-v for v in r] for r in identity]
+
+
 def test_once_differentiable_has_no_double_backward_to_check(tmp_path: Path) -> None:
     path = tmp_path / "unit.py"
     path.write_text(

@@ -91,14 +91,12 @@ def blocks(fn: Callable[..., Any], inputs: list[Any], eps: float,
         for k, r in enumerate(rows[i]):
             keep = flat[r].item()
             flat[r] = keep + eps
-            plus = as_tuple(fn(*inputs))
+            plus = _picked(fn, inputs, where)
             flat[r] = keep - eps
-            minus = as_tuple(fn(*inputs))
+            minus = _picked(fn, inputs, where)
             flat[r] = keep
             for o in out_ids:
-                diff = plus[o].detach().reshape(-1)[where[o]] - \
-                    minus[o].detach().reshape(-1)[where[o]]
-                numerical[o, i][k] = diff.real.double() / (2 * eps)
+                numerical[o, i][k] = (plus[o] - minus[o]).real.double() / (2 * eps)
     analytical = {key: torch.zeros_like(block) for key, block in numerical.items()}
     outs = as_tuple(fn(*inputs))
     for o in out_ids:
@@ -115,6 +113,14 @@ def blocks(fn: Callable[..., Any], inputs: list[Any], eps: float,
                     analytical[o, i][:, m] = g.reshape(-1)[picks[i]].real.double()
     return [Block(o, i, rows[i], cols[o], numerical[o, i], analytical[o, i])
             for o in out_ids for i in in_ids if (o, i) in wanted]
+
+
+def _picked(fn: Callable[..., Any], inputs: list[Any], where: dict[int, Any],
+            ) -> dict[int, Any]:
+    """fn's outputs at the chosen elements, copied at once (indexing by a tensor copies): an
+    output may be an input itself, or a view of one, that the next nudge moves."""
+    outs = as_tuple(fn(*inputs))
+    return {o: outs[o].detach().reshape(-1)[chosen] for o, chosen in where.items()}
 
 
 def disagreeing(found: Sequence[Block], atol: float, rtol: float) -> Block | None:
