@@ -8,6 +8,7 @@ fallback answers, and `missing()` says, in one line each, what is not shown.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from operator import methodcaller
@@ -68,6 +69,15 @@ _functorch_level = _probe(
 def inside_torch_func_transform() -> bool:
     """Whether vmap/grad/jacrev is running: its gradients are wrappers without storage."""
     return _functorch_level is not None and _functorch_level() is not None
+
+
+def compiled_autograd_on() -> bool:
+    """Whether a backward started now runs under compiled autograd (torch._dynamo.config.
+    compiled_autograd, or compiled_autograd._enable): the engine traces every hook of the
+    graph into one compiled graph, so a hook of gradtrace's would be compiled, break the graph
+    or fail there. Read only once the script imported it (checked on 2.13)."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    return bool(getattr(module, "compiled_autograd_enabled", False))
 
 
 _graph_task_id = _probe(

@@ -25,7 +25,8 @@ ONLY_WITH_LINES = {"graph-cut"}
 NOT_A_BLOCK = {"real/train_args.py", "real/raises_after_two_passes.py",
                "real/polynomial_loop.py", "real/test_value_grads.py",
                "loops/mlp_1000_steps.py",  # its 30-step twin is compared; 1,000 cost seconds
-               "real/compile_tutorial.py", "real/compiled_model.py"}
+               "real/compile_tutorial.py", "real/compiled_model.py",
+               "real/compiled_autograd.py"}
 GALLERY = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
                  if "no_graph" not in p.parts and UNDER_TORCHRUN not in p.parts)
 

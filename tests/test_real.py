@@ -265,6 +265,25 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
     assert "gradtrace/" not in run.stderr
 
 
+def test_compiled_autograd_runs_as_under_python_with_no_hook_of_gradtrace_s(
+        traced: Traced) -> None:
+    """Compiled autograd traces every hook of the backward graph: gradtrace's flow hooks broke
+    its graph (Tensor.item()) and failed under fullgraph=True, blaming itself (exit 2)."""
+    run = plain("compiled_autograd.py")
+    printed = json.loads(run.stdout.splitlines()[-1])
+    trace = traced("compiled_autograd.py")
+    assert trace["stdout"] == run.stdout
+    names = {"model.linear.weight": "basic.linear.weight", "model.linear.bias":
+             "basic.linear.bias", "model2.linear.weight": "ctx.linear.weight",
+             "model2.linear.bias": "ctx.linear.bias", "xh": "hook.xh"}
+    for name, key in names.items():
+        assert tensor(trace, name)["grad"]["norm"] == pytest.approx(printed[key], rel=1e-6)
+    assert len(trace["passes"]) == 4 and all(p["error"] is None for p in trace["passes"])
+    (finding,) = trace["findings"]
+    assert (finding["code"], finding["severity"]) == ("flow-not-recorded", "info")
+    assert finding["message"].startswith("4 pass(es) ran under compiled autograd, from pass 1")
+
+
 def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:
     path = tmp_path / "bad.py"
     path.write_text("import torch\n"

@@ -25,6 +25,7 @@ from ..extract.walk import (
 from ..gcpause import gc_paused
 from ..model.records import Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
 from ..torch_compat import (
+    compiled_autograd_on,
     error_kind,
     inside_torch_func_transform,
     next_sequence_number,
@@ -157,8 +158,9 @@ class Recorder:
             | self.hooked
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
         record.batched = batched or inside_torch_func_transform()
+        record.compiled = compiled_autograd_on()
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
-            if self.options.flow and not record.batched else None
+            if self.options.flow and not (record.batched or record.compiled) else None
         self.recording = threading.get_ident()
         start = next_sequence_number()
         try:

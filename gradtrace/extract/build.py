@@ -78,6 +78,7 @@ class RawPass:
     flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
     flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
     batched: bool = False  # inside a torch.func transform: its gradients are not summarised
+    compiled: bool = False  # under compiled autograd: no hook of gradtrace's in its graph
     signature: int = 0  # its graph's structure: passes over graphs alike have equal ones
     nodes: list[Any] = field(default_factory=list)  # its graph, held while its detail is kept
     thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)

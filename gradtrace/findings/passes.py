@@ -28,6 +28,8 @@ class PassRecord(Protocol):
     def flow_failures(self) -> Sequence[str]: ...
     @property
     def batched(self) -> bool: ...
+    @property
+    def compiled(self) -> bool: ...
 
 
 # Hints for the errors learners meet, by the kind torch_compat.error_kind gives the error.
@@ -58,6 +60,13 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
             "or a vectorized torch.autograd.functional call, "
             f"from pass {batched[0]}: their gradients are batched, not summarised",
             severity="info", line=passes[batched[0] - 1].line))
+    compiled = [i for i, p in enumerate(passes, 1) if p.compiled]
+    if compiled:
+        findings.append(FLOW_NOT_RECORDED.finding(
+            f"{len(compiled)} pass(es) ran under compiled autograd, from pass {compiled[0]}: "
+            "torch compiles the whole backward graph with its hooks, so gradtrace hooks none "
+            "of its nodes; the passes and their .grad changes are recorded, the flow through "
+            "the nodes is not", severity="info", line=passes[compiled[0] - 1].line))
     for i, p in enumerate(passes, 1):
         if p.flow_failures:
             findings.append(FLOW_NOT_RECORDED.finding(

@@ -81,7 +81,8 @@ FLOW_NOT_RECORDED = declare(
     "The pass ran as usual, but the flow of some nodes is not shown (a gradtrace limitation); "
     "info, said once, for passes inside torch.func transforms or "
     "`autograd.grad(is_grads_batched=True)` (`torch.autograd.functional`'s `vectorize=True`), "
-    "whose gradients are batched.",
+    "whose gradients are batched, and for passes under compiled autograd, which compiles "
+    "every hook of the backward graph.",
     also=("info",))
 GRADCHECK = declare(
     "gradcheck", "info", "the scenario's own gradcheck or gradgradcheck call",
