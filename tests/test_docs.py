@@ -233,7 +233,7 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github": Example(
         1, lambda out, _: out.startswith("::error file=scenarios/diff/mlp_tanh.py,line=9,")),
     "gradtrace steps scenarios/real/train_args.py -- --epochs 1": Example(
-        0, lambda out, _: "4 passes, 3 optimizer steps" in out and "model.conv1.weight" in out),
+        0, lambda out, _: "4 passes, 4 optimizer steps" in out and "model.conv1.weight" in out),
     "gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1": Example(
         0, lambda out, folder: "model.conv1" in svg_texts(folder / "steps.svg")),
     "gradtrace steps trace.json --by-leaf -o steps.png": Example(

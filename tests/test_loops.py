@@ -90,6 +90,8 @@ def test_every_steps_statistics_equal_plain_pytorchs(tmp_path: Path) -> None:
         assert all(g[2] for g in grads)  # finite
         assert not any(g[3] for g in grads)  # zero_grad before every pass: nothing kept
     assert steps["optimizer_steps"] == [0] + [1] * 11
+    assert steps["optimizer_steps_after"] == 1  # the step after the last pass counts too
+    assert "12 passes, 12 optimizer steps" in invoke("show", script).stdout
 
 
 def test_a_forgotten_zero_grad_is_kept_and_a_reset_one_is_not(tmp_path: Path) -> None:

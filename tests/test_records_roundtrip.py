@@ -75,7 +75,8 @@ def full_trace() -> Trace:
         saved_read=False,
         steps=Steps(leaves=("x", "model.w"), modules=(None, "model"), loss=(0.25,),
                     optimizer_steps=(3,),
-                    grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),)),
+                    grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),),
+                    optimizer_steps_after=1),
         ranks=Ranks(rank=1, world=2),
     )
 

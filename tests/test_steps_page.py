@@ -140,6 +140,6 @@ def test_a_real_loops_page_shows_one_step_and_its_steps(browser: Any,  # noqa: F
     tab, _, errors = opened(browser, path)
     assert not errors
     assert not tab.eval_on_selector("#gt-steps", "e => e.hidden")
-    assert tab.inner_text("#gt-steps-title") == "steps · 30 passes, 29 optimizer steps"
+    assert tab.inner_text("#gt-steps-title") == "steps · 30 passes, 30 optimizer steps"
     assert tab.eval_on_selector_all("#gt-steps-chart polyline", "l => l.length") >= 3
     tab.close()

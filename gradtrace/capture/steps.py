@@ -120,7 +120,8 @@ class StepLog:
         return Steps(
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
-            grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows))
+            grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows),
+            optimizer_steps_after=self._stepped - self._stepped_at_last_pass)
 
 
 def _fingerprint(t: torch.Tensor) -> Fingerprint:

@@ -417,6 +417,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "optimizer_steps": list(s.optimizer_steps),
         "grads": [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite,
                                            g.kept] for g in row] for row in s.grads],
+        "optimizer_steps_after": s.optimizer_steps_after,
     }
 
 
@@ -429,7 +430,8 @@ def _steps_from(d: dict[str, Any] | None) -> Steps | None:
         optimizer_steps=tuple(d["optimizer_steps"]),
         grads=tuple(tuple(None if g is None else LeafStep(
             norm=_norm(g[0]), max_abs=_norm(g[1]), finite=g[2], kept=g[3]) for g in row)
-            for row in d["grads"]))
+            for row in d["grads"]),
+        optimizer_steps_after=d.get("optimizer_steps_after", 0))
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:

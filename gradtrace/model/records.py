@@ -196,6 +196,12 @@ class Steps:
     loss: tuple[float | None, ...]  # the pass's root when it is one number
     optimizer_steps: tuple[int, ...]  # torch.optim steps since the previous pass
     grads: tuple[tuple[LeafStep | None, ...], ...]  # [pass][leaf]
+    optimizer_steps_after: int = 0  # torch.optim steps after the last pass
+
+    @property
+    def optimizer_steps_taken(self) -> int:
+        """Every torch.optim step of the run: before each pass, and after the last."""
+        return sum(self.optimizer_steps) + self.optimizer_steps_after
 
 
 @dataclass(frozen=True, slots=True)

@@ -367,6 +367,7 @@ def _steps(raw: Any, path: str, passes: int) -> None:
         _number(loss, f"{path}.loss[{i}]", null=True)
     for i, count in enumerate(s["optimizer_steps"]):
         _int(count, f"{path}.optimizer_steps[{i}]")
+    _int(s.get("optimizer_steps_after", 0), f"{path}.optimizer_steps_after")
     for i, row in enumerate(s["grads"]):
         if len(_list(row, f"{path}.grads[{i}]")) > len(leaves):
             raise _Invalid(f"{path}.grads[{i}]", f"has more items than the {len(leaves)} leaves")

@@ -254,7 +254,7 @@ def steps_svg(trace: Trace, by_module: bool = True, max_lines: int | None = LINE
               f'viewBox="0 0 {WIDTH} {_f(height)}" font-family="{FONT}" font-size="11" '
               'fill="#263238">')
     chart.add(f'<rect width="{WIDTH}" height="{_f(height)}" fill="#ffffff"/>')
-    optimizer = sum(steps.optimizer_steps)
+    optimizer = steps.optimizer_steps_taken
     chart.text(LEFT, 18, f"{trace.scenario or 'trace'}  ·  {passes:,} passes, "
                f"{optimizer:,} optimizer steps", extra=' font-size="13" font-weight="bold"')
     kind = "module" if by_module else "parameter"

@@ -109,7 +109,7 @@ def steps_data(trace: Trace) -> dict[str, Any] | None:
     loss = loss_series(steps)
     return {
         "passes": passes,
-        "optimizer_steps": sum(steps.optimizer_steps),
+        "optimizer_steps": steps.optimizer_steps_taken,
         "x": [(start + end - 1) / 2 + 1 for start, end in bucket_bounds(passes, STEPS_POINTS)],
         "loss": None if loss is None else
         [json_float(x) for x in bucketed(loss.values, STEPS_POINTS, mean)],

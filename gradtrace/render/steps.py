@@ -100,7 +100,7 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
     bad = [(s, first) for s in rows if (first := first_non_finite(s)) is not None]
     shown = chosen(rows, None if max_rows is None else max(max_rows - bool(bad), 2))
     title = Text("\nsteps", style="bold", no_wrap=True, overflow="ellipsis")
-    optimizer = sum(steps.optimizer_steps)
+    optimizer = steps.optimizer_steps_taken
     title.append(f"  ·  {passes:,} passes, {optimizer:,} optimizer step"
                  f"{'' if optimizer == 1 else 's'}  ·  grad norm per "
                  f"{'module' if by_module else 'parameter'}", style="dim")
