@@ -92,3 +92,17 @@ def test_names_are_stable_across_passes_and_outlive_a_rebinding() -> None:
     assert earlier == [("net.params[0]", w)]
     del earlier, w  # names hold nothing alive
     assert names.earlier([("net.params[0]", v)], merged) == ([], [])
+
+
+def test_a_plain_name_for_a_module_s_parameter_is_no_second_tensor() -> None:
+    """`for p in model.parameters()` (pytorch/examples' word_language_model updates weights
+    so) left p naming model.bias: a second row, .grad change and steps series of it."""
+    from gradtrace.capture.roots import named_tensors
+
+    model = torch.nn.Linear(3, 2)
+    *_, p = model.parameters()  # what the loop leaves in p: the last parameter
+    x = torch.ones(2, requires_grad=True)
+    names = [n for n, _ in named_tensors({"model": model, "p": p, "x": x})]
+    assert names == ["model.weight", "model.bias", "x"]
+    assert [n for n, _ in named_tensors({"p": p, "model": model})] == ["model.weight",
+                                                                       "model.bias"]

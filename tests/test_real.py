@@ -447,3 +447,21 @@ def test_word2vec_sparse_gradients_match_plain_pytorch_in_every_step(traced: Tra
                 if nid in nodes and nodes[nid]["type"] == "AccumulateGrad"}
         assert into == pytest.approx({prefix + k: v for k, v in expected[i].items()},
                                      rel=1e-5)
+
+
+def test_a_torch_func_pass_after_an_eager_one_is_its_own_graph(tmp_path: Any) -> None:
+    """The per-sample-gradients tutorial's grad(functional_call) after a plain backward: the
+    transform's pass ran over ops alike, but it is no step of the eager graph, and its root
+    is the transform's own graph: the default view is the eager pass's, named."""
+    path = tmp_path / "func_after.py"
+    path.write_text("import torch\nfrom torch.func import functional_call, grad\n"
+                    "torch.manual_seed(0)\nmodel = torch.nn.Linear(3, 2)\n"
+                    "x = torch.randn(4, 3)\nloss = model(x).pow(2).mean()\nloss.backward()\n"
+                    "params = {k: v.detach() for k, v in model.named_parameters()}\n"
+                    "g = grad(lambda p: functional_call(model, p, (x,)).pow(2).mean())(params)\n")
+    trace = as_read(invoke("show", path, "--json").stdout)
+    assert [p["graph"] for p in trace["passes"]] == [0, 1]
+    assert trace["output_names"] == ["loss"]
+    assert trace["root_reason"] == "the roots of the scenario's last backward pass, at line 7"
+    leaves = {n["tensor"] for n in trace["nodes"] if n["kind"] == "leaf"}
+    assert {"model.weight", "model.bias"} <= leaves

@@ -119,7 +119,7 @@ def default_roots(target: Target, recorder: Recorder,
         return list(returned), f"what {target.function} returned"
     if recorder.asked_roots:
         return list(recorder.asked_roots), f"the roots of pass {recorder.options.graph_pass}"
-    line = next((p.line for p in reversed(recorder.passes) if p.by == "scenario"), None)
+    line = recorder.last_roots_line
     where = f", at line {line}" if line else ""
     return list(recorder.last_roots), f"the roots of the scenario's last backward pass{where}"
 

@@ -62,7 +62,9 @@ class Recorder:
         self.forget = forget  # told of the nodes of a pass whose detail is let go of
         self.passes: list[RawPass] = []
         # roots of the code's latest pass (the default graph), and of the one asked for
-        self.last_roots: list[tuple[str | None, Any]] = []
+        self.last_roots: list[tuple[str | None, Any]] = []  # the default roots, and
+        self.last_roots_batched = False  # whether a torch.func pass gave them,
+        self.last_roots_line: int | None = None  # at this line of the scenario
         self.asked_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
         self.saved_before: SavedCache = {}  # holds the nodes: released by release()
@@ -123,11 +125,18 @@ class Recorder:
         named = named_tensors(merged)
         self.names.remember(named, merged)
         root_names = names_of(roots, named)
+        # inside vmap/grad/jacrev the gradients are functorch wrappers without storage: such
+        # a pass is no step of a loop over an eager graph of the same ops, and its roots (the
+        # transform's own graph) are the default ones only while no eager pass ran
+        batched = batched or inside_torch_func_transform()
         if by == "scenario":
-            self.last_roots = [(n, t) for n, t in zip(root_names, roots, strict=True)
-                               if isinstance(t, torch.Tensor)]
+            here = [(n, t) for n, t in zip(root_names, roots, strict=True)
+                    if isinstance(t, torch.Tensor)]
+            if not batched or self.last_roots_batched or not self.last_roots:
+                self.last_roots, self.last_roots_batched = here, batched
+                self.last_roots_line = line
             if self.options.graph_pass == len(self.passes) + 1:
-                self.asked_roots = self.last_roots
+                self.asked_roots = here
         before = grads_before(named)
         if self.grad_before is None:
             self.grad_before = {b.name: b.summary for b in before}
@@ -145,8 +154,10 @@ class Recorder:
                     self.muted -= 1
         walked = Walk(root_nodes, *indexed_walk(root_nodes))
         nodes, edges = walked.order, walked.edges
+        signature = structure(nodes, edges)
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
-                         signature=structure(nodes, edges), nodes=list(nodes))
+                         signature=hash((signature, batched)) if batched else signature,
+                         nodes=list(nodes), batched=batched)
         self._let_go_of_repeat(record)
         if self.options.saved:
             snapshot_saved(self.saved_before, nodes)
@@ -156,8 +167,6 @@ class Recorder:
         untouched = self.steps.untouched(leaves)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
             | self.hooked
-        # inside vmap/grad/jacrev the gradients are functorch wrappers without storage
-        record.batched = batched or inside_torch_func_transform()
         record.compiled = compiled_autograd_on()
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
             if self.options.flow and not (record.batched or record.compiled) else None

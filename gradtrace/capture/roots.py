@@ -15,14 +15,18 @@ from .statements import why_no_grad_fn
 
 def named_tensors(namespace: dict[str, Any]) -> Named:
     """Named tensors in binding order, and nn.Module parameters under dotted names (a
-    parameter under the first module path that reaches it)."""
+    parameter under the first module path that reaches it; a plain name for a parameter, as
+    `for p in model.parameters()` leaves, is no second row of it)."""
     out: Named = []
     params: set[int] = set()
-    for name, value in list(namespace.items()):
-        if name.startswith("__"):
-            continue
+    items = [(name, value) for name, value in list(namespace.items())
+             if not name.startswith("__")]
+    in_modules = {id(t) for _, value in items if isinstance(value, torch.nn.Module)
+                  for t in value.parameters()}
+    for name, value in items:
         if isinstance(value, torch.Tensor):
-            out.append((name, value))
+            if id(value) not in in_modules:
+                out.append((name, value))
         elif isinstance(value, torch.nn.Module):
             for p, t in value.named_parameters():
                 if id(t) not in params:
