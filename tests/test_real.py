@@ -465,3 +465,19 @@ def test_a_torch_func_pass_after_an_eager_one_is_its_own_graph(tmp_path: Any) ->
     assert trace["root_reason"] == "the roots of the scenario's last backward pass, at line 7"
     leaves = {n["tensor"] for n in trace["nodes"] if n["kind"] == "leaf"}
     assert {"model.weight", "model.bias"} <= leaves
+
+
+@pytest.mark.parametrize(("hooked", "module"), [("model[1]", "model.1"), ("model", "model")])
+def test_a_full_backward_hook_s_nodes_belong_to_its_module(tmp_path: Any, hooked: str,
+                                                           module: str) -> None:
+    """Grad-CAM's register_full_backward_hook: the hook node on the module's outputs is made
+    after its forward returned, and was labelled with the parent module (or none)."""
+    path = tmp_path / "cam.py"
+    path.write_text("import torch, torch.nn as nn\ntorch.manual_seed(0)\n"
+                    "model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Conv2d(2, 4, 3), nn.ReLU())\n"
+                    f"{hooked}.register_full_backward_hook(lambda m, gi, go: None)\n"
+                    "out = model(torch.randn(1, 1, 6, 6)).sum()\nout.backward()\n")
+    trace = as_read(invoke("show", path, "--json").stdout)
+    hook_nodes = [n for n in trace["nodes"] if n["type"] == "BackwardHookFunctionBackward"]
+    # model's input needs no grad: only its outputs' hook node is made
+    assert [n["module"] for n in hook_nodes] == [module] * (2 if hooked != "model" else 1)

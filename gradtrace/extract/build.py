@@ -15,6 +15,7 @@ from ..findings.located import located
 from ..findings.registry import DETACHED
 from ..gcpause import gc_paused
 from ..model.records import (
+    BACKWARD_HOOK_NODE,
     LEAF,
     Edge,
     Finding,
@@ -175,6 +176,7 @@ def build_trace(
             nodes = [n._replace(grad_graph=True) if grad_graph(obj) else n
                      for n, obj in zip(nodes, order, strict=True)]
         edges = _edges(raw_edges, node_ids.ids)
+        nodes = _output_hook_modules(nodes, edges)
         reached = {node for p in trace_passes for node in p.flow}
         filled = {c.tensor for p in trace_passes for c in p.grad_changes if c.after is not None}
         detached = detached_sources(named)
@@ -256,6 +258,25 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
         tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
         module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
         source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False))
+
+
+def _output_hook_modules(nodes: list[Node], edges: tuple[Edge, ...]) -> list[Node]:
+    """A module's full backward hook node on its outputs is made once its forward returned,
+    so it was taken for its parent's: it is the module whose op it follows, one level below
+    that parent on the op's module path."""
+    hooked = {n.id for n in nodes if n.type == BACKWARD_HOOK_NODE}
+    if not hooked:
+        return nodes
+    child = {e.dst: e.src for e in edges if e.dst in hooked and e.dst_input == 0}
+    module_of = {n.id: n.module for n in nodes}
+    out = []
+    for n in nodes:
+        inner = module_of.get(child.get(n.id, ""))
+        if n.id in hooked and inner and (n.module is None or inner.startswith(n.module + ".")):
+            depth = 0 if n.module is None else n.module.count(".") + 1
+            n = n._replace(module=".".join(inner.split(".")[:depth + 1]))
+        out.append(n)
+    return out
 
 
 def _edges(raw_edges: list[RawEdge], ids: list[str]) -> tuple[Edge, ...]:
