@@ -26,7 +26,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 TORCH_PIN = "torch==2.13.0"
-DEMO = "scenarios/chain_rule.py"
+DEMO = "example:chain_rule"  # a bundled example (gradtrace/examples/chain_rule.py)
 SVG = "out/chain_rule.svg"
 
 

@@ -17,8 +17,16 @@ from gradtrace.cli import app
 from gradtrace.model.validate import validate_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ROOT / "scenarios"
-# scenarios/distributed/ runs under torchrun, in tests/test_distributed.py: not alone
+SCENARIOS = ROOT / "gradtrace" / "examples"  # the bundled examples: example:NAME
+
+
+def code_files() -> list[Path]:
+    """The package's own modules: every .py file of gradtrace/ but the bundled examples,
+    which are scenarios (data the package ships), not gradtrace's code."""
+    return sorted(p for p in (ROOT / "gradtrace").rglob("*.py") if SCENARIOS not in p.parents)
+
+
+# examples/distributed/ runs under torchrun, in tests/test_distributed.py: not alone
 UNDER_TORCHRUN = "distributed"
 DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")

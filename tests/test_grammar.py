@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 import typer
 from helpers import ROOT, SCENARIOS, invoke
-from test_docs import README, help_examples
+from test_docs import COMMANDS, README, help_examples
 
 from gradtrace.cli import app
 
 CHAIN = SCENARIOS / "chain_rule.py"
 LOOP = SCENARIOS / "real" / "train_args.py"
-COMMANDS = ("show", "dot", "check", "diff", "steps")
 CELL = re.compile(r"(?<!\\)\|")  # a table cell ends at an unescaped |
 NAMES = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)")
 
