@@ -117,3 +117,17 @@ def test_the_python_api_runs_an_example() -> None:
     view = gradtrace.load_scenario("example:two_paths_add_up")
     assert view.trace.scenario == "example:two_paths_add_up"
     assert [t.name for t in view.trace.tensors][:1] == ["x"]
+
+
+def test_an_installed_example_names_its_tensors_and_lines(tmp_path: Path) -> None:
+    """Installed, an example lives in site-packages: its own functions' locals still name the
+    tensors and its lines still label the nodes (files of packages below it do not)."""
+    folder = tmp_path / "venv" / "lib" / "site-packages" / "gradtrace" / "examples" / "real"
+    folder.mkdir(parents=True)
+    script = folder / "train_args.py"
+    script.write_text((SCENARIOS / "real" / "train_args.py").read_text())
+    steps = invoke("steps", script, "--", "--epochs", "1")
+    assert steps.exit_code == 0, steps.stderr
+    assert "model.conv1.weight" in steps.stdout  # named from main()'s locals
+    trace = json.loads(invoke("show", script, "--json", "--", "--epochs", "1").stdout)
+    assert any(n["source"] and n["source"]["file"] == str(script) for n in trace["nodes"])
