@@ -29,7 +29,7 @@ def show_console() -> Console:
     """A terminal that recorded `gradtrace show SHOW`, in colour."""
     trace = load_trace(SHOW, [], backward=True).trace
     console = Console(record=True, width=SHOW_WIDTH, force_terminal=True,
-                      file=open(os.devnull, "w"))  # noqa: SIM115 (the console keeps it)
+                      file=open(os.devnull, "w"))  # the console keeps it open
     console.print(report(trace, pick_pass(trace, None)), crop=False)
     return console
 
