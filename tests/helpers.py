@@ -136,7 +136,7 @@ GALLERY_FINDINGS = {
     "nan-value": ("explained/log_of_zero.py", "y", 8, "at line 8"),
     "graph-cut": ("explained/cut_by_item.py", "loss", 7, "line 7"),
     # issue 26's training loops: these pass once the capture fills Trace.steps and the
-    # scenarios/loops/ files land (lines are their loss.backward() lines in the drafts)
+    # examples/loops/ files land (lines are their loss.backward() lines in the drafts)
     "grad-accumulating": ("loops/forgot_zero_grad.py", "model.0.weight", 26,
                           "zero_grad() is missing"),
     "vanishing-gradient": ("loops/sigmoid_deep.py", "model.0.bias", 35,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import SCENARIOS, invoke
 
-GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # what `scenarios/*.py` expands to
+GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # the top-level examples
 
 
 def check_json(*args: str) -> tuple[int, dict]:
