@@ -4,6 +4,8 @@
     python3 dev.py test    set up .venv (and Chromium for the page's browser tests), then run
                            the test suite on two cores (extra args go to pytest: -m slow runs
                            the slow tests it leaves out, as .ci/run does; -n 0 runs serially)
+    python3 dev.py wheel   build gradtrace's wheel into dist/ (the bundled examples inside),
+                           to install into your own environment: pip install dist/gradtrace-*.whl
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.13 is already importable there (an unpinned torch would pull a multi-GB CUDA
@@ -26,7 +28,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 TORCH_PIN = "torch==2.13.0"
-DEMO = "scenarios/chain_rule.py"
+DEMO = "example:chain_rule"  # a bundled example (gradtrace/examples/chain_rule.py)
 SVG = "out/chain_rule.svg"
 
 
@@ -88,11 +90,34 @@ def setup() -> None:
     ensure_graphviz()
 
 
+def wheel_command(python: str | Path, into: str | Path) -> list[str]:
+    """pip building gradtrace's wheel (and no other) into the folder `into`; the fresh-venv
+    test of tests/test_install.py builds it the same way."""
+    return [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(into), str(ROOT)]
+
+
+def build_wheel() -> int:
+    """Build dist/gradtrace-VERSION-py3-none-any.whl; a wheel needs only pip, no torch."""
+    if not PY.exists():
+        say(f"creating {VENV.name}")
+        venv.create(VENV, with_pip=True)
+    dist = ROOT / "dist"
+    for old in dist.glob("gradtrace-*.whl"):  # one wheel: the one just built
+        old.unlink()
+    code = run(*wheel_command(PY, dist), check=False)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' leftovers
+    if code == 0:
+        say("wrote " + ", ".join(str(w.relative_to(ROOT)) for w in dist.glob("gradtrace-*.whl")))
+    return code
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in ("demo", "test"):
+    if task not in ("demo", "test", "wheel"):
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
+    if task == "wheel":
+        return build_wheel()
     setup()
     if task == "demo":
         code = run(BIN / "gradtrace", "show", DEMO, check=False)

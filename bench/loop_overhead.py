@@ -37,7 +37,7 @@ from pathlib import Path
 from measure import measured
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIO = ROOT / "scenarios" / "loops" / "mlp_1000_steps.py"
+SCENARIO = ROOT / "gradtrace" / "examples" / "loops" / "mlp_1000_steps.py"
 BUDGET = 1.3  # the design's goal: recording every pass costs at most 30% more than plain
 OWN = r"[/\\]gradtrace[/\\]"  # pstats restriction: gradtrace's own files
 

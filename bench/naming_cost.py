@@ -24,7 +24,7 @@ from gradtrace.capture import names, recorder, runner, session
 from gradtrace.capture.options import CaptureOptions
 
 BUDGET = 0.05
-GPT = Path(__file__).resolve().parent.parent / "scenarios" / "real" / "gpt_tiny.py"
+GPT = Path(__file__).resolve().parent.parent / "gradtrace" / "examples" / "real" / "gpt_tiny.py"
 
 LOOP = '''
 

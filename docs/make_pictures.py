@@ -1,9 +1,11 @@
-"""Regenerate the README's pictures from the real output, so they never drift from it.
+"""Regenerate the docs' pictures from the real output, so they never drift from it.
 
     .venv/bin/python docs/make_pictures.py
 
-docs/show.svg: `gradtrace show scenarios/two_paths_add_up.py` as a terminal shows it.
-docs/graph.svg: `gradtrace dot scenarios/mlp_modules.py --grads -o docs/graph.svg`.
+docs/show.svg: `gradtrace show example:two_paths_add_up` as a 118-column terminal shows it.
+docs/graph.svg: `gradtrace dot example:mlp_modules --grads -o docs/graph.svg`.
+
+tests/test_pictures.py compares the text of both with what these commands print today.
 """
 
 from __future__ import annotations
@@ -18,18 +20,28 @@ from gradtrace.cli.inputs import load_trace, pick_pass
 from gradtrace.render.report import report
 
 DOCS = Path(__file__).resolve().parent
-ROOT = DOCS.parent
+SHOW = "example:two_paths_add_up"
+SHOW_WIDTH = 118  # columns of the terminal in the picture
+GRAPH = ["dot", "example:mlp_modules", "--grads"]
+
+
+def show_console() -> Console:
+    """A terminal that recorded `gradtrace show SHOW`, in colour."""
+    trace = load_trace(SHOW, [], backward=True).trace
+    console = Console(record=True, width=SHOW_WIDTH, force_terminal=True,
+                      file=open(os.devnull, "w"))  # the console keeps it open
+    console.print(report(trace, pick_pass(trace, None)), crop=False)
+    return console
+
+
+def draw_graph(path: Path) -> None:
+    """`gradtrace dot GRAPH -o path`."""
+    app([*GRAPH, "-o", str(path)], standalone_mode=False)
 
 
 def main() -> None:
-    os.chdir(ROOT)  # paths as a user types them
-    scenario = "scenarios/two_paths_add_up.py"
-    trace = load_trace(scenario, [], backward=True)
-    console = Console(record=True, width=118, force_terminal=True, file=open("/dev/null", "w"))
-    console.print(report(trace, pick_pass(trace, None)), crop=False)
-    console.save_svg(str(DOCS / "show.svg"), title=f"gradtrace show {scenario}")
-    app(["dot", "scenarios/mlp_modules.py", "--grads", "-o", "docs/graph.svg"],
-        standalone_mode=False)
+    show_console().save_svg(str(DOCS / "show.svg"), title=f"gradtrace show {SHOW}")
+    draw_graph(DOCS / "graph.svg")
     print("wrote docs/show.svg and docs/graph.svg")
 
 

@@ -17,8 +17,16 @@ from gradtrace.cli import app
 from gradtrace.model.validate import validate_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ROOT / "scenarios"
-# scenarios/distributed/ runs under torchrun, in tests/test_distributed.py: not alone
+SCENARIOS = ROOT / "gradtrace" / "examples"  # the bundled examples: example:NAME
+
+
+def code_files() -> list[Path]:
+    """The package's own modules: every .py file of gradtrace/ but the bundled examples,
+    which are scenarios (data the package ships), not gradtrace's code."""
+    return sorted(p for p in (ROOT / "gradtrace").rglob("*.py") if SCENARIOS not in p.parents)
+
+
+# examples/distributed/ runs under torchrun, in tests/test_distributed.py: not alone
 UNDER_TORCHRUN = "distributed"
 DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
@@ -128,7 +136,7 @@ GALLERY_FINDINGS = {
     "nan-value": ("explained/log_of_zero.py", "y", 8, "at line 8"),
     "graph-cut": ("explained/cut_by_item.py", "loss", 7, "line 7"),
     # issue 26's training loops: these pass once the capture fills Trace.steps and the
-    # scenarios/loops/ files land (lines are their loss.backward() lines in the drafts)
+    # examples/loops/ files land (lines are their loss.backward() lines in the drafts)
     "grad-accumulating": ("loops/forgot_zero_grad.py", "model.0.weight", 26,
                           "zero_grad() is missing"),
     "vanishing-gradient": ("loops/sigmoid_deep.py", "model.0.bias", 35,

@@ -38,7 +38,7 @@ def test_help_answers_without_torch() -> None:
 
 
 def test_show_renders_saved_json_without_torch(tmp_path) -> None:
-    result = invoke("show", ROOT / "scenarios" / "chain_rule.py", "--json")
+    result = invoke("show", ROOT / "gradtrace" / "examples" / "chain_rule.py", "--json")
     saved = tmp_path / "trace.json"
     saved.write_text(result.stdout)
     proc = run_python(NO_TORCH + f"import sys; sys.argv = ['gradtrace', 'show', {str(saved)!r}]\n"
@@ -73,7 +73,7 @@ def test_ci_runs_the_slow_tests_then_ruff_and_mypy_in_steps_of_their_own() -> No
 
 
 def test_every_scenario_has_a_one_line_docstring() -> None:
-    for path in sorted((ROOT / "scenarios").rglob("*.py")):
+    for path in sorted((ROOT / "gradtrace" / "examples").rglob("*.py")):
         first = path.read_text().splitlines()[0]
         assert re.match(r'^""".+', first), path
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import SCENARIOS, invoke
 
-GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # what `scenarios/*.py` expands to
+GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # the top-level examples
 
 
 def check_json(*args: str) -> tuple[int, dict]:
@@ -340,7 +340,7 @@ def test_the_fused_conv_bn_tutorial_gets_every_verdict_by_default(
     """Regression: the conv+BN pair printed nothing for over 5 minutes (4x32x26x26 input).
     The run is `check --help`'s example (with --json), shared with test_docs: well within its
     --timeout 60, nothing is timed out, so its verdicts are the default run's."""
-    code, report = shared_check(SCENARIOS / "real" / "fused_conv_bn.py", "--timeout", "60")
+    code, report = shared_check("example:real/fused_conv_bn", "--timeout", "60")
     results = report["results"]
     assert code == 1 and len(results) == 5
     assert all(r["gradcheck"] == "pass" for r in results)

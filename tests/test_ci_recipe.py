@@ -41,6 +41,21 @@ def test_the_workflow_parses_and_keeps_the_picture() -> None:
     assert "docs/ci-github-actions.md" in (ROOT / "README.md").read_text()
 
 
+def test_the_workflow_installs_the_wheel_dev_py_builds() -> None:
+    """gradtrace is not on the package index: `pip install gradtrace` installed nothing. The
+    workflow installs the wheel the recipe says to commit, named as `dev.py wheel` names it."""
+    from gradtrace import __version__
+
+    wheel = f"gradtrace-{__version__}-py3-none-any.whl"
+    steps = yaml.safe_load(block("yaml"))["jobs"]["gradtrace"]["steps"]
+    install = next(s for s in steps if s.get("name") == "Install")["run"]
+    pips = [line.split() for line in install.splitlines() if line.strip().startswith("pip ")]
+    assert ["pip", "install", f"ci/{wheel}", "pytest"] in pips
+    assert not any("gradtrace" in words for words in pips)  # no package of that name
+    assert f"`dist/{wheel}`" in RECIPE and "python3 dev.py wheel" in RECIPE
+    assert "python3 dev.py wheel" in (ROOT / "dev.py").read_text()
+
+
 def run(command: str, repo: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{GRADTRACE.parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True,

@@ -234,12 +234,12 @@ def test_tiny_and_empty_graphs(n: int) -> None:
     assert compare(chain(n), chain(n), "a", "b").same
 
 
-def test_the_readme_transcript_is_what_diff_prints() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("$ gradtrace diff scenarios/diff/mlp_relu.py "
-                         "scenarios/diff/mlp_tanh.py\n", 1)[1].split("```", 1)[0]
+def test_the_guides_transcript_is_what_diff_prints() -> None:
+    readme = (Path(__file__).parent.parent / "docs" / "guide.md").read_text()
+    block = readme.split("$ gradtrace diff example:diff/mlp_relu example:diff/mlp_tanh\n",
+                         1)[1].split("```", 1)[0]
     shown = [line for line in block.splitlines() if line.strip() != "…"]
-    printed = invoke("diff", "scenarios/diff/mlp_relu.py", "scenarios/diff/mlp_tanh.py",
+    printed = invoke("diff", "example:diff/mlp_relu", "example:diff/mlp_tanh",
                      env={"COLUMNS": "100"}).stdout.splitlines()
     assert shown == [line for line in printed if line in shown] and len(shown) > 8
 

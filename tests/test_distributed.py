@@ -4,13 +4,14 @@ free ports of 127.0.0.1, each run under a time limit; and a script that spawns i
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, as_read, invoke, tensor
+from helpers import ROOT, SCENARIOS, as_read, invoke, tensor
 
 CHAIN = SCENARIOS / "chain_rule.py"
 
@@ -24,19 +25,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def torchrun(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def torchrun(*args: str | Path, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
     """`torchrun --nproc-per-node 2 -m gradtrace ARGS` in the distributed scenarios' folder."""
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
          "-m", "gradtrace", *map(str, args)],
-        cwd=DISTRIBUTED, capture_output=True, text=True, timeout=LIMIT)
+        cwd=DISTRIBUTED, capture_output=True, text=True, timeout=LIMIT,
+        env=None if env is None else {**os.environ, **env})
 
 
 def test_torchrun_prints_rank_0_s_report_and_a_line_for_rank_1() -> None:
-    run = torchrun("show", "ddp_train.py")
+    """As docs/distributed.md's transcript says: its lines (… stands for those left out) in
+    the order the real output has them, at the docs' width."""
+    docs = (ROOT / "docs" / "distributed.md").read_text()
+    command = "$ torchrun --nproc-per-node 2 --no-python gradtrace show "
+    target, shown = docs.split(command, 1)[1].split("```", 1)[0].split("\n", 1)
+    run = torchrun("show", target, env={"COLUMNS": "100"})
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.count("scenario ddp_train.py") == 1  # one report, nothing interleaved
+    wanted = [line.rstrip() for line in shown.splitlines() if line.strip() != "…"]
+    printed = [line.rstrip() for line in run.stdout.splitlines()]
+    assert wanted == [line for line in printed if line in wanted] and len(wanted) > 10
+    assert run.stdout.count(f"scenario {target}") == 1  # one report, nothing interleaved
     assert "rank 0 of 2" in run.stdout and "on rank 0." in run.stdout
     assert "on rank 1." not in run.stdout
     assert "rank 1: 1 pass(es), 10 nodes, 1 info; its graph is rank 0's" in run.stdout

@@ -1,4 +1,4 @@
-"""One grammar: an option means the same in every command, as the README's options table says;
+"""One grammar: an option means the same in every command, as docs/guide.md's options table says;
 combinations that cannot work are refused, naming both; --help is plain and fits 80 columns."""
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ from typing import Any
 
 import pytest
 import typer
-from helpers import ROOT, SCENARIOS, invoke
-from test_docs import README, help_examples
+from helpers import SCENARIOS, invoke
+from test_docs import COMMANDS, DOCS, help_examples
 
 from gradtrace.cli import app
 
+GUIDE = DOCS["docs/guide.md"]  # the options table
 CHAIN = SCENARIOS / "chain_rule.py"
 LOOP = SCENARIOS / "real" / "train_args.py"
-COMMANDS = ("show", "dot", "check", "diff", "steps")
 CELL = re.compile(r"(?<!\\)\|")  # a table cell ends at an unescaped |
 NAMES = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)")
 
 
 class Row:
-    """A row of the README's options table."""
+    """A row of the options table (docs/guide.md)."""
 
     def __init__(self, line: str) -> None:
         cells = [c.strip().replace("\\|", "|") for c in CELL.split(line.strip())[1:-1]]
@@ -45,7 +45,7 @@ class Row:
 
 
 def table() -> list[Row]:
-    section = README[README.index("### Options: one grammar"):]
+    section = GUIDE[GUIDE.index("## Options: one grammar"):]
     section = section[:section.index("\n\n", section.index("| option |"))]
     lines = [line for line in section.splitlines() if line.startswith("| `")]
     return [Row(line) for line in lines]
@@ -66,7 +66,7 @@ def options(command: Any) -> list[Any]:
 def row_of(rows: list[Row], param: Any) -> Row:
     long = [o for o in param.opts if o.startswith("--")][0]
     found = [r for r in rows if long in r.names]
-    assert len(found) == 1, f"{long} is in {len(found)} rows of the README's options table"
+    assert len(found) == 1, f"{long} is in {len(found)} rows of the options table"
     return found[0]
 
 
@@ -282,6 +282,6 @@ def test_steps_strict_and_fail_on_exit_1_on_a_health_finding() -> None:
     assert invoke("steps", loop, "--strict").exit_code == 1
 
 
-def test_readme_has_no_old_spellings() -> None:
-    text = (ROOT / "README.md").read_text()
-    assert "dot --format" not in text.replace("`dot --format FMT` still works", "")
+def test_the_docs_have_no_old_spellings() -> None:
+    for path, text in DOCS.items():
+        assert "dot --format" not in text.replace("`dot --format FMT` still works", ""), path

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, code_files
 
 PACKAGE = ROOT / "gradtrace"
 
@@ -97,7 +97,7 @@ def imports_in(source: str, package: str) -> set[str]:
     return found
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {module_name(p): p for p in code_files()}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -203,6 +203,6 @@ def test_a_scenario_stopped_by_its_time_limit_is_not_said_to_be_no_backward(
 
 def test_the_readme_exit_code_table_is_the_one_in_the_code() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Exit codes"):readme.index("### Safety")]
+    section = readme[readme.index("### Exit codes"):readme.index("### JSON")]
     rows = re.findall(r"^\| `(\d+)` \|", section, re.MULTILINE)
     assert [int(r) for r in rows] == [int(c) for c in ExitCode]

@@ -1,4 +1,4 @@
-"""Scripts adapted from public code (scenarios/real/): gradtrace runs them unchanged, with
+"""Scripts adapted from public code (gradtrace/examples/real/): gradtrace runs them unchanged, with
 the exit code `python` would have (2 where they raise), and the gradients it records are the
 ones plain PyTorch computes."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import as_read, grad, invoke, show_json, tensor
+from helpers import SCENARIOS, as_read, grad, invoke, show_json, tensor
 
 import gradtrace
 
@@ -117,7 +117,6 @@ def test_torch_is_restored_after_a_run() -> None:
 
 
 def test_python_api_loads_a_scenario() -> None:
-    from helpers import SCENARIOS
 
     trace = gradtrace.load_scenario(str(SCENARIOS / "two_paths_add_up.py"))
     x = next(t for t in trace.tensors if t.name == "x")
@@ -125,9 +124,9 @@ def test_python_api_loads_a_scenario() -> None:
 
 
 def test_same_scenario_gives_identical_json() -> None:
-    a = invoke("show", Path(__file__).parent.parent / "scenarios" / "custom_pow_function.py",
+    a = invoke("show", SCENARIOS / "custom_pow_function.py",
                "--json").stdout
-    b = invoke("show", Path(__file__).parent.parent / "scenarios" / "custom_pow_function.py",
+    b = invoke("show", SCENARIOS / "custom_pow_function.py",
                "--json").stdout
     assert a == b
 

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke, write_script
+from helpers import SCENARIOS, code_files, invoke, write_script
 
 from gradtrace.render.ascii import ASCII_SYMBOLS
 
-GRADTRACE = Path(__file__).resolve().parent.parent / "gradtrace"
 UNBUFFERED = {"PYTHONUNBUFFERED": "1"}  # as many CI systems set: stdout's writes go straight out
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}  # stdout encoding: ascii
 
@@ -149,7 +148,7 @@ def test_an_ascii_locale_never_crashes_and_json_is_whole(tmp_path: Path) -> None
 
 
 def test_every_symbol_of_gradtrace_has_an_ascii_stand_in() -> None:
-    found = {ch for path in GRADTRACE.rglob("*.py")
+    found = {ch for path in code_files()
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              for ch in node.value if not ch.isascii() and ch.isprintable()}

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 import torch
-from helpers import ROOT, SCENARIOS, invoke
+from helpers import ROOT, SCENARIOS, code_files, invoke
 
 from gradtrace import torch_compat
 
@@ -17,7 +17,7 @@ PRIVATE = ("_sequence_nr", "_functorch", "_saved_", "_GLOBAL_DEVICE", "_input_me
 
 
 def test_private_torch_names_appear_only_in_torch_compat() -> None:
-    for path in sorted((ROOT / "gradtrace").rglob("*.py")):
+    for path in code_files():
         if path.name == "torch_compat.py":
             continue
         text = path.read_text(encoding="utf-8")
@@ -87,7 +87,7 @@ def test_the_error_texts_are_torchs_own() -> None:
 
 
 def test_torch_compat_is_the_only_module_reading_torch_C() -> None:
-    for path in sorted((ROOT / "gradtrace").rglob("*.py")):
+    for path in code_files():
         if path.name == "torch_compat.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))

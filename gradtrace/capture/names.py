@@ -18,6 +18,11 @@ from .reach import container, reached
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
+
+def _installed(path: str) -> bool:
+    """Whether path is in Python's installation or an installed package's folder."""
+    return path.startswith(_INSTALLED) or "site-packages" in path
+
 # a name given once, and the object it named (weakly: naming never keeps an object alive)
 Given = dict[int, tuple[str, "weakref.ref[Any]"]]
 
@@ -60,13 +65,16 @@ class ScenarioNames:
         self._modules: Given = {}  # modules named while passes ran, likewise
 
     def owns(self, filename: str) -> bool:
-        """A file of the scenario's own: in its folder and not an installed package."""
+        """A file of the scenario's own: in its folder and not an installed package below it
+        (a scenario that is itself installed, as gradtrace's examples are, owns its folder)."""
         owned = self._owned.get(filename)
         if owned is None:
             full = os.path.normcase(os.path.abspath(filename))
-            owned = self._owned[filename] = self._folder is not None \
-                and not filename.startswith("<") and full.startswith(self._folder + os.sep) \
-                and not full.startswith(_INSTALLED) and "site-packages" not in full
+            folder = None if self._folder is None else os.path.normcase(self._folder)
+            owned = self._owned[filename] = folder is not None \
+                and not filename.startswith("<") and full.startswith(folder + os.sep) \
+                and "site-packages" not in full[len(folder):] \
+                and (_installed(folder) or not _installed(full))
         return owned
 
     def look(self, frame: FrameType | None) -> None:

@@ -16,7 +16,8 @@ def compile_scenario(path: str) -> tuple[CodeType, list[str]]:
         raise ScenarioError(f"no such file: {path}", "check the path; scenarios are .py files")
     if p.is_dir():
         raise ScenarioError(f"{path} is a directory, not a scenario file",
-                            "pass a .py file, e.g. scenarios/chain_rule.py")
+                            "pass a .py file, e.g. train.py, or a bundled example: "
+                            "example:chain_rule")
     if p.suffix != ".py":
         raise ScenarioError(
             f"{path} is not a Python file (expected a .py scenario)",

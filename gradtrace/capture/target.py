@@ -16,24 +16,36 @@ from types import CodeType
 from typing import Any, NamedTuple
 
 from ..errors import ScenarioError
+from ..model.examples import PREFIX, is_example, resolve
 from ..model.labels import label_file
 
 
 class Target(NamedTuple):
-    """A scenario file, the function in it to call (None: run it as a script), its argv."""
+    """A scenario file, the function in it to call (None: run it as a script), its argv, and
+    the name it is shown by when it is a bundled example (example:chain_rule)."""
 
     path: str
     function: str | None = None
     args: tuple[str, ...] = ()
+    example: str | None = None
 
     @property
     def label(self) -> str:
-        return self.path if self.function is None else f"{self.path}::{self.function}"
+        shown = self.example or self.path
+        return shown if self.function is None else f"{shown}::{self.function}"
 
 
 def parse_target(text: str, args: Sequence[str] = ()) -> Target:
     """"s.py" or "test_s.py::test_grad" or "test_s.py::TestGrad::test_grad"; a file whose name
-    holds "::" ("a::b.py") is that file."""
+    holds "::" ("a::b.py") is that file; "example:chain_rule" a bundled example (an unknown
+    name is a ScenarioError saying how to list them)."""
+    if is_example(text):
+        name, _, function = text[len(PREFIX):].partition("::")
+        if text.endswith("::") and not function.strip(":"):
+            raise ScenarioError(f"{text}: no function after ::",
+                                "name one, e.g. example:real/test_value_grads::test_sanity_check")
+        return Target(str(resolve(name)), function or None, tuple(args),
+                      PREFIX + name.removesuffix(".py"))
     path = label_file(text)
     function = text[len(path) + 2:]
     if text.endswith("::") and not function.strip(":"):

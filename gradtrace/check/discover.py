@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..model.examples import PREFIX, example_path, folder_examples, is_example
 from ..model.labels import label_file
 
 # pytest's defaults: python_files, python_classes, python_functions
@@ -24,10 +25,14 @@ class Targets(NamedTuple):
 
 def targets_of(paths: Iterable[str]) -> Targets:
     """The files named (FILE::FUNC as given) and the .py files below the folders named; a
-    test file stands for its test functions."""
+    test file stands for its test functions. A bundled example (example:NAME) is named as
+    given; a folder of them (example:broken) stands for each example in it."""
     found: list[str] = []
     notes: list[str] = []
     for raw in paths:
+        if is_example(raw):
+            examples(raw, found, notes)
+            continue
         p = Path(raw)
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for file in files:
@@ -38,6 +43,21 @@ def targets_of(paths: Iterable[str]) -> Targets:
             found.extend(tests or [str(file)])  # no test function: run it as a script
             notes.extend(left_out)
     return Targets(list(dict.fromkeys(found)), notes)
+
+
+def examples(raw: str, found: list[str], notes: list[str]) -> None:
+    """example:NAME as given (an unknown one fails when it runs, saying why), a folder of
+    examples as its examples, a test file's example as its test functions."""
+    inside = [] if example_path(raw[len(PREFIX):].removesuffix(".py")) else \
+        folder_examples(raw[len(PREFIX):])
+    for label in [PREFIX + e.name for e in inside] or [raw]:
+        file = Path(label_file(label))
+        if label_file(label) == label or "::" in label or not TEST_FILE.match(file.name):
+            found.append(label)
+            continue
+        tests, left_out = test_functions(file)
+        found.extend(label + t.removeprefix(str(file)) for t in tests or [str(file)])
+        notes.extend(left_out)
 
 
 def test_functions(path: Path) -> tuple[list[str], list[str]]:

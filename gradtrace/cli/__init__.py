@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any
 
-from . import check, diff, dot, show, steps  # noqa: F401  (each module registers its command)
+from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
 
 __all__ = ["ExitCode", "app", "main"]

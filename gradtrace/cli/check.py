@@ -31,10 +31,10 @@ from .output import stdout_console, write_stdout
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace check scenarios/*.py      every custom Function in the gallery\n\n"
-    "  gradtrace check scenarios/broken/ --no-gradgrad\n\n"
-    "  gradtrace check scenarios/*.py --junit report.xml      for CI\n\n"
-    "  gradtrace check scenarios/real/fused_conv_bn.py --timeout 60\n\n"
+    "  gradtrace check example:custom_pow_function   the Functions a script calls\n\n"
+    "  gradtrace check example:broken --no-gradgrad   a folder of scripts\n\n"
+    "  gradtrace check example:double_backward_cube --junit report.xml   for CI\n\n"
+    "  gradtrace check example:real/fused_conv_bn --timeout 60\n\n"
     "A Function whose backward is meant not to be a derivative (straight-through, synthetic "
     "gradients) can say so with a class attribute: gradtrace_skip = \"why\".\n\n"
     "Exit codes: 0 every check ok, 1 a check failed (or looks like a straight-through "
@@ -44,7 +44,8 @@ def check(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="FILE_OR_DIR...",
                                       help="Scenario files (or FILE::FUNC), or folders to "
-                                      "search for *.py. A pytest-style test file "
+                                      "search for *.py, or bundled examples (example:NAME, "
+                                      "example:FOLDER). A pytest-style test file "
                                       "(test_*.py, *_test.py) runs each of its test "
                                       "functions, as FILE::FUNC."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),

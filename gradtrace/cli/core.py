@@ -215,9 +215,10 @@ app = Typer(
     "A scenario is an ordinary Python file that builds tensors; gradtrace runs it "
     "(with your rights, like pytest runs a test file), walks its autograd graph and shows it.",
     epilog="Examples:\n\n"
-    "  gradtrace show scenarios/chain_rule.py      the graph, tensors, gradients\n\n"
-    "  gradtrace dot scenarios/chain_rule.py -o graph.svg\n\n"
-    "  gradtrace check scenarios/*.py              gradcheck custom Functions\n\n"
+    "  gradtrace examples                   the examples gradtrace ships\n\n"
+    "  gradtrace show example:chain_rule    the graph, tensors, gradients\n\n"
+    "  gradtrace dot example:chain_rule -o graph.svg\n\n"
+    "  gradtrace check example:custom_pow_function   gradcheck custom Functions\n\n"
     "`gradtrace COMMAND --help` tells more.",
     no_args_is_help=True,
     add_completion=False,

@@ -27,12 +27,12 @@ from .output import stdout_console, write_stdout
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace diff scenarios/diff/mlp_relu.py scenarios/diff/mlp_tanh.py\n\n"
-    "  gradtrace show scenarios/diff/mlp_relu.py --json > before.json\n\n"
-    "  gradtrace diff before.json scenarios/diff/mlp_relu.py   the same graph\n\n"
-    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py -o changes.svg\n\n"
-    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --json --rtol 1e-3\n\n"
-    "  gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github\n\n"
+    "  gradtrace diff example:diff/mlp_relu example:diff/mlp_tanh\n\n"
+    "  gradtrace show example:diff/mlp_relu --json > before.json\n\n"
+    "  gradtrace diff before.json example:diff/mlp_relu   the same graph\n\n"
+    "  gradtrace diff before.json example:diff/mlp_tanh -o changes.svg\n\n"
+    "  gradtrace diff before.json example:diff/mlp_tanh --json --rtol 1e-3\n\n"
+    "  gradtrace diff before.json example:diff/mlp_tanh --format github\n\n"
     "Nodes are matched by what they are (type, module, tensor, the code that made them, their "
     "place among their neighbours), not by their ids. A gradient differs when "
     "|a − b| > atol + rtol·|b| for its norm, min, max or a kept element.\n\n"
@@ -41,7 +41,8 @@ from .output import stdout_console, write_stdout
 )
 def diff(
     a: str = typer.Argument(..., metavar="A", help="The old side: a scenario .py file, "
-                            "FILE::FUNC, or a trace .json saved by `gradtrace show --json`."),
+                            "FILE::FUNC, example:NAME, or a trace .json saved by "
+                            "`gradtrace show --json`."),
     b: str = typer.Argument(..., metavar="B", help="The new side, the same kinds."),
     rtol: float = tolerance_option(1e-4, "--rtol", "Relative tolerance for gradients "
                                    "(float32 sums move by ~1e-6 between machines)."),

@@ -37,23 +37,24 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace dot scenarios/chain_rule.py               DOT on stdout\n\n"
-    "  gradtrace dot scenarios/chain_rule.py -o graph.svg  SVG (needs Graphviz)\n\n"
-    "  gradtrace dot scenarios/two_paths_add_up.py --grads -o flow.png\n\n"
-    "  gradtrace dot scenarios/mlp_modules.py --focus model.0.weight -o near.svg\n\n"
-    "  gradtrace dot trace.json -o graph.mmd               from a saved trace\n\n"
-    "  gradtrace dot scenarios/chain_rule.py --to mmd      Mermaid on stdout\n\n"
-    "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html  a web page\n\n"
+    "  gradtrace dot example:chain_rule                 DOT on stdout\n\n"
+    "  gradtrace dot example:chain_rule -o graph.svg    SVG (needs Graphviz)\n\n"
+    "  gradtrace dot example:two_paths_add_up --grads -o flow.png\n\n"
+    "  gradtrace dot example:mlp_modules --focus model.0.weight -o near.svg\n\n"
+    "  gradtrace dot trace.json -o graph.mmd            from a saved trace\n\n"
+    "  gradtrace dot example:chain_rule --to mmd        Mermaid on stdout\n\n"
+    "  gradtrace dot example:mlp_modules --grads -o g.html  a web page\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
-    "  gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg\n\n"
+    "  gradtrace dot example:explained/log_of_zero --strict -o nan.svg\n\n"
     "Findings go to stderr, one line each (-q: not at all).\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, an output "
     "that cannot be written, or a scenario that cannot run, stopped part-way (the picture of "
     "what it recorded is written first) or made no graph (nothing is written).",
 )
 def dot(
-    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME, or a "
+                                   "trace "
                                    ".json saved by `gradtrace show --json`.",
                                    metavar="SCENARIO"),
     script_args: list[str] | None = SCRIPT_ARGS,

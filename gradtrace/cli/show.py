@@ -38,21 +38,23 @@ from .ranked import RANKS, RankedShow
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace show scenarios/chain_rule.py\n\n"
-    "  gradtrace show scenarios/real/train_args.py --passes 2 -- --epochs 1\n\n"
-    "  gradtrace show scenarios/real/test_value_grads.py::test_sanity_check\n\n"
-    "  gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved\n\n"
-    "  gradtrace show scenarios/real/gpt_tiny.py --by-module\n\n"
-    "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
+    "  gradtrace show example:chain_rule\n\n"
+    "  gradtrace show example:real/train_args --passes 2 -- --epochs 1\n\n"
+    "  gradtrace show example:real/test_value_grads::test_sanity_check\n\n"
+    "  gradtrace show example:shopping_apple_tangerine --root result --saved\n\n"
+    "  gradtrace show example:real/gpt_tiny --by-module\n\n"
+    "  gradtrace show example:chain_rule --json > trace.json\n\n"
     "  gradtrace show trace.json\n\n"
-    "  gradtrace show scenarios/chain_rule.py --strict --format github\n\n"
+    "  gradtrace show example:chain_rule --strict --format github\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, or a "
     "scenario that cannot run, raised (in backward() too), exited non-zero, timed out or "
     "made no graph (what it recorded is shown first).",
 )
 def show(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC (call one "
-                                   "function of it), or a trace .json saved by --json.",
+                                   "function of it), a bundled example:NAME (see "
+                                   "`gradtrace examples`), or a trace .json saved by "
+                                   "--json.",
                                    metavar="SCENARIO"),
     script_args: list[str] | None = SCRIPT_ARGS,
     root: list[str] | None = ROOT,

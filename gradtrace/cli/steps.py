@@ -32,8 +32,8 @@ from .output import stdout_console, write_stdout
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace steps scenarios/real/train_args.py -- --epochs 1  a table\n\n"
-    "  gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1\n\n"
+    "  gradtrace steps example:real/train_args -- --epochs 1   a table\n\n"
+    "  gradtrace steps example:real/train_args -o steps.svg -- --epochs 1\n\n"
     "  gradtrace steps trace.json --by-leaf -o steps.png   from a saved trace\n\n"
     "  gradtrace steps trace.json -o steps.json\n\n"
     "Files by suffix: " + "; ".join(f"{f.suffix} {f.description}" for f in CHART_FORMATS)
@@ -42,7 +42,8 @@ from .output import stdout_console, write_stdout
     "be written, or a scenario that stopped part-way or made no graph.",
 )
 def steps(
-    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, or a trace "
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME, or a "
+                                   "trace "
                                    ".json saved by `gradtrace show --json`.",
                                    metavar="SCENARIO"),
     script_args: list[str] | None = SCRIPT_ARGS,

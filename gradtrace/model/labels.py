@@ -1,8 +1,11 @@
-"""A scenario's label, FILE or FILE::FUNC (pytest's node-id style): which part is the file."""
+"""A scenario's label, FILE or FILE::FUNC (pytest's node-id style): which part is the file.
+A bundled example's label, example:NAME[::FUNC], names its file in gradtrace/examples/."""
 
 from __future__ import annotations
 
 import re
+
+from .examples import example_file
 
 # FILE::FUNC or FILE::Class::method: a .py file, then names, which never hold a dot. A label
 # that does not end so is all file, `a::b.py` included (re.S: a file name may hold newlines).
@@ -10,6 +13,10 @@ _WITH_FUNCTION = re.compile(r"(.+?\.py)::([^.]+)", re.S)
 
 
 def label_file(label: str) -> str:
-    """FILE of FILE::FUNC; the whole label when no function follows its .py file."""
+    """FILE of FILE::FUNC; the whole label when no function follows its .py file; the
+    example's file of example:NAME[::FUNC]."""
+    example = example_file(label)
+    if example is not None:
+        return example
     match = _WITH_FUNCTION.fullmatch(label)
     return label if match is None else match[1]

@@ -1,0 +1,12 @@
+"""Carrying a gradient across detach(): y.backward(w.grad) gives x.grad = 74."""
+
+import torch
+
+x = torch.tensor(5.0, requires_grad=True)
+y = x * torch.tensor([2.0, 3.0, 5.0])
+w = y.detach()
+w.requires_grad_()
+z = w @ torch.tensor([4.0, 7.0, 9.0])
+
+z.backward()
+y.backward(gradient=w.grad)

@@ -1,0 +1,33 @@
+"""A custom autograd.Function: MyPow's backward gets 0.008, sends 0.6, 1.6094."""
+
+import torch
+
+
+class MyPow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input_1, input_2):
+        ctx.save_for_backward(input_1, input_2)
+        result = input_1**input_2
+        return result
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input_1, input_2 = ctx.saved_tensors
+        grad_input_1 = grad_output * input_2 * input_1 ** (input_2 - 1)
+        grad_input_2 = grad_output * input_1**input_2 * torch.log(input_1)
+        print("input_1", input_1)
+        print("input_2", input_2)
+        print("grad_output", grad_output)
+        print("grad_input_1", grad_input_1)
+        print("grad_input_2", grad_input_2)
+        return grad_input_1, grad_input_2
+
+
+myPow = MyPow.apply
+
+q = torch.tensor(3.0, requires_grad=True)
+x = torch.tensor(5.0, requires_grad=True)
+y = myPow(x, q)
+z = torch.log(y)
+
+z.backward()
