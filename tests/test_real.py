@@ -481,3 +481,6 @@ def test_a_full_backward_hook_s_nodes_belong_to_its_module(tmp_path: Any, hooked
     hook_nodes = [n for n in trace["nodes"] if n["type"] == "BackwardHookFunctionBackward"]
     # model's input needs no grad: only its outputs' hook node is made
     assert [n["module"] for n in hook_nodes] == [module] * (2 if hooked != "model" else 1)
+    # torch's own Function, not the code's: the tree says what it is
+    assert f"BackwardHookFunctionBackward · {module}  module hook node" in \
+        invoke("show", path).stdout

@@ -42,6 +42,14 @@ class Source(NamedTuple):
 
 # the node torch puts before a module's forward to run its full backward hooks (an identity)
 BACKWARD_HOOK_NODE = "BackwardHookFunctionBackward"
+COMPILED_REGION_NODE = "CompiledFunctionBackward"  # torch.compile's region: one Function
+
+
+def custom_kind_label(node_type: str) -> str:
+    """What a node of kind custom is: the code's own autograd.Function, or one torch makes
+    (a module's backward hook, a compiled region)."""
+    return {BACKWARD_HOOK_NODE: "module hook node",
+            COMPILED_REGION_NODE: "compiled region"}.get(node_type, "custom Function")
 
 
 class Node(NamedTuple):

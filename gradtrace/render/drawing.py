@@ -17,7 +17,16 @@ from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
-from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from ..model.records import (
+    CUSTOM,
+    LEAF,
+    Edge,
+    Node,
+    Pass,
+    TensorInfo,
+    Trace,
+    custom_kind_label,
+)
 from ..model.texts import grad_text, shape_text
 from .marks import Mark, non_finite_nodes
 from .palette import PALETTE, BoxKind
@@ -287,7 +296,7 @@ def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool,
         if node.tensor:
             lines.append(f"({node.tensor})")
         if node.kind == CUSTOM:
-            lines.append("custom Function")
+            lines.append(custom_kind_label(node.type))
         if node.recomputed:
             lines.append("checkpointed: recomputed in backward")
         if source_lines and node.source is not None:

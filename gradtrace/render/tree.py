@@ -7,7 +7,16 @@ from collections import defaultdict
 from rich.text import Text
 
 from ..model.gradients import hook_replaced, same_gradient, scalar
-from ..model.records import CUSTOM, LEAF, Edge, Node, Pass, TensorInfo, Trace
+from ..model.records import (
+    CUSTOM,
+    LEAF,
+    Edge,
+    Node,
+    Pass,
+    TensorInfo,
+    Trace,
+    custom_kind_label,
+)
 from ..model.texts import (
     grad_text,
     node_title,
@@ -176,7 +185,7 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
         t = tensors[node.tensor]
         text.append("  " + shape_text(t.dtype, t.shape), style="dim")
     if node.kind == CUSTOM:
-        text.append("  custom Function", style="magenta")
+        text.append(f"  {custom_kind_label(node.type)}", style="magenta")
     if node.recomputed:
         text.append("  ↻ checkpointed", style="magenta")
     if node.hooks:
