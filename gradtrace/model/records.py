@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from .costs import Costs
 
 NodeKind = Literal["op", "leaf", "custom"]  # as in the JSON contract
 SavedStatus = Literal["ok", "freed", "modified in place"]
@@ -252,3 +255,4 @@ class Trace:
     second_order: SecondOrder | None = None
     saved_read: bool = True  # False: saved tensors were not read, so every saved is empty
     steps: Steps | None = None  # light statistics of every pass (None: no pass ran)
+    costs: Costs | None = None  # what backward cost, node by node (--profile)

@@ -1,0 +1,168 @@
+"""What backward cost, node by node: plain records of `--profile`'s measurements, and the
+sums per module, source line and op type that every renderer and `diff` read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from .records import Node, Trace
+
+CostMethod = Literal["replay", "steps", "once"]
+CostKey = Literal["module", "line", "op", "node"]
+CostMeasure = Literal["time", "memory"]
+COST_METHODS: tuple[CostMethod, ...] = ("replay", "steps", "once")
+NO_MODULE = "(no module)"
+LEAVES = "(leaves: AccumulateGrad)"  # leaf accumulation, timed as one, not leaf by leaf
+
+
+class NodeCost(NamedTuple):
+    """One node's backward: the median time (µs) over the profiled timings and their
+    spread (max − min), the bytes its computation left allocated, and the bytes freed
+    when it finished (the gradients it received, its saved tensors when freed)."""
+
+    time_us: float
+    spread_us: float
+    allocated: int
+    freed: int
+
+
+class ModuleSaved(NamedTuple):
+    """The saved tensors of one module's nodes still held at the peak of memory."""
+
+    module: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """--profile's measurements of one pass (`pass_number`, 1-based).
+
+    method: replay (the pass was run again, without side effects, before the code's own
+    call), steps (a loop's passes over the same graph were timed), once (one timing only).
+    wall_us: backward wall times without the profiler; profiled_us: with it (the same
+    samples' node times come from these); op_total_us: torch.profiler's own total of the
+    pass's op times (self CPU, or device time on a GPU), one per profiled timing.
+    peak_bytes: the most memory held above the start of backward, at node peak_node;
+    peak_saved: the saved tensors still held then, by module; forward_us: each module's
+    own forward time (its submodules' left out) in the forward that built the graph;
+    accumulate_us: the time of AccumulateGrad nodes (not per leaf); note: what was not
+    possible, in words."""
+
+    pass_number: int
+    method: CostMethod
+    device: str
+    nodes: dict[str, NodeCost]
+    wall_us: tuple[float, ...]
+    profiled_us: tuple[float, ...]
+    op_total_us: tuple[float, ...] = ()
+    peak_bytes: int | None = None
+    peak_node: str | None = None
+    peak_saved: tuple[ModuleSaved, ...] = ()
+    forward_us: dict[str, float] = field(default_factory=dict)
+    accumulate_us: float = 0.0
+    recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
+    recomputed_saved: int | None = None  # bytes their saved tensors did not hold
+    note: str | None = None
+
+
+class CostRow(NamedTuple):
+    """One line of a cost table: a module, a source line, an op type or a node."""
+
+    key: str
+    time_us: float
+    spread_us: float  # the sum of its nodes' spreads: a bound, not a statistic
+    allocated: int
+    freed: int
+    nodes: int
+    forward_us: float | None = None  # modules only: own forward time
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle ones); 0.0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
+def spread(values: Sequence[float]) -> float:
+    """max − min (0.0 for fewer than two)."""
+    return max(values) - min(values) if len(values) > 1 else 0.0
+
+
+def _key(node: Node, by: CostKey) -> str:
+    if by == "module":
+        return node.module or NO_MODULE
+    if by == "op":
+        return node.type
+    if by == "line":
+        return "(no line)" if node.source is None else \
+            f"{node.source.file}:{node.source.line}"
+    return node.id
+
+
+def cost_rows(trace: Trace, by: CostKey, measure: CostMeasure = "time") -> list[CostRow]:
+    """The costs summed by module, source line, op type or node, largest first (ties by
+    key: the same trace gives the same order). Leaf accumulation is one row by module."""
+    costs = trace.costs
+    if costs is None:
+        return []
+    sums: dict[str, list[float]] = {}
+    for node in trace.nodes:
+        c = costs.nodes.get(node.id)
+        if c is None:
+            continue
+        row = sums.setdefault(_key(node, by), [0.0, 0.0, 0, 0, 0])
+        row[0] += c.time_us
+        row[1] += c.spread_us
+        row[2] += c.allocated
+        row[3] += c.freed
+        row[4] += 1
+    if costs.accumulate_us and by in ("module", "op"):
+        sums.setdefault(LEAVES if by == "module" else "AccumulateGrad",
+                        [0.0, 0.0, 0, 0, 0])[0] += costs.accumulate_us
+    rows = [CostRow(key, t, s, int(a), int(f), int(n),
+                    costs.forward_us.get(key) if by == "module" else None)
+            for key, (t, s, a, f, n) in sums.items()]
+    if measure == "time":
+        rows.sort(key=lambda r: (-r.time_us, r.key))
+    else:
+        rows.sort(key=lambda r: (-r.allocated, r.key))
+    return rows
+
+
+def node_total_us(costs: Costs) -> float:
+    """The sum of every node's time, leaf accumulation included."""
+    return sum(c.time_us for c in costs.nodes.values()) + costs.accumulate_us
+
+
+def module_times(trace: Trace) -> dict[str, float]:
+    """Backward time (µs) per module, for `diff`: {} without costs."""
+    return {r.key: r.time_us for r in cost_rows(trace, "module")}
+
+
+def heat_values(trace: Trace, measure: CostMeasure) -> dict[str, float]:
+    """Each costed node's time (µs) or allocated bytes, by node id."""
+    costs = trace.costs
+    if costs is None:
+        return {}
+    if measure == "time":
+        return {k: c.time_us for k, c in costs.nodes.items()}
+    return {k: float(max(c.allocated, 0)) for k, c in costs.nodes.items()}
+
+
+def slower_modules(a: dict[str, float], b: dict[str, float], tolerance: float,
+                   floor_us: float = 0.0) -> list[tuple[str, float, float]]:
+    """Modules in both whose time in b exceeds a's by more than tolerance (0.2: 20%), and
+    by more than floor_us: (module, a µs, b µs), the largest slow-down first."""
+    found = [(m, a[m], b[m]) for m in sorted(a.keys() & b.keys())
+             if b[m] > a[m] * (1 + tolerance) and b[m] - a[m] > floor_us]
+    return sorted(found, key=lambda x: (-(x[2] - x[1]), x[0]))
+
+
+def ranked(values: Iterable[tuple[str, float]]) -> list[str]:
+    """Keys by value, largest first, ties by key."""
+    return [k for k, _ in sorted(values, key=lambda kv: (-kv[1], kv[0]))]
