@@ -333,6 +333,14 @@ PASS = typer.Option(None, "--pass", metavar="N|all",
                     "graph (a loop's last step).")
 
 
+PROFILE = typer.Option(False, "--profile",
+                       help="Time each backward node and measure the memory it allocates "
+                       "and frees (torch.profiler): the top modules, lines and nodes, with "
+                       "medians and spreads, the backward's time without the profiler, and "
+                       "the peak of memory. Costs go into --json. Gradients, .grad and the "
+                       "script's output stay as they are.")
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gradtrace {__version__}")
