@@ -11,19 +11,12 @@ from rich.text import Text
 
 from ..model.costs import CostKey, CostMeasure, CostRow, Costs, cost_rows, median, node_total_us
 from ..model.records import Trace
-from ..model.texts import size_text
+from ..model.texts import duration_text, size_text
 
 TOP_ROWS = 5  # rows per table within the screen budget (--all: every row)
 METHODS = {"replay": "replays of the pass (torch.autograd.grad, retain_graph=True)",
            "steps": "the loop's own passes over this graph",
            "once": "the pass itself, once"}
-
-
-def duration_text(us: float) -> str:
-    """ "850 µs", "12.3 ms", "1.20 s"."""
-    if us < 1000:
-        return f"{us:.0f} µs"
-    return f"{us / 1000:.3g} ms" if us < 1e6 else f"{us / 1e6:.3g} s"
 
 
 def _spread_text(values: tuple[float, ...]) -> str:
