@@ -139,9 +139,9 @@ def node_total_us(costs: Costs) -> float:
     return sum(c.time_us for c in costs.nodes.values()) + costs.accumulate_us
 
 
-def module_times(trace: Trace) -> dict[str, float]:
-    """Backward time (µs) per module, for `diff`: {} without costs."""
-    return {r.key: r.time_us for r in cost_rows(trace, "module")}
+def module_times(trace: Trace) -> dict[str, tuple[float, float]]:
+    """Backward time and its spread (µs) per module, for `diff`: {} without costs."""
+    return {r.key: (r.time_us, r.spread_us) for r in cost_rows(trace, "module")}
 
 
 def heat_values(trace: Trace, measure: CostMeasure) -> dict[str, float]:
@@ -154,13 +154,37 @@ def heat_values(trace: Trace, measure: CostMeasure) -> dict[str, float]:
     return {k: float(max(c.allocated, 0)) for k, c in costs.nodes.items()}
 
 
-def slower_modules(a: dict[str, float], b: dict[str, float], tolerance: float,
-                   floor_us: float = 0.0) -> list[tuple[str, float, float]]:
-    """Modules in both whose time in b exceeds a's by more than tolerance (0.2: 20%), and
-    by more than floor_us: (module, a µs, b µs), the largest slow-down first."""
-    found = [(m, a[m], b[m]) for m in sorted(a.keys() & b.keys())
-             if b[m] > a[m] * (1 + tolerance) and b[m] - a[m] > floor_us]
-    return sorted(found, key=lambda x: (-(x[2] - x[1]), x[0]))
+class ModuleCost(NamedTuple):
+    """A module's backward time in trace A and in trace B (None: not in that trace), with
+    their spreads."""
+
+    module: str
+    a_us: float | None
+    b_us: float | None
+    a_spread: float = 0.0
+    b_spread: float = 0.0
+
+    def slower(self, tolerance: float) -> bool:
+        """B is slower than A by more than tolerance (0.2: 20%) and by more than the
+        timings' noise (half their spreads together)."""
+        if self.a_us is None or self.b_us is None:
+            return False
+        gain = self.b_us - self.a_us
+        return gain > self.a_us * tolerance and gain > (self.a_spread + self.b_spread) / 2
+
+
+def module_costs(a: Trace, b: Trace) -> tuple[ModuleCost, ...]:
+    """Each module's backward time in a and b, the largest slow-down (B − A) first; () when
+    either trace has no costs."""
+    times_a, times_b = module_times(a), module_times(b)
+    if a.costs is None or b.costs is None:
+        return ()
+    rows = []
+    for m in sorted(times_a.keys() | times_b.keys()):
+        a_us, a_spread = times_a.get(m, (None, 0.0))
+        b_us, b_spread = times_b.get(m, (None, 0.0))
+        rows.append(ModuleCost(m, a_us, b_us, a_spread, b_spread))
+    return tuple(sorted(rows, key=lambda r: (-((r.b_us or 0.0) - (r.a_us or 0.0)), r.module)))
 
 
 def ranked(values: Iterable[tuple[str, float]]) -> list[str]:

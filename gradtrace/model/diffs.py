@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .costs import ModuleCost
 from .records import Edge, Finding, GradSummary, Node
 
 NodeChangeKind = Literal["added", "removed", "changed"]
@@ -73,6 +74,7 @@ class TraceDiff:
     passes: tuple[int, int]  # how many passes each side recorded
     rtol: float
     atol: float
+    costs: tuple[ModuleCost, ...] = ()  # backward time per module, when both have costs
 
     @property
     def same(self) -> bool:
