@@ -191,6 +191,9 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace show scenarios/chain_rule.py --json > trace.json": Example(
         0, lambda out, folder: saved_trace(folder / "trace.json", "scenarios/chain_rule.py"),
         shell=True),  # the installed command, and a shell's redirection
+    "gradtrace show scenarios/real/gpt_tiny.py --profile": Example(0, lambda out, _: (
+        "backward cost" in out and "top modules by backward time" in out
+        and "backward without profiler" in out)),
     "gradtrace show trace.json": Example(0, lambda out, _: (
         out.startswith("scenario scenarios/chain_rule.py  ·  3 nodes")
         and "LogBackward0 (z)" in out)),
@@ -209,6 +212,8 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace dot scenarios/mlp_modules.py --grads -o g.html": Example(0, lambda out, folder: (
         (folder / "g.html").read_text().startswith("<!DOCTYPE html>")
         and "model.0.weight" in (folder / "g.html").read_text())),
+    "gradtrace dot scenarios/real/gpt_tiny.py --heat time -o heat.svg": Example(
+        0, lambda out, folder: "backward time ≤" in (folder / "heat.svg").read_text()),
     "gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg": Example(
         1, lambda out, folder: out == "" and "⚠ first NaN/Inf gradient and value here"
         in " ".join(svg_texts(folder / "nan.svg"))),  # findings on stderr, the NaN marked
@@ -232,6 +237,12 @@ EXAMPLES: dict[str, Example] = {
                            and json.loads(out)["same"] is False)),
     "gradtrace diff before.json scenarios/diff/mlp_tanh.py --format github": Example(
         1, lambda out, _: out.startswith("::error file=scenarios/diff/mlp_tanh.py,line=9,")),
+    "gradtrace show scenarios/diff/mlp_relu.py --profile --json > base.json": Example(
+        0, lambda out, folder: "costs" in json.loads((folder / "base.json").read_text())),
+    "gradtrace diff base.json scenarios/diff/mlp_relu.py --profile": Example(
+        0, lambda out, _: "backward time per module" in out and "model.0" in out),
+    "gradtrace diff base.json base.json --fail-on slower:20%": Example(
+        0, lambda out, _: "(+0%)" in out),
     "gradtrace steps scenarios/real/train_args.py -- --epochs 1": Example(
         0, lambda out, _: "4 passes, 3 optimizer steps" in out and "model.conv1.weight" in out),
     "gradtrace steps scenarios/real/train_args.py -o steps.svg -- --epochs 1": Example(
@@ -243,6 +254,7 @@ EXAMPLES: dict[str, Example] = {
 }
 # Saved by one example, read by later ones.
 PRODUCERS = {"trace.json": "gradtrace show scenarios/chain_rule.py --json > trace.json",
+             "base.json": "gradtrace show scenarios/diff/mlp_relu.py --profile --json > base.json",
              "before.json": "gradtrace show scenarios/diff/mlp_relu.py --json > before.json"}
 # Too slow to run twice: run with --json, once a session, shared with test_check.
 SHARED = {"gradtrace check scenarios/real/fused_conv_bn.py --timeout 60"}
