@@ -276,7 +276,9 @@ STRICT = typer.Option(False, "--strict",
                       help="Exit 1 when there is an error or warning finding.")
 FAIL_ON = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
                        help="Exit 1 when a finding with one of these codes appears (codes: "
-                       "see the README's Findings table).")
+                       "see the README's Findings table); `gradtrace diff` also takes "
+                       "slower:N% — a module's backward time grown by more than N% "
+                       "(--profile).")
 FINDINGS_FORMATS = ("text", "github")
 
 

@@ -46,7 +46,7 @@ HEATS = ("time", "memory")
     "  gradtrace dot trace.json -o graph.mmd               from a saved trace\n\n"
     "  gradtrace dot scenarios/chain_rule.py --to mmd      Mermaid on stdout\n\n"
     "  gradtrace dot scenarios/mlp_modules.py --grads -o g.html  a web page\n\n"
-    "  gradtrace dot scenarios/real/gpt_tiny.py --heat time -o heat.svg  backward time\n\n"
+    "  gradtrace dot scenarios/real/gpt_tiny.py --heat time -o heat.svg\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
     "  gradtrace dot scenarios/explained/log_of_zero.py --strict -o nan.svg\n\n"

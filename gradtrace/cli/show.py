@@ -45,7 +45,7 @@ from .ranked import RANKS, RankedShow
     "  gradtrace show scenarios/shopping_apple_tangerine.py --root result --saved\n\n"
     "  gradtrace show scenarios/real/gpt_tiny.py --by-module\n\n"
     "  gradtrace show scenarios/chain_rule.py --json > trace.json\n\n"
-    "  gradtrace show scenarios/real/gpt_tiny.py --profile   backward time and memory\n\n"
+    "  gradtrace show scenarios/real/gpt_tiny.py --profile\n\n"
     "  gradtrace show trace.json\n\n"
     "  gradtrace show scenarios/chain_rule.py --strict --format github\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, or a "
