@@ -8,16 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
-
-if TYPE_CHECKING:
-    from .costs import Costs
+from typing import Any, Final, Literal, NamedTuple
 
 NodeKind = Literal["op", "leaf", "custom"]  # as in the JSON contract
 SavedStatus = Literal["ok", "freed", "modified in place"]
 Severity = Literal["error", "warning", "info"]
 PassKind = Literal["backward", "grad"]
 PassBy = Literal["scenario", "gradtrace"]
+CostMethod = Literal["replay", "steps", "once"]  # how --profile timed a pass
+COST_METHODS: tuple[CostMethod, ...] = ("replay", "steps", "once")
 
 OP: Final = "op"
 LEAF: Final = "leaf"
@@ -233,6 +232,56 @@ class SecondOrder:
     wrt: tuple[str, ...]
     blocks: dict[tuple[str, str], Any]
     error: str | None = None
+
+
+class NodeCost(NamedTuple):
+    """One node's backward: the median time (µs) over the profiled timings and their
+    spread (max − min), the bytes its computation left allocated, and the bytes freed
+    when it finished (the gradients it received, its saved tensors when freed)."""
+
+    time_us: float
+    spread_us: float
+    allocated: int
+    freed: int
+
+
+class ModuleSaved(NamedTuple):
+    """The saved tensors of one module's nodes still held at the peak of memory."""
+
+    module: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """--profile's measurements of one pass (`pass_number`, 1-based).
+
+    method: replay (the pass was run again, without side effects, before the code's own
+    call), steps (a loop's passes over the same graph were timed), once (one timing only).
+    wall_us: backward wall times without the profiler; profiled_us: with it (the same
+    samples' node times come from these); op_total_us: torch.profiler's own total of the
+    pass's op times (self CPU, or device time on a GPU), one per profiled timing.
+    peak_bytes: the most memory held above the start of backward, at node peak_node;
+    peak_saved: the saved tensors still held then, by module; forward_us: each module's
+    own forward time (its submodules' left out) in the forward that built the graph;
+    accumulate_us: the time of AccumulateGrad nodes (not per leaf); note: what was not
+    possible, in words."""
+
+    pass_number: int
+    method: CostMethod
+    device: str
+    nodes: dict[str, NodeCost]
+    wall_us: tuple[float, ...]
+    profiled_us: tuple[float, ...]
+    op_total_us: tuple[float, ...] = ()
+    peak_bytes: int | None = None
+    peak_node: str | None = None
+    peak_saved: tuple[ModuleSaved, ...] = ()
+    forward_us: dict[str, float] = field(default_factory=dict)
+    accumulate_us: float = 0.0
+    recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
+    recomputed_saved: int | None = None  # bytes their saved tensors did not hold
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
