@@ -14,6 +14,7 @@ import pytest
 from helpers import SCENARIOS, as_read, invoke, needs_dot, shared_invoke, write_script
 from test_html import browser, opened  # noqa: F401  (the module's Chromium, a fixture)
 
+from gradtrace.capture.costs import SAMPLES
 from gradtrace.model.codec import trace_from_dict, trace_to_dict
 from gradtrace.model.costs import cost_rows
 
@@ -36,7 +37,7 @@ def test_the_slow_function_is_named_first_with_its_line(slow: tuple[dict[str, An
     data, path = slow
     trace = trace_from_dict(data)
     assert trace.costs is not None and trace.costs.method == "steps"  # not replayable
-    assert len(trace.costs.profiled_us) == 3 and len(trace.costs.wall_us) == 3
+    assert len(trace.costs.profiled_us) == 3 and len(trace.costs.wall_us) == 3  # 6 steps
     top = cost_rows(trace, "node")[0]
     node = next(n for n in trace.nodes if n.id == top.key)
     assert node.type == "SlowSquareBackward" and node.source is not None
@@ -209,7 +210,8 @@ def test_a_replayable_pass_is_replayed_and_a_retained_grad_is_not(tmp_path: Path
                                     "--json").stdout)
     costs = data["costs"]
     assert costs["method"] == "replay" and costs["note"] is None
-    assert len(costs["wall_us"]) == 5 and len(costs["profiled_us"]) == 5
+    assert len(costs["wall_us"]) == SAMPLES and len(costs["profiled_us"]) == SAMPLES
+    assert costs["engine_us"] > 0 and costs["ops_us"]["aten::mm"] > 0
     retained = json.loads(shared_invoke("show", str(SCENARIOS / "retain_grad.py"),
                                         "--profile", "--json").stdout)["costs"]
     assert retained["method"] == "once" and "retain_grad() would set a .grad" in \

@@ -33,7 +33,7 @@ from ..torch_compat import (
     sequence_number,
 )
 
-SAMPLES = 5  # profiled timings kept per graph, and as many without the profiler
+SAMPLES = 7  # profiled timings kept per graph, and as many without the profiler
 EVALUATE = "autograd::engine::evaluate_function: "
 
 
@@ -330,7 +330,8 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
     """Node times and memory from the events of one profiled pass.
 
     A node's time is its evaluate_function event (its computation, the sums of what it
-    received, and hooks), or with gradtrace's hooks on, its own event alone. Memory: what
+    received, and hooks) and the engine's time since the evaluation before it; with
+    gradtrace's hooks on, its own event alone. Memory: what
     its own event left allocated, and what was freed in the rest of its evaluation. The
     peak is the running total of what each evaluation left allocated."""
     times: dict[int, float] = {}
@@ -341,23 +342,37 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
     running = peak = 0
     peak_at: int | None = None
     recomputed = 0.0
-    op_total = sum(float(e.self_device_time_total if cuda else e.self_cpu_time_total)
-                   for e in events)
+    ops: dict[str, float] = {}  # torch.profiler's own self time per op name
+    for e in events:
+        if e.name != "[memory]":
+            ops[e.name] = ops.get(e.name, 0.0) + float(
+                e.self_device_time_total if cuda else e.self_cpu_time_total)
+    op_total = sum(ops.values())
+    last_end: float | None = None
+    engine = 0.0
     for e in sorted(events, key=lambda e: e.time_range.start):
         if not e.name.startswith(EVALUATE):
             if e.sequence_nr >= 0 and e.name.startswith("aten::") and not _under_op(e):
                 recomputed += _duration(e, cuda)  # forward code run again in backward
             continue
+        if _under_evaluation(e):
+            continue  # a reentrant backward's node: its time is its caller's
+        # the engine's work between two evaluations (finding the next node, handing it its
+        # gradients) is the next node's: node times then add up to the pass's host time
+        gap = 0.0 if hooks_on or cuda or last_end is None \
+            else max(e.time_range.start - last_end, 0.0)
+        last_end = max(last_end or 0.0, e.time_range.end)
+        engine += gap
         name = e.name[len(EVALUATE):]
         own = next((c for c in e.cpu_children if c.name == name), None)
         if name.endswith("AccumulateGrad"):
-            accumulate += _duration(e, cuda)
+            accumulate += _duration(e, cuda) + gap
             running += _memory(e, cuda)
             continue
         number = own.sequence_nr if own is not None and own.sequence_nr >= 0 \
             else e.sequence_nr
         i = index.get(number)
-        spent = _duration(own if hooks_on and own is not None else e, cuda)
+        spent = _duration(own if hooks_on and own is not None else e, cuda) + gap
         left = _memory(own, cuda) if own is not None else _memory(e, cuda)
         net = _memory(e, cuda)
         if i is None:
@@ -373,7 +388,17 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
             peak, peak_at = here, i
         running += net
     return Sample(wall, times, allocated, freed, ran, accumulate, op_total, max(peak, 0),
-                  peak_at, recomputed)
+                  peak_at, recomputed, engine, ops)
+
+
+def _under_evaluation(event: Any) -> bool:
+    """Whether an evaluate_function event runs inside another's (a reentrant backward)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(EVALUATE):
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def _under_op(event: Any) -> bool:

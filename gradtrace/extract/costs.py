@@ -26,6 +26,8 @@ class Sample(NamedTuple):
     peak_bytes: int
     peak_at: int | None
     recomputed_us: float
+    engine_us: float  # the engine's time between evaluations, included in the node times
+    ops: dict[str, float]  # torch.profiler's self time per op name
 
 
 @dataclass
@@ -84,6 +86,9 @@ class RawCosts:
             peak_bytes=None if peak is None else peak.peak_bytes, peak_node=peak_node,
             peak_saved=saved, forward_us=dict(sorted(self.forward_us.items())),
             accumulate_us=median([s.accumulate_us for s in self.samples]),
+            engine_us=median([s.engine_us for s in self.samples]),
+            ops_us={name: median([s.ops.get(name, 0.0) for s in self.samples])
+                    for name in sorted({n for s in self.samples for n in s.ops})},
             recomputed_us=median([s.recomputed_us for s in self.samples]) if recomputed
             else None,
             recomputed_saved=sum(s.bytes for n in recomputed for s in n.saved) if recomputed

@@ -264,8 +264,10 @@ class Costs:
     peak_bytes: the most memory held above the start of backward, at node peak_node;
     peak_saved: the saved tensors still held then, by module; forward_us: each module's
     own forward time (its submodules' left out) in the forward that built the graph;
-    accumulate_us: the time of AccumulateGrad nodes (not per leaf); note: what was not
-    possible, in words."""
+    accumulate_us: the time of AccumulateGrad nodes (not per leaf); engine_us: how much of
+    the node times is the engine's work between one evaluation and the next (counted to
+    the next); ops_us: torch.profiler's own self time per op name (its `key_averages()`
+    table), the median over the profiled timings; note: what was not possible, in words."""
 
     pass_number: int
     method: CostMethod
@@ -279,6 +281,8 @@ class Costs:
     peak_saved: tuple[ModuleSaved, ...] = ()
     forward_us: dict[str, float] = field(default_factory=dict)
     accumulate_us: float = 0.0
+    engine_us: float = 0.0  # of the node times: the engine's work between evaluations
+    ops_us: dict[str, float] = field(default_factory=dict)  # torch.profiler's, per op name
     recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
     recomputed_saved: int | None = None  # bytes their saved tensors did not hold
     note: str | None = None

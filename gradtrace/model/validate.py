@@ -403,11 +403,12 @@ def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
     for key in ("wall_us", "profiled_us", "op_total_us"):
         _durations(c.get(key, []), f"{path}.{key}")
     _duration(c.get("accumulate_us", 0.0), f"{path}.accumulate_us")
+    _duration(c.get("engine_us", 0.0), f"{path}.engine_us")
     _str(c.get("note"), f"{path}.note", null=True, limit=MAX_TEXT)
-    forward = _obj(c.get("forward_us", {}), f"{path}.forward_us", ())
-    for name, value in forward.items():
-        _str(name, f"{path}.forward_us")
-        _duration(value, f"{path}.forward_us.{name:.40}")
+    for key in ("forward_us", "ops_us"):
+        for name, value in _obj(c.get(key, {}), f"{path}.{key}", ()).items():
+            _str(name, f"{path}.{key}")
+            _duration(value, f"{path}.{key}.{name:.40}")
     peak = c.get("peak")
     if peak is not None:
         p = _obj(peak, f"{path}.peak", ("bytes",))

@@ -32,6 +32,9 @@ def totals_text(costs: Costs) -> Text:
     nodes = node_total_us(costs)
     text.append("nodes sum ", style="dim")
     text.append(duration_text(nodes), style="bold")
+    if costs.engine_us:
+        text.append(f" (of it {duration_text(costs.engine_us)} the engine's, between one "
+                    "node and the next)", style="dim")
     if costs.wall_us:
         wall = median(costs.wall_us)
         text.append("  ·  backward without profiler ", style="dim")
