@@ -13,6 +13,7 @@ from ..model.costs import CostKey, CostMeasure, CostRow, Costs, cost_rows, media
 from ..model.records import Trace
 from ..model.texts import duration_text, size_text
 
+KEY_WIDTH = {"module": 40, "line": 44, "op": 40, "node": 48}
 TOP_ROWS = 5  # rows per table within the screen budget (--all: every row)
 METHODS = {"replay": "replays of the pass (torch.autograd.grad, retain_graph=True)",
            "steps": "the loop's own passes over this graph",
@@ -51,11 +52,13 @@ def totals_text(costs: Costs) -> Text:
         if costs.wall_us:
             wall = median(costs.wall_us)
             text.append(f": measuring costs {profiled / wall - 1:+.0%}", style="dim")
-    if costs.op_total_us:
-        ops = median(costs.op_total_us)
+    ops = sum(costs.ops_us.values())
+    if ops:
+        inside = nodes - costs.engine_us
         text.append("  ·  torch.profiler's op total ", style="dim")
         text.append(duration_text(ops), style="bold")
-        text.append(f" (nodes sum = {nodes / ops:.0%} of it)" if ops else "", style="dim")
+        text.append(f" (the nodes' evaluations, {duration_text(inside)}, = {inside / ops:.0%} "
+                    "of it)", style="dim")
     return text
 
 
@@ -84,18 +87,21 @@ def cost_table(trace: Trace, by: CostKey, measure: CostMeasure,
     title = f"top {what} by backward {'time' if measure == 'time' else 'memory allocated'}"
     table = Table(title=title, title_justify="left", header_style="bold", box=None,
                   pad_edge=False)
-    table.add_column(by, no_wrap=True, overflow="ellipsis", max_width=70 if by != "line" else 48)
+    # the key gives way first: the numbers are what the table is for
+    table.add_column(by, no_wrap=True, overflow="ellipsis", max_width=KEY_WIDTH[by])
     columns = ["backward", "± spread", "allocated", "freed"]
     if by == "module":
         columns += ["forward", "bwd/fwd"]
     if by != "node":
         columns.append("nodes")
     for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     shown = rows if max_rows is None else rows[:max_rows]
     for row in shown:
         cells: list[Text | str] = [_key_text(row, by, trace), duration_text(row.time_us),
-                                   duration_text(row.spread_us), size_text(row.allocated)
+                                   # the leaves' row is one sum: no node spreads to add
+                                   duration_text(row.spread_us) if row.nodes else "-",
+                                   size_text(row.allocated)
                                    if row.allocated >= 0 else f"-{size_text(-row.allocated)}",
                                    size_text(row.freed)]
         if by == "module":
