@@ -231,3 +231,37 @@ def test_hooks_run_once_per_pass_with_profile(tmp_path: Path) -> None:
     profiled = json.loads(invoke("show", script, "--profile", "--json").stdout)
     assert plain["stdout"] == profiled["stdout"] == "hook calls 1 [8.0, 8.0, 8.0]\n"
     assert "a tensor hook would run again" in profiled["costs"]["note"]
+
+
+LOOP = """import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 4)
+for _ in range(8):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+print(round(loss.item(), 6))
+"""
+
+
+def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) -> None:
+    script = write_script(tmp_path, LOOP)
+    plain = json.loads(invoke("show", script, "--json").stdout)
+    steps = json.loads(invoke("show", script, "--profile", "--json").stdout)
+    costs = steps["costs"]
+    # passes 2–8 timed in turn: 4 profiled, 3 plain; the last pass's graph is costed
+    assert (costs["method"], costs["pass"]) == ("steps", 8)
+    assert (len(costs["profiled_us"]), len(costs["wall_us"])) == (4, 3)
+    assert {t["name"]: t["grad"] for t in steps["tensors"]} == \
+        {t["name"]: t["grad"] for t in plain["tensors"]}
+    assert steps["stdout"] == plain["stdout"] and steps["steps"] == plain["steps"]
+    # the timed steps ran without gradtrace's flow hooks: the flow shown is the first pass's
+    assert steps["passes"][0]["flow"] and not any(p["flow"] for p in steps["passes"][1:])
+    third = json.loads(invoke("show", script, "--profile", "--pass", "3", "--json").stdout)
+    assert (third["costs"]["method"], third["costs"]["pass"]) == ("replay", 3)
+    assert len(third["costs"]["wall_us"]) == SAMPLES
+    assert {t["name"]: t["grad"] for t in third["tensors"]} == \
+        {t["name"]: t["grad"] for t in plain["tensors"]}
