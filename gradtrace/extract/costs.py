@@ -86,6 +86,7 @@ class RawCosts:
             peak_bytes=None if peak is None else peak.peak_bytes, peak_node=peak_node,
             peak_saved=saved, forward_us=dict(sorted(self.forward_us.items())),
             accumulate_us=median([s.accumulate_us for s in self.samples]),
+            accumulate_spread_us=spread([s.accumulate_us for s in self.samples]),
             engine_us=median([s.engine_us for s in self.samples]),
             ops_us={name: median([s.ops.get(name, 0.0) for s in self.samples])
                     for name in sorted({n for s in self.samples for n in s.ops})},

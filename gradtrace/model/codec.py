@@ -440,7 +440,8 @@ def costs_dict(c: Costs) -> dict[str, Any]:
             "bytes": c.peak_bytes, "node": c.peak_node,
             "saved": [{"module": s.module, "bytes": s.bytes} for s in c.peak_saved]},
         "forward_us": dict(c.forward_us),
-        "accumulate_us": c.accumulate_us, "engine_us": c.engine_us,
+        "accumulate_us": c.accumulate_us, "accumulate_spread_us": c.accumulate_spread_us,
+        "engine_us": c.engine_us,
         "ops_us": dict(c.ops_us),
         "recomputed": None if c.recomputed_us is None else {
             "time_us": c.recomputed_us, "saved_bytes": c.recomputed_saved},
@@ -471,6 +472,7 @@ def costs_from(d: dict[str, Any] | None) -> Costs | None:
             ModuleSaved(s["module"], s["bytes"]) for s in peak.get("saved", ())),
         forward_us={k: float(v) for k, v in d.get("forward_us", {}).items()},
         accumulate_us=float(d.get("accumulate_us", 0.0)),
+        accumulate_spread_us=float(d.get("accumulate_spread_us", 0.0)),
         engine_us=float(d.get("engine_us", 0.0)),
         ops_us={k: float(v) for k, v in d.get("ops_us", {}).items()},
         recomputed_us=None if recomputed is None else float(recomputed["time_us"]),

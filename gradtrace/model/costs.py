@@ -71,8 +71,10 @@ def cost_rows(trace: Trace, by: CostKey, measure: CostMeasure = "time") -> list[
         row[3] += c.freed
         row[4] += 1
     if costs.accumulate_us and by in ("module", "op"):
-        sums.setdefault(LEAVES if by == "module" else "AccumulateGrad",
-                        [0.0, 0.0, 0, 0, 0])[0] += costs.accumulate_us
+        row = sums.setdefault(LEAVES if by == "module" else "AccumulateGrad",
+                              [0.0, 0.0, 0, 0, 0])
+        row[0] += costs.accumulate_us
+        row[1] += costs.accumulate_spread_us
     rows = [CostRow(key, t, s, int(a), int(f), int(n),
                     costs.forward_us.get(key) if by == "module" else None)
             for key, (t, s, a, f, n) in sums.items()]

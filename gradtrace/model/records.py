@@ -281,6 +281,7 @@ class Costs:
     peak_saved: tuple[ModuleSaved, ...] = ()
     forward_us: dict[str, float] = field(default_factory=dict)
     accumulate_us: float = 0.0
+    accumulate_spread_us: float = 0.0  # its spread over the timings (max − min)
     engine_us: float = 0.0  # of the node times: the engine's work between evaluations
     ops_us: dict[str, float] = field(default_factory=dict)  # torch.profiler's, per op name
     recomputed_us: float | None = None  # time of nodes made again by checkpoint regions

@@ -99,8 +99,8 @@ def cost_table(trace: Trace, by: CostKey, measure: CostMeasure,
     shown = rows if max_rows is None else rows[:max_rows]
     for row in shown:
         cells: list[Text | str] = [_key_text(row, by, trace), duration_text(row.time_us),
-                                   # the leaves' row is one sum: no node spreads to add
-                                   duration_text(row.spread_us) if row.nodes else "-",
+                                   duration_text(row.spread_us)
+                                   if row.nodes or row.spread_us else "-",
                                    size_text(row.allocated)
                                    if row.allocated >= 0 else f"-{size_text(-row.allocated)}",
                                    size_text(row.freed)]
