@@ -170,8 +170,8 @@ def replay_call(kind: PassKind, given: dict[str, Any], roots: list[Any],
 
 @contextlib.contextmanager
 def _quiet_fd2() -> Iterator[None]:
-    """Kineto's start/stop lines and the allocator's note go to file descriptor 2: not the
-    script's output, so not into it."""
+    """Kineto's start/stop lines and the allocator's notes go to file descriptor 2: not the
+    script's output, so not into it (what C code writes there meanwhile is lost too)."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -191,7 +191,6 @@ class CostRecorder:
     """Times the passes --profile asks for and keeps the samples of each graph."""
 
     def __init__(self, asked: int | None) -> None:
-        os.environ.setdefault("KINETO_LOG_LEVEL", "5")
         self.asked = asked  # --pass N: only that pass is timed
         self.graphs: dict[int, GraphSamples] = {}
         self.clock = ForwardClock()
