@@ -254,39 +254,27 @@ class ModuleSaved(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Costs:
-    """--profile's measurements of one pass (`pass_number`, 1-based).
+    """--profile's measurements of one pass: each node's median time and memory, the
+    timings they are checked against, the peak of memory (docs/profiling.md)."""
 
-    method: replay (the pass was run again, without side effects, before the code's own
-    call), steps (a loop's passes over the same graph were timed), once (one timing only).
-    wall_us: backward wall times without the profiler; profiled_us: with it (the same
-    samples' node times come from these); op_total_us: torch.profiler's own total of the
-    pass's op times (self CPU, or device time on a GPU), one per profiled timing.
-    peak_bytes: the most memory held above the start of backward, at node peak_node;
-    peak_saved: the saved tensors still held then, by module; forward_us: each module's
-    own forward time (its submodules' left out) in the forward that built the graph;
-    accumulate_us: the time of AccumulateGrad nodes (not per leaf); engine_us: how much of
-    the node times is the engine's work between one evaluation and the next (counted to
-    the next); ops_us: torch.profiler's own self time per op name (its `key_averages()`
-    table), the median over the profiled timings; note: what was not possible, in words."""
-
-    pass_number: int
-    method: CostMethod
-    device: str
-    nodes: dict[str, NodeCost]
-    wall_us: tuple[float, ...]
-    profiled_us: tuple[float, ...]
-    op_total_us: tuple[float, ...] = ()
-    peak_bytes: int | None = None
-    peak_node: str | None = None
-    peak_saved: tuple[ModuleSaved, ...] = ()
-    forward_us: dict[str, float] = field(default_factory=dict)
-    accumulate_us: float = 0.0
+    pass_number: int  # 1-based
+    method: CostMethod  # replay: run again before the code's call; steps: a loop's; once
+    device: str  # cpu or cuda (then times are device times)
+    nodes: dict[str, NodeCost]  # by node id
+    wall_us: tuple[float, ...]  # each timing of the pass without the profiler
+    profiled_us: tuple[float, ...]  # and with it: the node times come from these
+    op_total_us: tuple[float, ...] = ()  # torch.profiler's total self time of each
+    peak_bytes: int | None = None  # the most held above the start of backward
+    peak_node: str | None = None  # the node that ran then
+    peak_saved: tuple[ModuleSaved, ...] = ()  # the saved tensors still held then
+    forward_us: dict[str, float] = field(default_factory=dict)  # own forward, per module
+    accumulate_us: float = 0.0  # AccumulateGrad nodes, all leaves together
     accumulate_spread_us: float = 0.0  # its spread over the timings (max − min)
     engine_us: float = 0.0  # of the node times: the engine's work between evaluations
     ops_us: dict[str, float] = field(default_factory=dict)  # torch.profiler's, per op name
     recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
     recomputed_saved: int | None = None  # bytes their saved tensors did not hold
-    note: str | None = None
+    note: str | None = None  # what was not possible (no replay, why), in words
 
 
 @dataclass(frozen=True, slots=True)
