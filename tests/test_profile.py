@@ -260,6 +260,7 @@ def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) ->
     assert steps["stdout"] == plain["stdout"] and steps["steps"] == plain["steps"]
     # the timed steps ran without gradtrace's flow hooks: the flow shown is the first pass's
     assert steps["passes"][0]["flow"] and not any(p["flow"] for p in steps["passes"][1:])
+    assert costs["note"] == "timed over passes 2–8"
     third = json.loads(invoke("show", script, "--profile", "--pass", "3", "--json").stdout)
     assert (third["costs"]["method"], third["costs"]["pass"]) == ("replay", 3)
     assert len(third["costs"]["wall_us"]) == SAMPLES

@@ -42,6 +42,7 @@ class Bucket:
     """The timings of one graph taken one way (replays, a loop's steps, or once)."""
 
     pass_number: int = 0  # the latest pass timed
+    first: int = 0  # the first
     profiled: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     plain: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     forward: deque[dict[int, float]] = field(default_factory=lambda: deque(maxlen=SAMPLES))
@@ -58,6 +59,7 @@ class GraphSamples:
     def bucket(self, method: CostMethod, number: int, forward: dict[int, float]) -> Bucket:
         got = self.buckets.setdefault(method, Bucket())
         got.pass_number = number
+        got.first = got.first or number
         got.forward.append(forward)
         return got
 
@@ -199,8 +201,13 @@ class CostRecorder:
 
     def step_sample(self, signature: int, number: int) -> bool:
         """Whether pass number (a repeat of a graph already run) is timed as a loop's step:
-        its gradient flow is then not recorded (gradtrace's hooks would be in its time)."""
-        return self.asked is None and signature in self.graphs
+        its gradient flow is then not recorded (gradtrace's hooks would be in its time).
+        Once SAMPLES of each kind are taken, later steps run as without --profile."""
+        graph = self.graphs.get(signature)
+        if self.asked is not None or graph is None:
+            return False
+        steps = graph.buckets.get("steps")
+        return steps is None or len(steps.profiled) < SAMPLES or len(steps.plain) < SAMPLES
 
     def wanted(self, signature: int, number: int) -> bool:
         """Whether pass number is to be timed before its own call (replay) or by it."""
@@ -274,6 +281,9 @@ class CostRecorder:
                 if path is not None:
                     modules.setdefault(path, []).append(us)
         note = graph.note if method != "replay" else None
+        if method == "steps":
+            note = (note + "; " if note else "") + \
+                f"timed over passes {bucket.first}–{bucket.pass_number}"
         if method == "once":
             note = (note + "; " if note else "") + "one timing only, with gradtrace's " \
                 "gradient-flow hooks on (node times leave them out)"
