@@ -51,6 +51,8 @@ def test_the_slow_function_is_named_first_with_its_line(slow: tuple[dict[str, An
     nodes = section[section.index("top nodes by backward time"):]
     assert nodes.splitlines()[2].startswith("n6 SlowSquareBackward  model slow_function.py:36")
     assert "slow_function.py:36  h = SlowSquare.apply" in section
+    ops = section[section.index("top op types by backward time"):]
+    assert ops.splitlines()[2].startswith("SlowSquareBackward ")
     assert "backward without profiler" in section and "measuring costs" in section
     assert "… 3 more nodes (--all)" in section
 

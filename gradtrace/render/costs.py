@@ -13,7 +13,7 @@ from ..model.costs import CostKey, CostMeasure, CostRow, Costs, cost_rows, media
 from ..model.records import Trace
 from ..model.texts import duration_text, size_text
 
-KEY_WIDTH = {"module": 40, "line": 44, "op": 40, "node": 48}
+KEY_WIDTH = {"module": 40, "line": 44, "op": 44, "node": 48}
 TOP_ROWS = 5  # rows per table within the screen budget (--all: every row)
 METHODS = {"replay": "replays of the pass (torch.autograd.grad, retain_graph=True)",
            "steps": "the loop's own passes over this graph",
@@ -153,7 +153,7 @@ def cost_view(trace: Trace, every: bool = False) -> RenderableType | None:
                  f"{METHODS[costs.method]}; each time is a median, ± its spread (max − min)",
                  style="dim")
     parts: list[RenderableType] = [title, totals_text(costs)]
-    for by in ("module", "line", "node"):
+    for by in ("module", "line", "op", "node"):
         parts += [Text(), cost_table(trace, by, "time", rows)]  # type: ignore[arg-type]
     parts += [Text(), cost_table(trace, "module", "memory", rows)]
     peak = peak_text(trace, costs)
