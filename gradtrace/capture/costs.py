@@ -134,7 +134,7 @@ def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool
         if type(node).__name__ == BACKWARD_HOOK_NODE:
             return "a module backward hook would run again"
         if id(node) in hooked:
-            return "a tensor hook would run again"
+            return "a hook on one of its nodes (a tensor's or a module's) would run again"
         if id(node) in retaining:
             return "retain_grad() would set a .grad"
         if id(node) in recomputed:
