@@ -358,7 +358,7 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
                 e.self_device_time_total if cuda else e.self_cpu_time_total)
     op_total = sum(ops.values())
     last_end: float | None = None
-    engine = 0.0
+    gaps: dict[int, float] = {}  # per walk position (-1: leaf accumulation): the engine's
     for e in sorted(events, key=lambda e: e.time_range.start):
         if not e.name.startswith(EVALUATE):
             if e.sequence_nr >= 0 and e.name.startswith("aten::") and not _under_op(e):
@@ -371,11 +371,11 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
         gap = 0.0 if hooks_on or cuda or last_end is None \
             else max(e.time_range.start - last_end, 0.0)
         last_end = max(last_end or 0.0, e.time_range.end)
-        engine += gap
         name = e.name[len(EVALUATE):]
         own = next((c for c in e.cpu_children if c.name == name), None)
         if name.endswith("AccumulateGrad"):
             accumulate += _duration(e, cuda) + gap
+            gaps[-1] = gaps.get(-1, 0.0) + gap
             running += _memory(e, cuda)
             continue
         number = own.sequence_nr if own is not None and own.sequence_nr >= 0 \
@@ -386,9 +386,11 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
         net = _memory(e, cuda)
         if i is None:
             accumulate += spent  # a node outside the pass's walk (not expected)
+            gaps[-1] = gaps.get(-1, 0.0) + gap
             running += net
             continue
         times[i] = times.get(i, 0.0) + spent
+        gaps[i] = gaps.get(i, 0.0) + gap
         allocated[i] = allocated.get(i, 0) + left
         freed[i] = freed.get(i, 0) + max(left - net, 0)
         ran.append(i)
@@ -397,7 +399,7 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
             peak, peak_at = here, i
         running += net
     return Sample(wall, times, allocated, freed, ran, accumulate, op_total, max(peak, 0),
-                  peak_at, recomputed, engine, ops)
+                  peak_at, recomputed, gaps, ops)
 
 
 def _under_evaluation(event: Any) -> bool:

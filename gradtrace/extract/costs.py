@@ -26,7 +26,8 @@ class Sample(NamedTuple):
     peak_bytes: int
     peak_at: int | None
     recomputed_us: float
-    engine_us: float  # the engine's time between evaluations, included in the node times
+    gaps: dict[int, float]  # the engine's time before each evaluation (-1: the leaves'),
+    # included in the node times
     ops: dict[str, float]  # torch.profiler's self time per op name
 
 
@@ -87,7 +88,9 @@ class RawCosts:
             peak_saved=saved, forward_us=dict(sorted(self.forward_us.items())),
             accumulate_us=median([s.accumulate_us for s in self.samples]),
             accumulate_spread_us=spread([s.accumulate_us for s in self.samples]),
-            engine_us=median([s.engine_us for s in self.samples]),
+            # per position, as the node times are: the two can be subtracted
+            engine_us=sum(median([s.gaps.get(i, 0.0) for s in self.samples])
+                          for i in sorted({i for s in self.samples for i in s.gaps})),
             ops_us={name: median([s.ops.get(name, 0.0) for s in self.samples])
                     for name in sorted({n for s in self.samples for n in s.ops})},
             recomputed_us=median([s.recomputed_us for s in self.samples]) if recomputed
