@@ -16,12 +16,17 @@ fresh run of the script), and for each run:
     .venv/bin/python bench/profile_accuracy.py [--threads N] [--runs 3]
 
 The machines these run on are shared: --threads 1 (the default) keeps torch's intra-op
-threads from spinning against other processes; pass --threads 0 for torch's default.
+threads from spinning against other processes; pass --threads 0 for torch's default. Each
+run prints the load average: on a busy machine the unprofiled wall time's median takes the
+other processes' time slices (a whole backward is long enough to be interrupted), while each
+node's median leaves them out (most nodes are not): the fastest unprofiled timing is then the
+fairer comparison, and it is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -85,8 +90,11 @@ def main() -> None:
             inside = modules - costs.engine_us
             wall, ops = median(costs.wall_us), sum(costs.ops_us.values())
             profiled_wall = median(costs.profiled_us)
-            print(f"  run {run} ({costs.method} ×{len(costs.profiled_us)}): modules sum "
-                  f"{modules:6.0f} µs / unprofiled wall {wall:6.0f} µs = {modules / wall:.2f}"
+            fastest = min(costs.wall_us)
+            print(f"  run {run} ({costs.method} ×{len(costs.profiled_us)}, load "
+                  f"{os.getloadavg()[0]:.1f}): modules sum {modules:6.0f} µs / unprofiled "
+                  f"wall {wall:6.0f} µs = {modules / wall:.2f} (fastest {fastest:6.0f} µs: "
+                  f"{modules / fastest:.2f})"
                   f" | in evaluations {inside:6.0f} µs / torch.profiler op total {ops:6.0f} "
                   f"µs = {inside / ops:.2f} | profiled wall {profiled_wall:6.0f} µs "
                   f"(overhead {profiled_wall / wall - 1:+.0%})")
