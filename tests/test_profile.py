@@ -214,6 +214,15 @@ def test_a_replayable_pass_is_replayed_and_a_retained_grad_is_not(tmp_path: Path
     assert costs["method"] == "replay" and costs["note"] is None
     assert len(costs["wall_us"]) == SAMPLES and len(costs["profiled_us"]) == SAMPLES
     assert costs["engine_us"] > 0 and costs["ops_us"]["aten::mm"] > 0
+    # memory: what each node left allocated, the peak, and whose saved tensors were held
+    nodes = {n["id"]: n for n in data["nodes"]}
+    addmm = [c for k, c in costs["nodes"].items() if nodes[k]["type"] == "AddmmBackward0"]
+    assert addmm and all(c["allocated"] > 0 for c in addmm)
+    peak = costs["peak"]
+    assert peak["bytes"] > 0 and peak["node"] in nodes
+    modules = {n.get("module") for n in data["nodes"]}
+    assert peak["saved"] and {s["module"] for s in peak["saved"]} <= modules
+    assert costs["recomputed"] is None
     retained = json.loads(shared_invoke("show", str(SCENARIOS / "retain_grad.py"),
                                         "--profile", "--json").stdout)["costs"]
     assert retained["method"] == "once" and "retain_grad() would set a .grad" in \
@@ -268,3 +277,15 @@ def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) ->
     assert len(third["costs"]["wall_us"]) == SAMPLES
     assert {t["name"]: t["grad"] for t in third["tensors"]} == \
         {t["name"]: t["grad"] for t in plain["tensors"]}
+
+
+def test_checkpointing_says_what_recomputing_cost_and_what_it_saved() -> None:
+    data = json.loads(shared_invoke("show", str(SCENARIOS / "real" / "checkpointed.py"),
+                                    "--profile", "--json").stdout)
+    costs = data["costs"]
+    assert costs["method"] == "once"
+    assert "checkpointing would run forward code again" in costs["note"]
+    recomputed = costs["recomputed"]
+    assert recomputed["time_us"] > 0 and recomputed["saved_bytes"] > 0
+    assert recomputed["saved_bytes"] == sum(s["bytes"] for n in data["nodes"]
+                                            if n.get("recomputed") for s in n["saved"])
