@@ -41,7 +41,7 @@ torch.set_num_threads(1)  # a tiny model: a second thread only adds contention t
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.randn(8, 16)
+data = torch.randn(4, 16)
 for _ in range(7):
     opt.zero_grad()
     loss = model(data).pow(2).mean()
