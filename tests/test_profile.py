@@ -37,7 +37,8 @@ def test_the_slow_function_is_named_first_with_its_line(slow: tuple[dict[str, An
     data, path = slow
     trace = trace_from_dict(data)
     assert trace.costs is not None and trace.costs.method == "steps"  # not replayable
-    assert len(trace.costs.profiled_us) == 3 and len(trace.costs.wall_us) == 3  # 6 steps
+    # steps 2–10 in turn: a full profile, a light timing, a plain one
+    assert len(trace.costs.profiled_us) == 3 and len(trace.costs.wall_us) == 3
     top = cost_rows(trace, "node")[0]
     node = next(n for n in trace.nodes if n.id == top.key)
     assert node.type == "SlowSquareBackward" and node.source is not None
@@ -62,7 +63,7 @@ def test_costs_are_in_the_json_per_node_and_round_trip(slow: tuple[dict[str, Any
     data, _ = slow
     costs = data["costs"]
     ids = {n["id"] for n in data["nodes"]}
-    assert costs["pass"] == 7 and costs["method"] == "steps" and costs["device"] == "cpu"
+    assert costs["pass"] == 10 and costs["method"] == "steps" and costs["device"] == "cpu"
     assert set(costs["nodes"]) <= ids and len(costs["nodes"]) >= 6
     for cost in costs["nodes"].values():
         assert set(cost) == {"time_us", "spread_us", "allocated", "freed"}
@@ -77,7 +78,7 @@ def test_costs_are_in_the_json_per_node_and_round_trip(slow: tuple[dict[str, Any
     ("time", "nan", "costs.nodes.n6.time_us: expected a time in µs"),
     ("method", "guessed", "costs.method: expected one of replay, steps, once"),
     ("node", "n999", "costs.nodes.n999: points at 'n999', which is not a node id"),
-    ("pass", 99, "costs.pass: 99 is not one of the 7 passes"),
+    ("pass", 99, "costs.pass: 99 is not one of the 10 passes"),
 ])
 def test_an_invalid_cost_in_a_saved_trace_is_refused(
         slow: tuple[dict[str, Any], Path], tmp_path: Path, where: str, value: Any,
@@ -249,7 +250,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 x = torch.randn(16, 4)
-for _ in range(8):
+for _ in range(10):
     opt.zero_grad()
     loss = model(x).pow(2).mean()
     loss.backward()
@@ -263,15 +264,17 @@ def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) ->
     plain = json.loads(invoke("show", script, "--json").stdout)
     steps = json.loads(invoke("show", script, "--profile", "--json").stdout)
     costs = steps["costs"]
-    # passes 2–8 timed in turn: 4 profiled, 3 plain; the last pass's graph is costed
-    assert (costs["method"], costs["pass"]) == ("steps", 8)
-    assert (len(costs["profiled_us"]), len(costs["wall_us"])) == (4, 3)
+    # passes 2–10 timed in turn: 3 full profiles, 3 light timings, 3 plain; the last
+    # pass's graph is costed
+    assert (costs["method"], costs["pass"]) == ("steps", 10)
+    assert (len(costs["profiled_us"]), len(costs["wall_us"]), len(costs["op_total_us"])) \
+        == (3, 3, 3)
     assert {t["name"]: t["grad"] for t in steps["tensors"]} == \
         {t["name"]: t["grad"] for t in plain["tensors"]}
     assert steps["stdout"] == plain["stdout"] and steps["steps"] == plain["steps"]
     # the timed steps ran without gradtrace's flow hooks: the flow shown is the first pass's
     assert steps["passes"][0]["flow"] and not any(p["flow"] for p in steps["passes"][1:])
-    assert costs["note"] == "timed over passes 2–8"
+    assert costs["note"] == "timed over passes 2–10"
     third = json.loads(invoke("show", script, "--profile", "--pass", "3", "--json").stdout)
     assert (third["costs"]["method"], third["costs"]["pass"]) == ("replay", 3)
     assert len(third["costs"]["wall_us"]) == SAMPLES

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..extract.costs import RawCosts, Sample
+from ..extract.costs import RawCosts, Sample, Timing
 from ..model.costs import CostMethod, median
 from ..model.records import BACKWARD_HOOK_NODE, PassKind
 from ..torch_compat import (
@@ -29,11 +29,14 @@ from ..torch_compat import (
     compiling,
     has_tensor_hooks,
     is_function_node,
+    light_timings,
     never_compiled,
+    node_events,
     sequence_number,
 )
 
-SAMPLES = 7  # profiled timings kept per graph, and as many without the profiler
+SAMPLES = 7  # timings kept per graph: light-profiled, and as many without the profiler
+FULL = 3  # full profiles (every op, memory) per graph: memory, per-op times, the peak
 EVALUATE = "autograd::engine::evaluate_function: "
 
 
@@ -44,6 +47,7 @@ class Bucket:
     pass_number: int = 0  # the latest pass timed
     first: int = 0  # the first
     profiled: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    timings: deque[Timing] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     plain: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     forward: deque[dict[int, float]] = field(default_factory=lambda: deque(maxlen=SAMPLES))
 
@@ -67,7 +71,7 @@ class GraphSamples:
         """A loop's steps when at least 3 were profiled, else the replays, else what
         there is."""
         steps = self.buckets.get("steps")
-        if steps is not None and len(steps.profiled) >= 3:
+        if steps is not None and steps.profiled and len(steps.timings or steps.profiled) >= 3:
             return "steps", steps
         for method in ("replay", "steps", "once"):
             got = self.buckets.get(method)
@@ -207,7 +211,8 @@ class CostRecorder:
         if self.asked is not None or graph is None:
             return False
         steps = graph.buckets.get("steps")
-        return steps is None or len(steps.profiled) < SAMPLES or len(steps.plain) < SAMPLES
+        return steps is None or len(steps.plain) < SAMPLES \
+            or len(steps.timings or steps.profiled) < SAMPLES
 
     def wanted(self, signature: int, number: int) -> bool:
         """Whether pass number is to be timed before its own call (replay) or by it."""
@@ -229,9 +234,13 @@ class CostRecorder:
         index = _positions(nodes)
         try:
             replay()  # warm-up: caches, lazy initialisation
-            for _ in range(SAMPLES):
+            for k in range(SAMPLES):
                 bucket.plain.append(_wall(replay, cuda))
-                bucket.profiled.append(_profiled(replay, index, cuda, hooks_on=False))
+                _, timing = _light(replay, index, cuda)
+                if timing is not None:
+                    bucket.timings.append(timing)
+                if timing is None or k < FULL:
+                    bucket.profiled.append(_profiled(replay, index, cuda, hooks_on=False))
         except RuntimeError as exc:  # a graph already freed: the code's own call says so
             graph.note = f"pass {number} could not be replayed: {exc}"
             del graph.buckets["replay"]
@@ -248,7 +257,13 @@ class CostRecorder:
             return self._profile_call(bucket, nodes, call, cuda, hooks_on=True)
         graph.repeats += 1
         bucket = graph.bucket("steps", number, forward)
-        if graph.repeats % 2:
+        phase = graph.repeats % 3  # a full profile, a light timing, a plain one, in turn
+        if phase == 2 and not cuda and light_timings():
+            result, timing = _light(call, _positions(nodes), cuda)
+            if timing is not None:
+                bucket.timings.append(timing)
+            return result
+        if phase == 1 and len(bucket.profiled) < FULL or phase == 2:
             return self._profile_call(bucket, nodes, call, cuda, hooks_on=False)
         start = time.perf_counter()
         try:
@@ -289,7 +304,45 @@ class CostRecorder:
                 "gradient-flow hooks on (node times leave them out)"
         return RawCosts(bucket.pass_number, method, "cuda" if self.cuda else "cpu", nodes,
                         list(bucket.profiled), list(bucket.plain), retained,
-                        {p: median(v) for p, v in modules.items()}, note)
+                        {p: median(v) for p, v in modules.items()}, note,
+                        list(bucket.timings))
+
+
+def _light(run: Callable[[], Any], index: dict[int, int], cuda: bool
+           ) -> tuple[Any, Timing | None]:
+    """run() with the profiler limited to autograd nodes' own events: its result, and a
+    Timing (None on a GPU, or when this torch cannot limit the profiler; run() still ran)."""
+    if cuda or not light_timings():
+        return run(), None
+    walls: list[float] = []
+
+    def timed() -> Any:
+        start = time.perf_counter()
+        try:
+            return run()
+        finally:
+            walls.append((time.perf_counter() - start) * 1e6)
+
+    with _quiet_fd2():
+        got = node_events(timed)
+    assert got is not None  # light_timings() said it can
+    result, events = got
+    times: dict[int, float] = {}
+    gaps: dict[int, float] = {}
+    before: int | None = None  # the position of the node before (-1: a leaf's)
+    last_end = 0.0
+    for name, number, start, end in sorted(events, key=lambda e: e[2]):
+        if before is not None and start < last_end:
+            continue  # a reentrant backward's node, inside another's: counted there
+        here = -1 if name.endswith("AccumulateGrad") else index.get(number, -1)
+        if before is not None:  # the rest of the node before's evaluation, and the step here
+            gap = start - last_end
+            times[before] = times.get(before, 0.0) + gap
+            gaps[before] = gaps.get(before, 0.0) + gap
+        times[here] = times.get(here, 0.0) + end - start
+        before, last_end = here, end
+    return result, Timing(walls[0], {i: t for i, t in times.items() if i >= 0}, gaps,
+                          times.get(-1, 0.0))
 
 
 def _positions(nodes: list[Any]) -> dict[int, int]:

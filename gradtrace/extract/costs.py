@@ -31,6 +31,17 @@ class Sample(NamedTuple):
     ops: dict[str, float]  # torch.profiler's self time per op name
 
 
+class Timing(NamedTuple):
+    """One light timing of a pass (the profiler limited to nodes' own events): per walk
+    position its time (µs) — its own event and what followed it until the next node's (the
+    rest of its evaluation, the engine's step to the next) — and that second part alone."""
+
+    wall_us: float
+    times: dict[int, float]
+    gaps: dict[int, float]  # -1: the leaves'
+    accumulate_us: float
+
+
 @dataclass
 class RawCosts:
     """The samples of the pass whose costs the trace shows, with that pass's walk."""
@@ -44,17 +55,20 @@ class RawCosts:
     retained: bool  # the pass keeps its graph: no saved tensor is freed while it runs
     forward_us: dict[str, float] = field(default_factory=dict)
     note: str | None = None
+    timings: list[Timing] = field(default_factory=list)  # node times, when taken light
 
     def costs(self, node_ids: NodeIds, records: dict[str, Node]) -> Costs:
         """The Costs by node id (a node the trace's walk did not reach is left out)."""
         ids = [node_ids.node(n) for n in self.nodes]
-        positions = sorted({i for s in self.samples for i in s.times})
+        timed: list[Timing] | list[Sample] = self.timings or self.samples
+        positions = sorted({i for s in timed for i in s.times} | {i for s in self.samples
+                                                                    for i in s.allocated})
         nodes: dict[str, NodeCost] = {}
         for i in positions:
             node_id = ids[i] if i < len(ids) else None
             if node_id is None:
                 continue
-            times = [s.times[i] for s in self.samples if i in s.times]
+            times = [s.times[i] for s in timed if i in s.times]
             nodes[node_id] = NodeCost(
                 median(times), spread(times),
                 int(median([s.allocated.get(i, 0) for s in self.samples])),
@@ -82,15 +96,15 @@ class RawCosts:
         return Costs(
             pass_number=self.pass_number, method=self.method, device=self.device,
             nodes=nodes, wall_us=tuple(self.wall_us),
-            profiled_us=tuple(s.wall_us for s in self.samples),
+            profiled_us=tuple(s.wall_us for s in timed),
             op_total_us=tuple(s.op_total_us for s in self.samples),
             peak_bytes=None if peak is None else peak.peak_bytes, peak_node=peak_node,
             peak_saved=saved, forward_us=dict(sorted(self.forward_us.items())),
-            accumulate_us=median([s.accumulate_us for s in self.samples]),
-            accumulate_spread_us=spread([s.accumulate_us for s in self.samples]),
+            accumulate_us=median([s.accumulate_us for s in timed]),
+            accumulate_spread_us=spread([s.accumulate_us for s in timed]),
             # per position, as the node times are: the two can be subtracted
-            engine_us=sum(median([s.gaps.get(i, 0.0) for s in self.samples])
-                          for i in sorted({i for s in self.samples for i in s.gaps})),
+            engine_us=sum(median([s.gaps.get(i, 0.0) for s in timed])
+                          for i in sorted({i for s in timed for i in s.gaps})),
             ops_us={name: median([s.ops.get(name, 0.0) for s in self.samples])
                     for name in sorted({n for s in self.samples for n in s.ops})},
             recomputed_us=median([s.recomputed_us for s in self.samples]) if recomputed

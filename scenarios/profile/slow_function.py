@@ -42,7 +42,7 @@ torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = torch.randn(4, 16)
-for _ in range(7):
+for _ in range(10):
     opt.zero_grad()
     loss = model(data).pow(2).mean()
     loss.backward()
