@@ -34,8 +34,8 @@ def totals_text(costs: Costs) -> Text:
     text.append("nodes sum ", style="dim")
     text.append(duration_text(nodes), style="bold")
     if costs.engine_us:
-        text.append(f" (of it {duration_text(costs.engine_us)} the engine's, between one "
-                    "node and the next)", style="dim")
+        text.append(f" (of it {duration_text(costs.engine_us)} between the nodes' own "
+                    "computations: the engine's work around them)", style="dim")
     if costs.wall_us:
         wall = median(costs.wall_us)
         text.append("  ·  backward without profiler ", style="dim")
@@ -54,11 +54,9 @@ def totals_text(costs: Costs) -> Text:
             text.append(f": measuring costs {profiled / wall - 1:+.0%}", style="dim")
     ops = sum(costs.ops_us.values())
     if ops:
-        inside = nodes - costs.engine_us
         text.append("  ·  torch.profiler's op total ", style="dim")
         text.append(duration_text(ops), style="bold")
-        text.append(f" (the nodes' evaluations, {duration_text(inside)}, = {inside / ops:.0%} "
-                    "of it)", style="dim")
+        text.append(f" (every op profiled; nodes sum = {nodes / ops:.0%} of it)", style="dim")
     return text
 
 
