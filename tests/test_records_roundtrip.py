@@ -84,7 +84,7 @@ def full_trace() -> Trace:
                     wall_us=(10.0, 11.0), profiled_us=(12.0,), op_total_us=(11.5,),
                     peak_bytes=512, peak_node="n1", peak_saved=(ModuleSaved("model", 64),),
                     forward_us={"model": 3.0}, accumulate_us=0.5, accumulate_spread_us=0.25,
-                    engine_us=2.0,
+                    engine_us=2.0, outside_us=3.0,
                     ops_us={"aten::mm": 4.0},
                     recomputed_us=1.0,
                     recomputed_saved=32, note="one timing"),

@@ -330,8 +330,10 @@ def _light(run: Callable[[], Any], index: dict[int, int], cuda: bool
     times: dict[int, float] = {}
     gaps: dict[int, float] = {}
     before: int | None = None  # the position of the node before (-1: a leaf's)
-    last_end = 0.0
+    last_end = first = 0.0
     for name, number, start, end in sorted(events, key=lambda e: e[2]):
+        if before is None:
+            first = start
         if before is not None and start < last_end:
             continue  # a reentrant backward's node, inside another's: counted there
         here = -1 if name.endswith("AccumulateGrad") else index.get(number, -1)
@@ -341,8 +343,11 @@ def _light(run: Callable[[], Any], index: dict[int, int], cuda: bool
             gaps[before] = gaps.get(before, 0.0) + gap
         times[here] = times.get(here, 0.0) + end - start
         before, last_end = here, end
+    # the call's own start and end, around the first and last node (its clock is not the
+    # profiler's: only the durations are compared)
+    outside = max(walls[0] - (last_end - first), 0.0) if before is not None else 0.0
     return result, Timing(walls[0], {i: t for i, t in times.items() if i >= 0}, gaps,
-                          times.get(-1, 0.0))
+                          times.get(-1, 0.0), outside)
 
 
 def _positions(nodes: list[Any]) -> dict[int, int]:

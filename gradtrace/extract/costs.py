@@ -40,6 +40,7 @@ class Timing(NamedTuple):
     times: dict[int, float]
     gaps: dict[int, float]  # -1: the leaves'
     accumulate_us: float
+    outside_us: float  # the call's start and end, before the first node and after the last
 
 
 @dataclass
@@ -103,6 +104,7 @@ class RawCosts:
             accumulate_us=median([s.accumulate_us for s in timed]),
             accumulate_spread_us=spread([s.accumulate_us for s in timed]),
             # per position, as the node times are: the two can be subtracted
+            outside_us=median([t.outside_us for t in self.timings]) if self.timings else None,
             engine_us=sum(median([s.gaps.get(i, 0.0) for s in timed])
                           for i in sorted({i for s in timed for i in s.gaps})),
             ops_us={name: median([s.ops.get(name, 0.0) for s in self.samples])

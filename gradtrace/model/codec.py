@@ -441,7 +441,7 @@ def costs_dict(c: Costs) -> dict[str, Any]:
             "saved": [{"module": s.module, "bytes": s.bytes} for s in c.peak_saved]},
         "forward_us": dict(c.forward_us),
         "accumulate_us": c.accumulate_us, "accumulate_spread_us": c.accumulate_spread_us,
-        "engine_us": c.engine_us,
+        "engine_us": c.engine_us, "outside_us": c.outside_us,
         "ops_us": dict(c.ops_us),
         "recomputed": None if c.recomputed_us is None else {
             "time_us": c.recomputed_us, "saved_bytes": c.recomputed_saved},
@@ -474,6 +474,7 @@ def costs_from(d: dict[str, Any] | None) -> Costs | None:
         accumulate_us=float(d.get("accumulate_us", 0.0)),
         accumulate_spread_us=float(d.get("accumulate_spread_us", 0.0)),
         engine_us=float(d.get("engine_us", 0.0)),
+        outside_us=None if d.get("outside_us") is None else float(d["outside_us"]),
         ops_us={k: float(v) for k, v in d.get("ops_us", {}).items()},
         recomputed_us=None if recomputed is None else float(recomputed["time_us"]),
         recomputed_saved=None if recomputed is None else recomputed["saved_bytes"],

@@ -14,6 +14,7 @@ CostKey = Literal["module", "line", "op", "node"]
 CostMeasure = Literal["time", "memory"]
 NO_MODULE = "(no module)"
 LEAVES = "(leaves: AccumulateGrad)"  # leaf accumulation, timed as one, not leaf by leaf
+OUTSIDE = "(the call: its start and end)"  # before the first node and after the last
 
 
 class CostRow(NamedTuple):
@@ -75,6 +76,8 @@ def cost_rows(trace: Trace, by: CostKey, measure: CostMeasure = "time") -> list[
                               [0.0, 0.0, 0, 0, 0])
         row[0] += costs.accumulate_us
         row[1] += costs.accumulate_spread_us
+    if costs.outside_us and by in ("module", "op"):
+        sums.setdefault(OUTSIDE, [0.0, 0.0, 0, 0, 0])[0] += costs.outside_us
     rows = [CostRow(key, t, s, int(a), int(f), int(n),
                     costs.forward_us.get(key) if by == "module" else None)
             for key, (t, s, a, f, n) in sums.items()]

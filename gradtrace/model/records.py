@@ -271,6 +271,7 @@ class Costs:
     accumulate_us: float = 0.0  # AccumulateGrad nodes, all leaves together
     accumulate_spread_us: float = 0.0  # its spread over the timings (max − min)
     engine_us: float = 0.0  # of the node times: the engine's work between evaluations
+    outside_us: float | None = None  # the call's own start and end, outside every node
     ops_us: dict[str, float] = field(default_factory=dict)  # torch.profiler's, per op name
     recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
     recomputed_saved: int | None = None  # bytes their saved tensors did not hold

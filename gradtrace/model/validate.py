@@ -404,6 +404,8 @@ def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
         _durations(c.get(key, []), f"{path}.{key}")
     _duration(c.get("accumulate_us", 0.0), f"{path}.accumulate_us")
     _duration(c.get("engine_us", 0.0), f"{path}.engine_us")
+    if c.get("outside_us") is not None:
+        _duration(c["outside_us"], f"{path}.outside_us")
     _duration(c.get("accumulate_spread_us", 0.0), f"{path}.accumulate_spread_us")
     _str(c.get("note"), f"{path}.note", null=True, limit=MAX_TEXT)
     for key in ("forward_us", "ops_us"):

@@ -36,11 +36,16 @@ def totals_text(costs: Costs) -> Text:
     if costs.engine_us:
         text.append(f" (of it {duration_text(costs.engine_us)} between the nodes' own "
                     "computations: the engine's work around them)", style="dim")
+    if costs.outside_us:
+        text.append(f" + {duration_text(costs.outside_us)} outside any node (the call's "
+                    "start and end)", style="dim")
+        nodes += costs.outside_us
     if costs.wall_us:
         wall = median(costs.wall_us)
         text.append("  ·  backward without profiler ", style="dim")
         text.append(duration_text(wall), style="bold")
-        text.append(f" ({_spread_text(costs.wall_us)}); nodes sum = {nodes / wall:.0%} of it",
+        text.append(f" ({_spread_text(costs.wall_us)}); "
+                    f"{'both' if costs.outside_us else 'nodes sum'} = {nodes / wall:.0%} of it",
                     style="dim")
     else:
         text.append("  ·  no timing without the profiler (the pass ran once)", style="yellow")
