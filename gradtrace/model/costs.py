@@ -56,7 +56,8 @@ def _key(node: Node, by: CostKey) -> str:
 
 def cost_rows(trace: Trace, by: CostKey, measure: CostMeasure = "time") -> list[CostRow]:
     """The costs summed by module, source line, op type or node, largest first (ties by
-    key: the same trace gives the same order). Leaf accumulation is one row by module."""
+    key: the same trace gives the same order). By module or op, leaf accumulation and the
+    call's own start and end are a row each, after the others."""
     costs = trace.costs
     if costs is None:
         return []
@@ -81,10 +82,12 @@ def cost_rows(trace: Trace, by: CostKey, measure: CostMeasure = "time") -> list[
     rows = [CostRow(key, t, s, int(a), int(f), int(n),
                     costs.forward_us.get(key) if by == "module" else None)
             for key, (t, s, a, f, n) in sums.items()]
+    # the rows of no node (the leaves' accumulation, the call's start and end) come last:
+    # the tables rank modules, lines and ops
     if measure == "time":
-        rows.sort(key=lambda r: (-r.time_us, r.key))
+        rows.sort(key=lambda r: (not r.nodes, -r.time_us, r.key))
     else:
-        rows.sort(key=lambda r: (-r.allocated, r.key))
+        rows.sort(key=lambda r: (not r.nodes, -r.allocated, r.key))
     return rows
 
 
