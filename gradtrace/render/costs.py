@@ -61,7 +61,8 @@ def totals_text(costs: Costs) -> Text:
     if ops:
         text.append("  ·  torch.profiler's op total ", style="dim")
         text.append(duration_text(ops), style="bold")
-        text.append(f" (every op profiled; nodes sum = {nodes / ops:.0%} of it)", style="dim")
+        text.append(f" (every op profiled; {'both' if costs.outside_us else 'nodes sum'} = "
+                    f"{nodes / ops:.0%} of it)", style="dim")
     return text
 
 
