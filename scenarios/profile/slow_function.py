@@ -37,7 +37,6 @@ class Net(nn.Module):
         return self.out(torch.tanh(h))
 
 
-torch.set_num_threads(1)  # a tiny model: a second thread only adds contention to its times
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
