@@ -36,7 +36,7 @@ from ..torch_compat import (
 )
 
 SAMPLES = 7  # timings kept per graph: light-profiled, and as many without the profiler
-FULL = 3  # full profiles (every op, memory) per graph: memory, per-op times, the peak
+FULL = 5  # full profiles (every op, memory) per graph: memory, per-op times, the peak
 EVALUATE = "autograd::engine::evaluate_function: "
 
 
