@@ -235,12 +235,13 @@ class CostRecorder:
         try:
             replay()  # warm-up: caches, lazy initialisation
             for k in range(SAMPLES):
+                if k < FULL or not light_timings() or cuda:
+                    bucket.profiled.append(_profiled(replay, index, cuda, hooks_on=False))
+                    replay()  # untimed: the full profile's teardown leaves caches cold
                 bucket.plain.append(_wall(replay, cuda))
                 _, timing = _light(replay, index, cuda)
                 if timing is not None:
                     bucket.timings.append(timing)
-                if timing is None or k < FULL:
-                    bucket.profiled.append(_profiled(replay, index, cuda, hooks_on=False))
         except RuntimeError as exc:  # a graph already freed: the code's own call says so
             graph.note = f"pass {number} could not be replayed: {exc}"
             del graph.buckets["replay"]
