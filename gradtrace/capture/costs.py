@@ -223,8 +223,8 @@ class CostRecorder:
     def replay(self, signature: int, number: int, nodes: list[Any],
                replay: Callable[[], Any] | None, refusal: str | None, cuda: bool,
                forward: dict[int, float]) -> bool:
-        """Time the pass by replays (a warm-up, then SAMPLES plain and SAMPLES profiled,
-        interleaved); False when it cannot be replayed (the graph's note says why)."""
+        """Time the pass by replays (a warm-up, then SAMPLES plain and light timings and FULL
+        full profiles, interleaved); False when it cannot be replayed (the note says why)."""
         graph = self.graphs.setdefault(signature, GraphSamples())
         if replay is None or refusal is not None:
             graph.note = f"pass {number} was not replayed: " \
@@ -242,7 +242,8 @@ class CostRecorder:
                 _, timing = _light(replay, index, cuda)
                 if timing is not None:
                     bucket.timings.append(timing)
-        except RuntimeError as exc:  # a graph already freed: the code's own call says so
+        # a graph already freed, arguments torch refuses: the code's own call says so
+        except (RuntimeError, TypeError, ValueError) as exc:
             graph.note = f"pass {number} could not be replayed: {exc}"
             del graph.buckets["replay"]
             return False
@@ -250,8 +251,8 @@ class CostRecorder:
 
     def timed(self, signature: int, number: int, nodes: list[Any], call: Callable[[], Any],
               cuda: bool, forward: dict[int, float], step: bool) -> Any:
-        """Run the code's own call, timed: profiled or plain in turn for a loop's steps
-        (step), else profiled once, with gradtrace's gradient-flow hooks on."""
+        """Run the code's own call, timed: for a loop's steps (step) a full profile, a light
+        timing and a plain one in turn; else profiled once, gradtrace's flow hooks on."""
         graph = self.graphs.setdefault(signature, GraphSamples())
         if not step:
             bucket = graph.bucket("once", number, forward)
