@@ -1,6 +1,6 @@
 """A training loop under gradtrace against the plain script: time, peak RSS, and where it goes.
 
-scenarios/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps), each as a new process:
+gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps), each as a new process:
 `python mlp_1000_steps.py`, `gradtrace show mlp_1000_steps.py --passes all` and the same with
 --json. With --repeat N each runs N times, in turn with the others (so a slow spell of the
 machine hits all three), and its best time counts; ratios are against the plain script of the

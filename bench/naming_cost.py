@@ -2,7 +2,7 @@
 locals of the scenario's frames, paths through containers, names kept across passes, module
 paths), against the whole run measured in the same run.
 
-Two targets: scenarios/real/gpt_tiny.py as it is (one pass), and the same model held by a
+Two targets: gradtrace/examples/real/gpt_tiny.py as it is (one pass), and the same model held by a
 plain object (`trainer.model`, its batches in a list) trained for 30 steps, so that names
 through containers are looked up at every pass. The median share over the repeats is printed.
 

@@ -290,3 +290,49 @@ def error_kind(error: BaseException | str) -> ErrorKind | None:
     text = str(error)
     return next((kind for kind, phrases in _ERROR_PHRASES
                  if any(phrase in text for phrase in phrases)), None)
+
+
+# --profile's light timings: torch's profiler limited to autograd nodes' own events (the
+# RecordScope.BACKWARD_FUNCTION scope), one event a node instead of one an op, so its own
+# cost stays small. Private: torch.profiler has no public way to pick scopes.
+NodeEvent = tuple[str, int, float, float]  # name, sequence number, start and end (µs)
+
+
+def _node_scope_profiler() -> Any:
+    try:
+        from torch._C._profiler import ProfilerActivity, RecordScope, _ExperimentalConfig
+        from torch.autograd import profiler
+    except ImportError as exc:
+        raise AttributeError(str(exc)) from exc
+
+    config = profiler.ProfilerConfig(profiler.ProfilerState.KINETO, False, False, False,
+                                     False, False, _ExperimentalConfig())
+    return (profiler._prepare_profiler, profiler._enable_profiler,
+            profiler._disable_profiler, config, {ProfilerActivity.CPU},
+            {RecordScope.BACKWARD_FUNCTION})
+
+
+_node_profiler = _probe("torch.autograd.profiler._enable_profiler with scopes",
+                        _node_scope_profiler,
+                        "--profile times nodes with the full profiler (more of its own cost)")
+
+
+def light_timings() -> bool:
+    """Whether node_events() can limit the profiler to autograd nodes' events."""
+    return _node_profiler is not None
+
+
+def node_events(run: Callable[[], Any]) -> tuple[Any, list[NodeEvent]] | None:
+    """run() with only autograd nodes' events recorded: what it returned, and each event
+    (None when this torch cannot limit the profiler to them)."""
+    if _node_profiler is None:
+        return None
+    prepare, enable, disable, config, activities, scopes = _node_profiler
+    prepare(config, activities)
+    enable(config, activities, scopes)
+    try:
+        result = run()
+    finally:
+        events = disable().events()
+    return result, [(e.name(), e.sequence_nr(), e.start_ns() / 1e3, e.end_ns() / 1e3)
+                    for e in events]

@@ -289,6 +289,9 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace show example:chain_rule --json > trace.json": Example(
         0, lambda out, folder: saved_trace(folder / "trace.json", "example:chain_rule"),
         shell=True),  # the installed command, and a shell's redirection
+    "gradtrace show example:real/gpt_tiny --profile": Example(0, lambda out, _: (
+        "backward cost" in out and "top modules by backward time" in out
+        and "backward without profiler" in " ".join(out.split()))),
     "gradtrace show trace.json": Example(0, lambda out, _: (
         out.startswith("scenario example:chain_rule  ·  3 nodes")
         and "LogBackward0 (z)" in out)),
@@ -307,6 +310,8 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace dot example:mlp_modules --grads -o g.html": Example(0, lambda out, folder: (
         (folder / "g.html").read_text().startswith("<!DOCTYPE html>")
         and "model.0.weight" in (folder / "g.html").read_text())),
+    "gradtrace dot example:real/gpt_tiny --heat time -o heat.svg": Example(
+        0, lambda out, folder: "backward time ≤" in (folder / "heat.svg").read_text()),
     "gradtrace dot example:explained/log_of_zero --strict -o nan.svg": Example(
         1, lambda out, folder: out == "" and "⚠ first NaN/Inf gradient and value here"
         in " ".join(svg_texts(folder / "nan.svg"))),  # findings on stderr, the NaN marked
@@ -331,6 +336,12 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace diff before.json example:diff/mlp_tanh --format github": Example(
         1, lambda out, _: re.match(  # the example's file, wherever gradtrace is installed
             r"::error file=/\S+/gradtrace/examples/diff/mlp_tanh\.py,line=9,", out) is not None),
+    "gradtrace show example:diff/mlp_relu --profile --json > base.json": Example(
+        0, lambda out, folder: "costs" in json.loads((folder / "base.json").read_text())),
+    "gradtrace diff base.json example:diff/mlp_relu --profile": Example(
+        0, lambda out, _: "backward time per module" in out and "model.0" in out),
+    "gradtrace diff base.json base.json --fail-on slower:20%": Example(
+        0, lambda out, _: "(+0%)" in out),
     "gradtrace steps example:real/train_args -- --epochs 1": Example(
         0, lambda out, _: "4 passes, 4 optimizer steps" in out and "model.conv1.weight" in out),
     "gradtrace steps example:real/train_args -o steps.svg -- --epochs 1": Example(
@@ -344,6 +355,7 @@ EXAMPLES: dict[str, Example] = {
 }
 # Saved by one example, read by later ones.
 PRODUCERS = {"trace.json": "gradtrace show example:chain_rule --json > trace.json",
+             "base.json": "gradtrace show example:diff/mlp_relu --profile --json > base.json",
              "before.json": "gradtrace show example:diff/mlp_relu --json > before.json"}
 # Too slow to run twice: run with --json, once a session, shared with test_check.
 SHARED = {"gradtrace check example:real/fused_conv_bn --timeout 60"}

@@ -10,13 +10,16 @@ from typing import Any
 from gradtrace.model import records
 from gradtrace.model.codec import trace_from_dict
 from gradtrace.model.records import (
+    Costs,
     Edge,
     Finding,
     FunctionCall,
     GradChange,
     GradSummary,
     LeafStep,
+    ModuleSaved,
     Node,
+    NodeCost,
     NodeFlow,
     Pass,
     Ranks,
@@ -78,6 +81,16 @@ def full_trace() -> Trace:
                     grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),),
                     optimizer_steps_after=1),
         ranks=Ranks(rank=1, world=2),
+        costs=Costs(pass_number=1, method="steps", device="cuda",
+                    nodes={"n1": NodeCost(time_us=12.5, spread_us=1.5, allocated=-256,
+                                          freed=128)},
+                    wall_us=(10.0, 11.0), profiled_us=(12.0,), op_total_us=(11.5,),
+                    peak_bytes=512, peak_node="n1", peak_saved=(ModuleSaved("model", 64),),
+                    forward_us={"model": 3.0}, accumulate_us=0.5, accumulate_spread_us=0.25,
+                    engine_us=2.0, outside_us=3.0,
+                    ops_us={"aten::mm": 4.0},
+                    recomputed_us=1.0,
+                    recomputed_saved=32, note="one timing"),
     )
 
 

@@ -124,3 +124,13 @@ def module_paths(named: Iterable[tuple[str, Any]],
             if id(module) in path_of:
                 paths[key] = path_of[id(module)]
     return paths
+
+
+def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
+    """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
+    path_of: dict[int, str] = {}
+    for name, value in list(named):
+        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            for sub, module in value.named_modules():
+                path_of.setdefault(id(module), f"{name}.{sub}" if sub else name)
+    return path_of

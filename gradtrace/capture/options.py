@@ -19,3 +19,4 @@ class CaptureOptions:
     # whose graph the trace shows: None, the latest pass over each distinct graph (a loop's
     # last step); N, pass N's; "all", every pass's (their detail all kept)
     graph_pass: int | Literal["all"] | None = None
+    profile: bool = False  # time and measure the memory of each backward node (--profile)

@@ -63,14 +63,25 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
-    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    if recorder.costs is not None:  # --profile: a replay must not set a retained .grad
+        patches.append((torch.Tensor, "retain_grad",
+                        _retain_noting(recorder.costs.retaining, torch.Tensor.retain_grad)))
+    recorder.original_grad = torch.autograd.grad
+    # retain_grad is Tensor's by inheritance (from its C base): restored by deleting it
+    saved = [(owner, name, owner.__dict__.get(name, _INHERITED)) for owner, name, _ in patches]
     for owner, name, wrapper in patches:
         setattr(owner, name, wrapper)
     try:
         yield
     finally:
         for owner, name, original in reversed(saved):
-            setattr(owner, name, original)
+            if original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+_INHERITED = object()  # a patched attribute the class only inherits
 
 def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                   original: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,7 +119,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         # while another was recorded ran unrecorded)
         with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
             return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
-                                     batched)
+                                     batched, given)
 
     return wrapper
 
@@ -147,6 +158,20 @@ def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[.
         return original(tensor, hook)
 
     return register_hook
+
+def _retain_noting(retaining: set[int], original: Callable[..., Any]) -> Callable[..., Any]:
+    """Tensor.retain_grad, noting the node of the tensor: replaying its graph would set its
+    .grad (torch.autograd.grad runs retain_grad's hook too)."""
+
+    @functools.wraps(original)
+    @never_compiled
+    def retain_grad(tensor: torch.Tensor) -> Any:
+        if tensor.grad_fn is not None and not compiling():
+            retaining.add(id(tensor.grad_fn))
+        return original(tensor)
+
+    return retain_grad
+
 
 # torch.autograd.functional's calls: each differentiates detached copies of its inputs.
 FUNCTIONAL = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp")

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..extract.build import RawCall, RawPass, build_trace
+from ..extract.costs import RawCosts
 from ..extract.tensors import Named
 from ..extract.walk import (
     SavedCache,
@@ -31,6 +32,7 @@ from ..torch_compat import (
     next_sequence_number,
     sequence_number,
 )
+from .costs import CostRecorder, replay_call, replay_refusal
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .grad_changes import changed_grads, grads_before, pending_summarised, summarised
@@ -95,8 +97,13 @@ class Recorder:
         # other threads' passes wait for it to end, each recorded whole
         self.recording: int | None = None
         self.one_pass_at_a_time = threading.Lock()
+        self._forward: dict[int, float] = {}  # --profile: module forward times of the pass
         self.muted = 0  # inside gradcheck: its hundreds of calls are not the code's
         self.first_in_check = False  # the next Function call is the one gradcheck checks
+        # --profile's timings (None: not profiling); torch.autograd.grad as torch has it
+        self.costs = CostRecorder(options.graph_pass if isinstance(options.graph_pass, int)
+                                  else None) if options.profile else None
+        self.original_grad: Callable[..., Any] = torch.autograd.grad
 
     def caller_line(self) -> tuple[int | None, str | None]:
         """The scenario's line that is running now, and its text."""
@@ -106,11 +113,13 @@ class Recorder:
     def run_pass(
         self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
         call: Callable[[], Any], every_leaf: bool = True, batched: bool = False,
+        given: dict[str, Any] | None = None,
     ) -> Any:
         """Run one backward/grad call, recording its roots, flags, error and .grad changes.
 
         every_leaf: the call runs every leaf it reaches (a backward without inputs=).
         batched: its gradients are batched (autograd.grad's is_grads_batched=True).
+        given: the call's arguments by name (--profile replays the pass from them).
         """
         line, code = self.caller_line()
         if by == "scenario":
@@ -168,12 +177,20 @@ class Recorder:
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
             | self.hooked
         record.compiled = compiled_autograd_on()
+        # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
+        unhookable = record.batched or record.compiled
+        timing = self._timing(record, kind, roots, create, given) \
+            if self.costs is not None and not unhookable else None
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
-            if self.options.flow and not (record.batched or record.compiled) else None
+            if self.options.flow and not unhookable and timing != "step" else None
         self.recording = threading.get_ident()
         start = next_sequence_number()
         try:
-            result = call()
+            if timing is None or self.costs is None:
+                result = call()
+            else:
+                result = self.costs.timed(record.signature, len(self.passes), nodes, call,
+                                          self.costs.cuda, self._forward, timing == "step")
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {exc}"
             self.failed = exc
@@ -214,6 +231,33 @@ class Recorder:
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
         return result
 
+    def _timing(self, record: RawPass, kind: PassKind, roots: list[Any], create: bool,
+                given: dict[str, Any] | None) -> str | None:
+        """--profile: time this pass by replays now (None after them: the call runs as it
+        is), or time the call itself: "step" (a loop's repeat, without gradtrace's flow
+        hooks) or "once" (it could not be replayed)."""
+        costs = self.costs
+        assert costs is not None
+        number, nodes = len(self.passes), record.nodes
+        self._forward = costs.clock.take()  # the forward that built this pass's graph
+        if any(isinstance(t, torch.Tensor) and t.is_cuda for t in roots):
+            costs.cuda = True
+        if costs.step_sample(record.signature, number):
+            return "step"
+        if not costs.wanted(record.signature, number):
+            return None
+        refusal = replay_refusal(nodes, kind, create, record.batched, self.hooked,
+                                 costs.retaining, self.recomputed, given)
+        replay = None if refusal is not None or given is None else \
+            replay_call(kind, given, roots, nodes, self.original_grad)
+        self.muted += 1  # the replays are gradtrace's, not passes
+        try:
+            replayed = costs.replay(record.signature, number, nodes, replay, refusal,
+                                    costs.cuda, self._forward)
+        finally:
+            self.muted -= 1
+        return None if replayed else "once"
+
     def _asked_for(self, number: int) -> bool:
         """Whether the pass numbered so is one whose graph is to be shown in full."""
         return self.options.graph_pass in (number, "all")
@@ -250,7 +294,8 @@ class Recorder:
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
               hooks: dict[int, tuple[str, ...]] | None = None,
               earlier: Sequence[tuple[str, Any]] = (),
-              reduced: dict[str, tuple[int, bool]] | None = None) -> Trace:
+              reduced: dict[str, tuple[int, bool]] | None = None,
+              module_objects: dict[int, str] | None = None) -> Trace:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
@@ -268,7 +313,22 @@ class Recorder:
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
             handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
-            reduced=reduced or {})
+            reduced=reduced or {}, costs=self._raw_costs(module_objects or {}))
+
+    def _raw_costs(self, paths: dict[int, str]) -> RawCosts | None:
+        """--profile's samples for the pass asked for (--pass N), else the last pass."""
+        if self.costs is None or not self.passes:
+            return None
+        asked = self.options.graph_pass
+        number = asked if isinstance(asked, int) and asked <= len(self.passes) \
+            else len(self.passes)
+        chosen = self.passes[number - 1]
+        if not chosen.nodes:
+            return None
+        raw = self.costs.raw(chosen.signature, chosen.nodes, chosen.retain_graph, paths)
+        if raw is not None:
+            raw.pass_number = number
+        return raw
 
     def _in_grad_graph(self, node: Any) -> bool:
         """Whether node was made while a create_graph pass ran: part of a gradient's graph."""

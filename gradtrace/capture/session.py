@@ -25,7 +25,7 @@ from ..torch_compat import compiled_region_frames, is_compiled_region
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
 from .module_hooks import ModuleHooks
-from .modules import ModuleTracker, module_paths
+from .modules import ModuleTracker, module_objects, module_paths
 from .names import ScenarioNames
 from .options import CaptureOptions
 from .patches import patched
@@ -84,7 +84,9 @@ class CaptureSession:
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
-        with patched(self.recorder, self.window), self.tracker.tracking(), \
+        clock = self.recorder.costs.clock.ticking() if self.recorder.costs is not None \
+            else contextlib.nullcontext()
+        with patched(self.recorder, self.window), self.tracker.tracking(), clock, \
                 self.reducers.tracking(), \
                 self.module_hooks.tracking(), self.line_log.tracing(frame), \
                 self.recorder.steps.counting_optimizer_steps():
@@ -154,7 +156,9 @@ class CaptureSession:
         trace = recorder.trace(label, named, outputs, reason, findings,
                                module_paths([*every.items(), *earlier_modules], self.tracker),
                                printed, self.module_hooks.labels(every), earlier,
-                               self.reducers.named(named))
+                               self.reducers.named(named),
+                               module_objects([*every.items(), *earlier_modules])
+                               if recorder.costs is not None else {})
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
@@ -197,7 +201,8 @@ def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
     grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
     try:
         recorder.run_pass("backward", "gradtrace", roots, False, False,
-                          lambda: torch.autograd.backward(roots, grads))
+                          lambda: torch.autograd.backward(roots, grads),
+                          given={"tensors": roots, "grad_tensors": grads, "inputs": None})
     except Exception as exc:  # recorded as the pass's error; where in the code, if it was
         where = scenario_line(recorder.path, exc)
         failed = recorder.passes[-1]

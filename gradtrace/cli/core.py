@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterable
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -277,7 +277,9 @@ STRICT = typer.Option(False, "--strict",
                       help="Exit 1 when there is an error or warning finding.")
 FAIL_ON = typer.Option(None, "--fail-on", metavar="CODE[,CODE]",
                        help="Exit 1 when a finding with one of these codes appears (codes: "
-                       "see the README's Findings table).")
+                       "see the README's Findings table); `gradtrace diff` also takes "
+                       "slower:N% — a module's backward time grown by more than N% "
+                       "(--profile).")
 FINDINGS_FORMATS = ("text", "github")
 
 
@@ -305,11 +307,57 @@ def printed_as(out_format: str, as_json: bool) -> str:
     return "json" if as_json else out_format
 
 
+class FailOn(NamedTuple):
+    """What --fail-on asks: finding codes, and a tolerance for slower backward modules
+    (slower:20% -> 0.2; None: not asked)."""
+
+    codes: set[str]
+    slower: float | None = None
+
+
+SLOWER = "slower:"
+
+
+def fail_on_rules(text: str | None, codes: Iterable[str] | None = None,
+                  slower: bool = False) -> FailOn:
+    """--fail-on RULE[,RULE]: each a finding code the registry declares (or one of codes),
+    or where the command compares costs (slower), slower:N% — a module's backward time
+    grown by more than N percent."""
+    tolerance = None
+    rest = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item.lower().startswith(SLOWER):
+            rest.append(item)
+            continue
+        if not slower:
+            raise GradtraceError(f"--fail-on {item}: only `gradtrace diff` compares backward "
+                                 "times", "gradtrace diff A B --profile --fail-on slower:20%")
+        tolerance = _percent(item[len(SLOWER):], item)
+    return FailOn(fail_on_codes(",".join(rest), codes), tolerance)
+
+
+def _percent(text: str, item: str) -> float:
+    """ "20%" (or "20") -> 0.2; a number ≥ 0 or GradtraceError."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise GradtraceError(f"--fail-on {item}: give a percentage, 0 or more",
+                             "e.g. --fail-on slower:20% fails when a module's backward "
+                             "takes over 20% longer in B than in A")
+    return value / 100
+
+
 def fail_on_codes(text: str | None, codes: Iterable[str] | None = None) -> set[str]:
     """--fail-on CODE[,CODE]: the codes, each one the registry declares (or one of codes)."""
     from ..findings.registry import CODES
 
     known = list(CODES if codes is None else codes)
+    if text and any(c.strip().lower().startswith(SLOWER) for c in text.split(",")):
+        fail_on_rules(text, codes)  # says that this command compares no costs
     wanted = {c.strip() for c in (text or "").split(",") if c.strip()}
     unknown = sorted(wanted - set(CODES))
     if unknown:
@@ -332,6 +380,14 @@ PASS = typer.Option(None, "--pass", metavar="N|all",
                     help="Show pass N's graph and gradients; all: every pass's graph, a "
                     "loop's repeats included. Default: the latest pass over each distinct "
                     "graph (a loop's last step).")
+
+
+PROFILE = typer.Option(False, "--profile",
+                       help="Time each backward node and measure the memory it allocates "
+                       "and frees (torch.profiler): the top modules, lines and nodes, with "
+                       "medians and spreads, the backward's time without the profiler, and "
+                       "the peak of memory. Costs go into --json. Gradients, .grad and the "
+                       "script's output stay as they are.")
 
 
 def _version(value: bool) -> None:

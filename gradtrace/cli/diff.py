@@ -5,17 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from ..errors import GradtraceError
+from ..model.diffs import TraceDiff
+from ..render.escape import visible_console
 from ..render.formats import find_format
 from .core import (
     DEBUG,
+    FAIL_ON,
     NO_BACKWARD,
     PASSES,
+    PROFILE,
     ROOT,
     TIMEOUT,
     ExitCode,
+    FailOn,
     app,
+    fail_on_rules,
     findings_format,
     printed_as,
     tolerance_option,
@@ -33,11 +41,18 @@ from .output import stdout_console, write_stdout
     "  gradtrace diff before.json example:diff/mlp_tanh -o changes.svg\n\n"
     "  gradtrace diff before.json example:diff/mlp_tanh --json --rtol 1e-3\n\n"
     "  gradtrace diff before.json example:diff/mlp_tanh --format github\n\n"
+    "  gradtrace show example:diff/mlp_relu --profile --json > base.json\n\n"
+    "  gradtrace diff base.json example:diff/mlp_relu --profile\n\n"
+    "  gradtrace diff base.json base.json --fail-on slower:20%\n\n"
     "Nodes are matched by what they are (type, module, tensor, the code that made them, their "
     "place among their neighbours), not by their ids. A gradient differs when "
     "|a − b| > atol + rtol·|b| for its norm, min, max or a kept element.\n\n"
-    "Exit codes: 0 the same, 1 different, 2 bad input, or a scenario that cannot run, "
-    "stopped part-way or made no graph.",
+    "With --profile (or traces saved with it), each module's backward time in A and B is "
+    "listed. --fail-on decides the exit code instead of any difference: slower:N% fails "
+    "when a module's backward grew by more than N% and more than its timings' spread; a "
+    "finding code fails when that finding is new in B.\n\n"
+    "Exit codes: 0 the same (with --fail-on: no rule failed), 1 different (a rule failed), "
+    "2 bad input, or a scenario that cannot run, stopped part-way or made no graph.",
 )
 def diff(
     a: str = typer.Argument(..., metavar="A", help="The old side: a scenario .py file, "
@@ -61,13 +76,17 @@ def diff(
     no_backward: bool = NO_BACKWARD,
     timeout: float | None = TIMEOUT,
     passes: str = PASSES,
+    profile: bool = PROFILE,
+    fail_on: str | None = FAIL_ON,
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
-    """Compare two graphs: nodes, edges, modules, tensors, gradients and findings."""
+    """Compare two graphs: nodes, edges, modules, tensors, gradients, findings and costs."""
     from ..diff.compare import compare
     from ..diff.match import match_nodes
     from ..render.diffs import diff_annotations, diff_json, diff_report
 
+    rules = None if fail_on is None else fail_on_rules(fail_on, slower=True)
+    profile = profile or (rules is not None and rules.slower is not None)
     printed = printed_as(out_format, as_json)
     sources = [input_file(a), input_file(b)]
     target = None if out is None else absolute(out)
@@ -77,7 +96,7 @@ def diff(
                              "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
     run = RunChoices(None, passes, timeout)
     loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run,
-                         lean=True)
+                         lean=True, profile=profile)
               for side in (a, b)]
     endings = [side.ending() for side in loaded]
     for side, ending in zip(loaded, endings, strict=True):
@@ -105,6 +124,24 @@ def diff(
     for ending in endings:
         if ending is not None:
             raise ending
-    if not result.same:
+    if rules is not None:
+        if _rules_fail(result, rules):
+            raise typer.Exit(ExitCode.FAILED)
+    elif not result.same:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _rules_fail(result: TraceDiff, rules: FailOn) -> bool:
+    """Whether a --fail-on rule fails; each failure is said on stderr."""
+    from ..render.diffs import module_cost_text
+
+    failures = [f"new finding {f.code}: {f.message}" for f in result.new_findings
+                if f.code in rules.codes]
+    if rules.slower is not None:
+        failures += [f"slower beyond {rules.slower:.0%}: {module_cost_text(c)}"
+                     for c in result.costs if c.slower(rules.slower)]
+    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+    for line in failures:
+        err.print(Text("fail-on: ", style="bold red") + Text(line))
+    return bool(failures)
 

@@ -19,6 +19,7 @@ from .core import (
     NO_BACKWARD,
     PASS,
     PASSES,
+    PROFILE,
     ROOT,
     SCRIPT_ARGS,
     STRICT,
@@ -33,6 +34,7 @@ from .inputs import RunChoices, load_trace, pick_pass
 from .output import write_stdout
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
+HEATS = ("time", "memory")
 
 
 @app.command(
@@ -44,6 +46,7 @@ RANKDIRS = ("TB", "BT", "LR", "RL")
     "  gradtrace dot trace.json -o graph.mmd            from a saved trace\n\n"
     "  gradtrace dot example:chain_rule --to mmd        Mermaid on stdout\n\n"
     "  gradtrace dot example:mlp_modules --grads -o g.html  a web page\n\n"
+    "  gradtrace dot example:real/gpt_tiny --heat time -o heat.svg\n\n"
     "Formats by suffix: " + "; ".join(f"{' '.join(f.suffixes)} {f.description}"
                                       for f in FORMATS) + ".\n\n"
     "  gradtrace dot example:explained/log_of_zero --strict -o nan.svg\n\n"
@@ -73,6 +76,12 @@ def dot(
     grads: bool = typer.Option(False, "--grads",
                                help="Label edges with the gradient sent along them."),
     pass_number: str | None = PASS,
+    profile: bool = PROFILE,
+    heat_by: str | None = typer.Option(None, "--heat", metavar="time|memory",
+                                       help="Fill each node by its backward time or the "
+                                       "memory it allocated, on a heat scale with a legend "
+                                       "(implies --profile for a scenario; a saved trace "
+                                       "must hold costs)."),
     rankdir: str = typer.Option("TB", "--rankdir", metavar="DIR",
                                 help="Layout direction: " + ", ".join(RANKDIRS) + "."),
     max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", min=1,
@@ -103,6 +112,10 @@ def dot(
     target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
         raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
+    if heat_by is not None and heat_by not in HEATS:
+        raise GradtraceError(f"--heat {heat_by!r}: use time or memory",
+                             "time: each node's backward time; memory: the bytes it allocated")
+    profile = profile or heat_by is not None
     chosen = _export_format(out, _old_format(to, old_format))
     if out is None and chosen.binary:
         raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
@@ -112,13 +125,15 @@ def dot(
     loaded = load_trace(scenario, root or [], backward=not no_backward,
                         saved=saved or chosen.whole_trace,
                         flow=grads or chosen.whole_trace or strict or bool(failing),
-                        run=RunChoices(script_args, passes, timeout, pass_number))
+                        run=RunChoices(script_args, passes, timeout, pass_number),
+                        profile=profile)
     trace, ending = loaded.trace, loaded.ending(picture=True)
     if ending is not None and not trace.nodes:
         raise ending  # never an empty picture
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
                           max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
-                          module_depth=module_depth, lines=source_lines)
+                          module_depth=module_depth, lines=source_lines,
+                          heat="time" if heat_by == "time" else "memory" if heat_by else None)
     data = chosen.export(trace, options, rankdir.upper())
     if target is None:
         write_stdout(data)

@@ -85,9 +85,11 @@ def _number_or_all(text: str, message: str, hint: str) -> int | None:
 
 def load_trace(source: str, roots: list[str], backward: bool, derivative_order: int = 1,
                saved: bool = True, flow: bool = True,
-               run: RunChoices = RunChoices(), lean: bool = False) -> Loaded:
+               run: RunChoices = RunChoices(), lean: bool = False,
+               profile: bool = False) -> Loaded:
     """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace
-    (lean: only what `diff` compares, see trace_from_dict)."""
+    (lean: only what `diff` compares, see trace_from_dict). profile: time each backward node
+    (a saved trace must hold costs already)."""
     passes = pass_limit(run.passes)
     shown = pass_choice(run.shown_pass)
     if source.endswith(".json"):
@@ -107,13 +109,17 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
             raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
                                  "regenerate it with `gradtrace show SCENARIO --json`") from None
         with collector_paused():
-            return Loaded(trace_from_dict(data, lean))
+            trace = trace_from_dict(data, lean)
+        if profile and trace.costs is None:
+            raise GradtraceError(f"--profile: {source} holds no costs",
+                                 "record them with `gradtrace show SCENARIO --profile --json`")
+        return Loaded(trace)
     from ..capture.options import CaptureOptions  # imports torch below
     from ..capture.runner import run_scenario
     from ..capture.session import ScenarioStopped
 
-    options = CaptureOptions(tuple(roots), backward, derivative_order, saved, flow, passes,
-                             shown)
+    options = CaptureOptions(tuple(roots), backward, derivative_order, saved or profile, flow,
+                             passes, shown, profile)
     try:
         return Loaded(run_scenario(parse_target(source, run.args or ()), options,
                                    timeout=run.timeout))

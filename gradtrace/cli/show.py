@@ -19,6 +19,7 @@ from .core import (
     NO_BACKWARD,
     PASS,
     PASSES,
+    PROFILE,
     ROOT,
     SCRIPT_ARGS,
     STRICT,
@@ -44,6 +45,7 @@ from .ranked import RANKS, RankedShow
     "  gradtrace show example:shopping_apple_tangerine --root result --saved\n\n"
     "  gradtrace show example:real/gpt_tiny --by-module\n\n"
     "  gradtrace show example:chain_rule --json > trace.json\n\n"
+    "  gradtrace show example:real/gpt_tiny --profile\n\n"
     "  gradtrace show trace.json\n\n"
     "  gradtrace show example:chain_rule --strict --format github\n\n"
     "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, or a "
@@ -81,6 +83,7 @@ def show(
                                    help="One row per nn.Module: nodes, parameters, gradient "
                                    "norm in and out, saved bytes."),
     pass_number: str | None = PASS,
+    profile: bool = PROFILE,
     derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
                               "with respect to the named leaves (a Hessian for small ones)."),
@@ -100,7 +103,8 @@ def show(
         loaded = load_trace(scenario, root or [],
                             backward=not no_backward, derivative_order=derivative_order,
                             saved=saved or printed == "json" or by_module,
-                            run=RunChoices(script_args, passes, timeout, pass_number))
+                            run=RunChoices(script_args, passes, timeout, pass_number),
+                            profile=profile)
     except GradtraceError as exc:
         ranked.tell(None, exc.message.splitlines()[0])
         raise
@@ -114,7 +118,7 @@ def show(
     if ranked.writes or (target is None and ranked.prints):
         with ranked.in_turn():
             _show(trace, shown_pass, printed, target, scenario, ranked.heading(), by_module,
-                  show_all, max_nodes, max_depth, saved)
+                  show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
     if ending is not None:
@@ -127,7 +131,7 @@ def show(
 
 def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | None,
           scenario: str, heading: str | None, by_module: bool, show_all: bool,
-          max_nodes: int | None, max_depth: int, saved: bool) -> None:
+          max_nodes: int | None, max_depth: int, saved: bool, profile: bool = False) -> None:
     """Print or write the trace as asked: JSON, annotations, a module table or the report."""
     console = stdout_console() if target is None else _file_console()
     if heading is not None and printed == "text" and target is None:
@@ -153,6 +157,10 @@ def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | No
         # --all: long lines in full (the terminal wraps them); else cut at its width, with …
         console.print(report(trace, shown_pass, max_depth, budget, saved,
                              cut=not show_all), crop=not show_all)
+    if profile and printed == "text":
+        from ..render.costs import cost_view
+
+        console.print(cost_view(trace, every=show_all), crop=not show_all)
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
         _emit(console.file.getvalue(), target, scenario)

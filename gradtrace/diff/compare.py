@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..gcpause import gc_paused
+from ..model.costs import module_costs
 from ..model.diffs import (
     EdgeChange,
     GradientChange,
@@ -48,7 +49,8 @@ def compare(a: Trace, b: Trace, a_name: str, b_name: str, rtol: float = RTOL,
     return TraceDiff(a_name, b_name, len(m.pairs), tuple(nodes), tuple(edges), tuple(modules),
                      tuple(_tensor_changes(a, b)), gradients, new, fixed,
                      (len(a.passes), len(b.passes)), rtol, atol, ranks,
-                     _across_ranks(a, b, gradients, rtol, atol) if ranks else ())
+                     _across_ranks(a, b, gradients, rtol, atol) if ranks else (),
+                     module_costs(a, b))
 
 
 def _edge_changes(a: Trace, b: Trace, m: Matching, nodes_a: dict[str, Any],

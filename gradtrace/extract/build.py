@@ -33,6 +33,7 @@ from ..model.records import (
     Steps,
     Trace,
 )
+from .costs import RawCosts
 from .summary import RawStats, to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
 from .walk import (
@@ -126,6 +127,7 @@ def build_trace(
     updated: frozenset[str] = frozenset(),
     handed: frozenset[str] = frozenset(),
     reduced: dict[str, tuple[int, bool]] | None = None,
+    costs: RawCosts | None = None,
 ) -> Trace:
     """Walk the graph from the outputs (then from the roots of graph_passes, by default every
     pass) and build the Trace.
@@ -177,6 +179,8 @@ def build_trace(
                      for n, obj in zip(nodes, order, strict=True)]
         edges = _edges(raw_edges, node_ids.ids)
         nodes = _output_hook_modules(nodes, edges)
+        trace_costs = None if costs is None else \
+            costs.costs(node_ids, {n.id: n for n in nodes})
         reached = {node for p in trace_passes for node in p.flow}
         filled = {c.tensor for p in trace_passes for c in p.grad_changes if c.after is not None}
         detached = detached_sources(named)
@@ -221,6 +225,7 @@ def build_trace(
         second_order=second_order,
         saved_read=saved_before is not None,
         steps=steps,
+        costs=trace_costs,
     )
     found = trace_findings(trace, updated, handed, reduced or {})
     return replace(trace, findings=located(trace, (*trace.findings, *found)))

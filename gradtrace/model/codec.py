@@ -7,6 +7,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TraceFileError
+from .costs import COST_METHODS, Costs, ModuleSaved, NodeCost
 from .records import (
     Edge,
     Finding,
@@ -86,6 +87,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("second_order", _second_order_dict(trace.second_order)),
         ("saved_read", trace.saved_read),
         ("steps", _steps_dict(trace.steps)),
+        *((("costs", costs_dict(trace.costs)),) if trace.costs is not None else ()),
     )
     if trace.ranks is not None:  # written only by a rank of many: single runs stay as they were
         yield "ranks", trace.ranks._asdict()
@@ -139,6 +141,7 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             ranks=None if data.get("ranks") is None else Ranks(data["ranks"]["rank"],
                                                                  data["ranks"]["world"]),
             saved_read=data.get("saved_read", True) and not lean,
+            costs=costs_from(data.get("costs")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFileError(
@@ -432,6 +435,57 @@ def _steps_from(d: dict[str, Any] | None) -> Steps | None:
             norm=_norm(g[0]), max_abs=_norm(g[1]), finite=g[2], kept=g[3]) for g in row)
             for row in d["grads"]),
         optimizer_steps_after=d.get("optimizer_steps_after", 0))
+
+
+def costs_dict(c: Costs) -> dict[str, Any]:
+    """--profile's costs: the pass, how it was timed, and each node's costs by id."""
+    return {
+        "pass": c.pass_number, "method": c.method, "device": c.device,
+        "wall_us": list(c.wall_us), "profiled_us": list(c.profiled_us),
+        "op_total_us": list(c.op_total_us),
+        "peak": None if c.peak_bytes is None else {
+            "bytes": c.peak_bytes, "node": c.peak_node,
+            "saved": [{"module": s.module, "bytes": s.bytes} for s in c.peak_saved]},
+        "forward_us": dict(c.forward_us),
+        "accumulate_us": c.accumulate_us, "accumulate_spread_us": c.accumulate_spread_us,
+        "engine_us": c.engine_us, "outside_us": c.outside_us,
+        "ops_us": dict(c.ops_us),
+        "recomputed": None if c.recomputed_us is None else {
+            "time_us": c.recomputed_us, "saved_bytes": c.recomputed_saved},
+        "note": c.note,
+        "nodes": {k: {"time_us": n.time_us, "spread_us": n.spread_us,
+                      "allocated": n.allocated, "freed": n.freed}
+                  for k, n in c.nodes.items()},
+    }
+
+
+def costs_from(d: dict[str, Any] | None) -> Costs | None:
+    """The Costs of a (validated) costs dict; None when there is none."""
+    if d is None:
+        return None
+    peak = d.get("peak")
+    recomputed = d.get("recomputed")
+    method = d["method"]
+    assert method in COST_METHODS  # validated
+    return Costs(
+        pass_number=d["pass"], method=method, device=d["device"],
+        nodes={k: NodeCost(float(n["time_us"]), float(n["spread_us"]), n["allocated"],
+                           n["freed"]) for k, n in d["nodes"].items()},
+        wall_us=tuple(map(float, d["wall_us"])), profiled_us=tuple(map(float, d["profiled_us"])),
+        op_total_us=tuple(map(float, d.get("op_total_us", ()))),
+        peak_bytes=None if peak is None else peak["bytes"],
+        peak_node=None if peak is None else peak.get("node"),
+        peak_saved=() if peak is None else tuple(
+            ModuleSaved(s["module"], s["bytes"]) for s in peak.get("saved", ())),
+        forward_us={k: float(v) for k, v in d.get("forward_us", {}).items()},
+        accumulate_us=float(d.get("accumulate_us", 0.0)),
+        accumulate_spread_us=float(d.get("accumulate_spread_us", 0.0)),
+        engine_us=float(d.get("engine_us", 0.0)),
+        outside_us=None if d.get("outside_us") is None else float(d["outside_us"]),
+        ops_us={k: float(v) for k, v in d.get("ops_us", {}).items()},
+        recomputed_us=None if recomputed is None else float(recomputed["time_us"]),
+        recomputed_saved=None if recomputed is None else recomputed["saved_bytes"],
+        note=d.get("note"))
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .costs import ModuleCost
 from .records import Edge, Finding, GradSummary, Node, Ranks
 
 NodeChangeKind = Literal["added", "removed", "changed"]
@@ -86,6 +87,7 @@ class TraceDiff:
     atol: float
     ranks: tuple[Ranks, Ranks] | None = None  # both sides are ranks of a multi-process run
     across_ranks: tuple[RankGradient, ...] = ()  # with ranks: the .grad of what moved
+    costs: tuple[ModuleCost, ...] = ()  # backward time per module, when both have costs
 
     @property
     def same(self) -> bool:

@@ -15,6 +15,8 @@ SavedStatus = Literal["ok", "freed", "modified in place"]
 Severity = Literal["error", "warning", "info"]
 PassKind = Literal["backward", "grad"]
 PassBy = Literal["scenario", "gradtrace"]
+CostMethod = Literal["replay", "steps", "once"]  # how --profile timed a pass
+COST_METHODS: tuple[CostMethod, ...] = ("replay", "steps", "once")
 
 OP: Final = "op"
 LEAF: Final = "leaf"
@@ -253,6 +255,50 @@ class Ranks(NamedTuple):
     world: int
 
 
+class NodeCost(NamedTuple):
+    """One node's backward: the median time (µs) over the profiled timings and their
+    spread (max − min), the bytes its computation left allocated, and the bytes freed
+    when it finished (the gradients it received, its saved tensors when freed)."""
+
+    time_us: float
+    spread_us: float
+    allocated: int
+    freed: int
+
+
+class ModuleSaved(NamedTuple):
+    """The saved tensors of one module's nodes still held at the peak of memory."""
+
+    module: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """--profile's measurements of one pass: each node's median time and memory, the
+    timings they are checked against, the peak of memory (docs/profiling.md)."""
+
+    pass_number: int  # 1-based
+    method: CostMethod  # replay: run again before the code's call; steps: a loop's; once
+    device: str  # cpu or cuda (then times are device times)
+    nodes: dict[str, NodeCost]  # by node id
+    wall_us: tuple[float, ...]  # each timing of the pass without the profiler
+    profiled_us: tuple[float, ...]  # and with it: the node times come from these
+    op_total_us: tuple[float, ...] = ()  # torch.profiler's total self time of each
+    peak_bytes: int | None = None  # the most held above the start of backward
+    peak_node: str | None = None  # the node that ran then
+    peak_saved: tuple[ModuleSaved, ...] = ()  # the saved tensors still held then
+    forward_us: dict[str, float] = field(default_factory=dict)  # own forward, per module
+    accumulate_us: float = 0.0  # AccumulateGrad nodes, all leaves together
+    accumulate_spread_us: float = 0.0  # its spread over the timings (max − min)
+    engine_us: float = 0.0  # of the node times: the engine's work between evaluations
+    outside_us: float | None = None  # the call's own start and end, outside every node
+    ops_us: dict[str, float] = field(default_factory=dict)  # torch.profiler's, per op name
+    recomputed_us: float | None = None  # time of nodes made again by checkpoint regions
+    recomputed_saved: int | None = None  # bytes their saved tensors did not hold
+    note: str | None = None  # what was not possible (no replay, why), in words
+
+
 @dataclass(frozen=True, slots=True)
 class Trace:
     """Graph + tensors + passes + findings of one scenario run."""
@@ -274,3 +320,4 @@ class Trace:
     saved_read: bool = True  # False: saved tensors were not read, so every saved is empty
     steps: Steps | None = None  # light statistics of every pass (None: no pass ran)
     ranks: Ranks | None = None  # the rank this trace's process was, in a multi-process run
+    costs: Costs | None = None  # what backward cost, node by node (--profile)

@@ -84,6 +84,13 @@ def saved_text(saved: tuple[SavedTensor, ...]) -> str:
     return "saved: " + (", ".join(parts) if parts else "nothing")
 
 
+def duration_text(us: float) -> str:
+    """ "850 µs", "12.3 ms", "1.2 s"."""
+    if us < 1000:
+        return f"{us:.0f} µs"
+    return f"{us / 1000:.3g} ms" if us < 1e6 else f"{us / 1e6:.3g} s"
+
+
 def size_text(n: int) -> str:
     """ "512 B", "1.2 KB", "3.4 MB"."""
     if n < 1024:

@@ -8,6 +8,7 @@ without recursion and bounded in depth; names and ids are bounded in length.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -193,6 +194,7 @@ def _trace(data: Any, saved: bool) -> None:
     _bool(top.get("saved_read", True), "saved_read")
     _steps(top.get("steps"), "steps", len(top["passes"]))
     _ranks(top.get("ranks"), "ranks")
+    _costs(top.get("costs"), "costs", ids, len(top["passes"]))
 
 
 def _node(raw: Any, ids: set[str], saved: bool) -> None:
@@ -381,6 +383,70 @@ def _steps(raw: Any, path: str, passes: int) -> None:
             _number(g[1], f"{where}[1]")
             _bool(g[2], f"{where}[2]")
             _bool(g[3], f"{where}[3]")
+
+
+def _duration(value: Any, path: str) -> None:
+    """A time in µs: a finite number, 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise _Invalid(path, f"expected a time in µs (a finite number ≥ 0), found {value!r:.40}")
+
+
+def _signed(value: Any, path: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _Invalid(path, f"expected a whole number of bytes, found {value!r:.40}")
+
+
+def _durations(value: Any, path: str) -> None:
+    for i, x in enumerate(_list(value, path)):
+        _duration(x, f"{path}[{i}]")
+
+
+def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
+    """--profile's costs: every time finite and ≥ 0, every node id one of the trace's."""
+    if raw is None:
+        return
+    c = _obj(raw, path, ("pass", "method", "device", "wall_us", "profiled_us", "nodes"))
+    _int(c["pass"], f"{path}.pass")
+    if not 1 <= c["pass"] <= max(passes, 1):
+        raise _Invalid(f"{path}.pass", f"{c['pass']} is not one of the {passes} passes")
+    _choice(c["method"], f"{path}.method", ("replay", "steps", "once"))
+    _str(c["device"], f"{path}.device")
+    for key in ("wall_us", "profiled_us", "op_total_us"):
+        _durations(c.get(key, []), f"{path}.{key}")
+    _duration(c.get("accumulate_us", 0.0), f"{path}.accumulate_us")
+    _duration(c.get("engine_us", 0.0), f"{path}.engine_us")
+    if c.get("outside_us") is not None:
+        _duration(c["outside_us"], f"{path}.outside_us")
+    _duration(c.get("accumulate_spread_us", 0.0), f"{path}.accumulate_spread_us")
+    _str(c.get("note"), f"{path}.note", null=True, limit=MAX_TEXT)
+    for key in ("forward_us", "ops_us"):
+        for name, value in _obj(c.get(key, {}), f"{path}.{key}", ()).items():
+            _str(name, f"{path}.{key}")
+            _duration(value, f"{path}.{key}.{name:.40}")
+    peak = c.get("peak")
+    if peak is not None:
+        p = _obj(peak, f"{path}.peak", ("bytes",))
+        _signed(p["bytes"], f"{path}.peak.bytes")
+        _ref(p.get("node"), f"{path}.peak.node", ids, null=True)
+        for i, s in enumerate(_list(p.get("saved", []), f"{path}.peak.saved")):
+            item = _obj(s, f"{path}.peak.saved[{i}]", ("module", "bytes"))
+            _str(item["module"], f"{path}.peak.saved[{i}].module")
+            _int(item["bytes"], f"{path}.peak.saved[{i}].bytes")
+    recomputed = c.get("recomputed")
+    if recomputed is not None:
+        r = _obj(recomputed, f"{path}.recomputed", ("time_us", "saved_bytes"))
+        _duration(r["time_us"], f"{path}.recomputed.time_us")
+        _int(r["saved_bytes"], f"{path}.recomputed.saved_bytes")
+    nodes = _obj(c["nodes"], f"{path}.nodes", ())
+    for node_id, cost in nodes.items():
+        where = f"{path}.nodes.{node_id:.40}"
+        _ref(node_id, where, ids)
+        n = _obj(cost, where, ("time_us", "spread_us", "allocated", "freed"))
+        _duration(n["time_us"], f"{where}.time_us")
+        _duration(n["spread_us"], f"{where}.spread_us")
+        _signed(n["allocated"], f"{where}.allocated")
+        _int(n["freed"], f"{where}.freed")
 
 
 def leaf_flow_only(data: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..diff.union import Union
 from ..model.codec import finding_dict, summary_dict
+from ..model.costs import ModuleCost
 from ..model.diffs import (
     EdgeChange,
     GradientChange,
@@ -20,7 +21,7 @@ from ..model.diffs import (
     TraceDiff,
 )
 from ..model.records import Finding, Node, Ranks
-from ..model.texts import number
+from ..model.texts import duration_text, number
 from .drawing import Drawing, DrawOptions, drawing
 from .github import LEVEL, annotation
 
@@ -128,7 +129,19 @@ def diff_report(d: TraceDiff, every: bool = False) -> Group:
     for title, items in sections:
         if items:
             parts.append(_section(title, items, None if every else SHOWN))
+    if d.costs:
+        parts.append(_section("backward time per module (A → B, the largest slow-down first)",
+                              [(module_cost_text(c), "") for c in d.costs],
+                              None if every else SHOWN))
     return Group(*parts)
+
+
+def module_cost_text(c: ModuleCost) -> str:
+    """ "model.0  1.2 ms → 2.4 ms (+100%)"."""
+    a = "-" if c.a_us is None else duration_text(c.a_us)
+    b = "-" if c.b_us is None else duration_text(c.b_us)
+    change = f" ({c.b_us / c.a_us - 1:+.0%})" if c.a_us and c.b_us is not None else ""
+    return f"{c.module}  {a} → {b}{change}"
 
 
 _NODE_STYLE: dict[NodeChangeKind, str] = {"added": "green", "removed": "red",
@@ -180,6 +193,9 @@ def diff_dict(d: TraceDiff) -> dict[str, Any]:
                           "b": summary_dict(c.b)} for c in d.across_ranks],
         "findings": {"new": [finding_dict(f) for f in d.new_findings],
                      "fixed": [finding_dict(f) for f in d.fixed_findings]},
+        **({"costs": [{"module": c.module, "a_us": c.a_us, "b_us": c.b_us,
+                       "a_spread_us": c.a_spread, "b_spread_us": c.b_spread}
+                      for c in d.costs]} if d.costs else {}),
     }
 
 

@@ -8,6 +8,7 @@ from ..errors import ExportError
 from ..gcpause import gc_paused
 from .drawing import Box, Drawing, nested
 from .escape import visible
+from .heat import SCALE, Heat
 from .marks import Mark
 from .palette import MARK_LOOKS, PALETTE, Look
 
@@ -45,7 +46,7 @@ def quote(text: str) -> str:
 
 
 def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str],
-           marks: dict[str, Mark]) -> list[str]:
+           marks: dict[str, Mark], heat: Heat | None = None) -> list[str]:
     # kind -> lines -> DOT attributes: big graphs repeat few labels (two small keys hash
     # faster than one (lines, kind) pair)
     attributes: defaultdict[str, dict[tuple[str, ...], str]] = defaultdict(dict)
@@ -60,6 +61,10 @@ def _boxes(boxes: list[Box], indent: str, tooltips: dict[str, str],
     if tooltips:  # hovering a box in an SVG shows the scenario line that made it
         drawn = [text[:-2] + f", tooltip={quote(tip)}];" if (tip := tooltips.get(box[0]))
                  else text for box, text in zip(boxes, drawn, strict=True)]
+    if heat is not None and heat.boxes:  # --heat: the fill says the cost (a later one wins)
+        drawn = [text[:-2] + f', fillcolor="{look[0]}", fontcolor="{look[1]}"];'
+                 if (look := heat.boxes.get(box[0])) else text
+                 for box, text in zip(boxes, drawn, strict=True)]
     if marks:  # a NaN or Inf was born or passed here: a red border
         drawn = [text[:-2] + f", {MARK_STYLE[mark.level]}];" if (mark := marks.get(box[0]))
                  else text for box, text in zip(boxes, drawn, strict=True)]
@@ -84,7 +89,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
     for what, item in nested(drawing):
         indent = "  " * depth
         if what == "boxes":
-            lines.extend(_boxes(item, indent, drawing.tooltips, drawing.marks))
+            lines.extend(_boxes(item, indent, drawing.tooltips, drawing.marks, drawing.heat))
         elif what == "open":
             lines.append(f"{indent}subgraph {quote('cluster_' + item)} {{")
             lines.append(f'{indent}  label={quote(item)}; style="rounded,dashed"; '
@@ -111,6 +116,13 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
             if any(mark.level == level for mark in drawing.marks.values()):
                 lines.append(f"    legend_{level} [label={quote(look.caption)}, shape=box, "
                              f'style="rounded", {MARK_STYLE[level]}, fontsize=8];')
+        if drawing.heat is not None:
+            # Graphviz lays a cluster's boxes out right to left: dark first reads light → dark
+            for i, (fill, caption) in reversed(list(enumerate(drawing.heat.legend))):
+                font = SCALE[i][1]
+                lines.append(f"    legend_heat{i} [label={quote(caption)}, shape=box, "
+                             f'style="filled", fillcolor="{fill}", fontcolor="{font}", '
+                             "fontsize=8];")
         lines.append("  }")
     lines += ("}", "")  # the empty line ends the text with a newline (no copy of it all)
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
+from ..model.costs import CostMeasure
 from ..model.records import (
     CUSTOM,
     LEAF,
@@ -28,6 +29,7 @@ from ..model.records import (
     custom_kind_label,
 )
 from ..model.texts import grad_text, shape_text
+from .heat import Heat, heat
 from .marks import Mark, non_finite_nodes
 from .palette import PALETTE, BoxKind
 
@@ -50,6 +52,7 @@ class Drawing:
     tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
     members: dict[str, list[str]] = field(default_factory=dict)  # folded box -> its node ids
     marks: dict[str, Mark] = field(default_factory=dict)  # box id -> NaN/Inf born or passed
+    heat: Heat | None = None  # --heat: each costed box's fill, and the scale's legend
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -69,6 +72,7 @@ class DrawOptions:
     radius: int = 2
     module_depth: int | None = None
     lines: bool = False  # each op's scenario line ("line 12")
+    heat: CostMeasure | None = None  # fill boxes by backward time or memory (--heat)
 
 
 @gc_paused
@@ -122,6 +126,11 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     def drawn(node_id: str) -> str:
         return folded_into[node_id][0] if node_id in folded_into else node_id
 
+    if options.heat is not None:
+        out.heat = heat(trace, options.heat, out.members, [box[0] for box in out.boxes])
+        out.boxes = [(box_id, (*lines, out.heat.boxes[box_id][2]), kind, cluster)
+                     if box_id in out.heat.boxes else (box_id, lines, kind, cluster)
+                     for box_id, lines, kind, cluster in out.boxes]
     marked = {node_id: mark for node_id, mark in non_finite_nodes(trace, options.grads).items()
               if node_id in kept}
     if marked:

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from ..model.records import Node, Trace
-from ..model.texts import grad_text, received_text, shape_text, size_text
+from ..model.texts import duration_text, grad_text, received_text, shape_text, size_text
 from ..model.values import json_float
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
@@ -133,5 +133,15 @@ def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:
         "saved": [[s.name, shape_text(s.dtype, s.shape) if s.status == "ok" else s.status,
                    size_text(s.bytes)] for s in n.saved],
         "grads": grads,
+        "cost": _cost_text(n, trace),
     }
+
+
+def _cost_text(n: Node, trace: Trace) -> str | None:
+    """ "412 µs ± 30 µs, 16.0 KB allocated, 8.0 KB freed" (--profile), else None."""
+    cost = None if trace.costs is None else trace.costs.nodes.get(n.id)
+    if cost is None:
+        return None
+    return (f"{duration_text(cost.time_us)} ± {duration_text(cost.spread_us)}, "
+            f"{size_text(cost.allocated)} allocated, {size_text(cost.freed)} freed")
 

@@ -120,6 +120,7 @@
     row(t, "module", n.module);
     if (n.source) row(t, "line", n.source.file.split("/").pop() + ":" + n.source.line + "  " + n.source.code);
     n.saved.forEach(function (s) { row(t, "saved " + s[0], s[1] + "  " + s[2]); });
+    if (n.cost) row(t, "backward cost", n.cost);
     var p = Number(passSelect.value);
     var g = n.grads[p];
     if (data.passes.length) {
