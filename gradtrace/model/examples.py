@@ -26,6 +26,7 @@ FOLDERS = {
     "real": "scripts adapted from public code: models, a test file, an argparse script",
     "diff": "a model before and after a change (`gradtrace diff`)",
     "broken": "custom Functions with a bug that `gradtrace check` finds",
+    "profile": "a custom Function with a slow backward, found first by `show --profile`",
     "no_graph": "code with no autograd graph at all: `show` says why and exits 2",
     "distributed": "DDP under torchrun: `torchrun --nproc-per-node 2 --no-python "
                    "gradtrace show example:distributed/ddp_train`",
