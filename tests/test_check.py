@@ -335,6 +335,7 @@ def _read(fd: int) -> bytes:
         return b""
 
 
+@pytest.mark.slow  # gradgradcheck of a convolution in float64: ~11 s
 def test_the_fused_conv_bn_tutorial_gets_every_verdict_by_default(
         shared_check: Callable[..., tuple[int, dict]]) -> None:
     """Regression: the conv+BN pair printed nothing for over 5 minutes (4x32x26x26 input).

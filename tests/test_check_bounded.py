@@ -60,6 +60,7 @@ def test_a_call_that_times_out_says_which_check(tmp_path: Path) -> None:
     assert result["message"].startswith("gradgradcheck did not finish within 3 s")
 
 
+@pytest.mark.slow  # a real process checking real Functions: ~9 s
 def test_progress_lines_on_stderr_when_piped(tmp_path: Path) -> None:
     """Regression: `check .` ran silently for minutes when stderr was not a terminal."""
     path = tmp_path / "two.py"

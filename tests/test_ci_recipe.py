@@ -63,6 +63,7 @@ def run(command: str, repo: Path) -> subprocess.CompletedProcess[str]:
 
 
 @needs_dot
+@pytest.mark.slow  # a repository made, its snapshot test and every command run: ~25 s
 @pytest.mark.skipif(not GRADTRACE.exists(), reason="the gradtrace command is installed by dev.py")
 def test_the_recipe_runs_on_a_repository_laid_out_as_it_says(tmp_path: Path) -> None:
     repo = tmp_path / "repo"

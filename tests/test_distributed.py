@@ -17,6 +17,9 @@ CHAIN = SCENARIOS / "chain_rule.py"
 
 DISTRIBUTED = SCENARIOS / "distributed"
 LIMIT = 240  # seconds for one launch: two ranks start torch, then gloo connects them
+# Two processes that start torch and connect: ~9 s a launch, run by .ci/run's slow tier (the
+# tests of one rank alone, RANK and WORLD_SIZE set by hand, stay in the quick one).
+LAUNCHES = pytest.mark.slow
 
 
 def free_port() -> int:
@@ -36,6 +39,7 @@ def torchrun(*args: str | Path, env: dict[str, str] | None = None
         env=None if env is None else {**os.environ, **env})
 
 
+@LAUNCHES
 def test_torchrun_prints_rank_0_s_report_and_a_line_for_rank_1() -> None:
     """As docs/distributed.md's transcript says: its lines (… stands for those left out) in
     the order the real output has them, at the docs' width."""
@@ -55,6 +59,7 @@ def test_torchrun_prints_rank_0_s_report_and_a_line_for_rank_1() -> None:
     assert "DistributedDataParallel averaged it over 2 ranks" in " ".join(run.stdout.split())
 
 
+@LAUNCHES
 def test_one_trace_per_rank_and_their_diff(tmp_path: Path) -> None:
     run = torchrun("show", "ddp_train.py", "-o", tmp_path / "trace-{rank}.json")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -83,6 +88,7 @@ def test_one_trace_per_rank_and_their_diff(tmp_path: Path) -> None:
         "were averaged into it (DDP's allreduce)" in said
 
 
+@LAUNCHES
 def test_every_rank_s_report_in_rank_order() -> None:
     run = torchrun("show", "ddp_train.py", "--ranks", "all")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -91,6 +97,7 @@ def test_every_rank_s_report_in_rank_order() -> None:
     assert run.stdout.count("scenario ddp_train.py") == 2
 
 
+@LAUNCHES
 def test_an_unused_parameter_is_named_with_its_module_and_the_ddp_option() -> None:
     run = torchrun("show", "ddp_unused.py")
     assert run.returncode != 0  # the script fails as under python, on both ranks
@@ -103,6 +110,7 @@ def test_an_unused_parameter_is_named_with_its_module_and_the_ddp_option() -> No
     assert run.stderr.count("error: ddp_unused.py:39") == 1  # rank 1's is its line on rank 0
 
 
+@LAUNCHES
 def test_a_rank_whose_graph_differs_is_said() -> None:
     run = torchrun("show", "ddp_branch.py")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -110,6 +118,7 @@ def test_a_rank_whose_graph_differs_is_said() -> None:
         "(14 nodes, rank 0: 10)" in run.stdout
 
 
+@LAUNCHES
 def test_a_script_that_spawns_its_workers_is_told_what_is_not_recorded() -> None:
     for _ in range(3):  # gloo's shutdown aborts a child now and then (1 in 8 under python)
         run = subprocess.run([sys.executable, "-m", "gradtrace", "show", "ddp_spawn.py", "--",
@@ -202,6 +211,7 @@ def test_a_trace_with_a_broken_rank_is_refused(tmp_path: Path, ranks: object) ->
     assert result.exit_code == 2 and "invalid trace: ranks" in result.stderr, result.stderr
 
 
+@LAUNCHES
 def test_parameters_a_reentrant_checkpoint_hides_from_ddp_are_said_unreduced(
         tmp_path: Path) -> None:
     """net1, used twice under reentrant checkpointing, keeps each rank's own .grad (plain

@@ -26,10 +26,12 @@ EXIT_2 = {"raises_after_two_passes.py", "test_value_grads.py"}
 NOTHING_TO_DRAW = {"gradcheck_pow.py", "gradcheck_pow_wrong_backward.py",
                    "eval_then_backward.py", "no_grad_context.py"}
 # the 1,000-step loop draws the graph of mlp_30_steps.py's step: tests/test_loops.py has it
-GALLERY = sorted(p for p in SCENARIOS.rglob("*.py")
-                 if "no_graph" not in p.parts and UNDER_TORCHRUN not in p.parts
-                 and p.name not in EXIT_2
-                 and p.name != "mlp_1000_steps.py")
+# compiled examples compile again for each run (seconds): drawn in the slow tier
+COMPILED = {"compile_tutorial.py", "compiled_autograd.py", "compiled_model.py"}
+GALLERY = [pytest.param(p, marks=pytest.mark.slow) if p.name in COMPILED else p
+           for p in sorted(SCENARIOS.rglob("*.py"))
+           if "no_graph" not in p.parts and UNDER_TORCHRUN not in p.parts
+           and p.name not in EXIT_2 and p.name != "mlp_1000_steps.py"]
 
 
 def dot_text(scenario: Path, *args: str) -> str:
@@ -39,7 +41,7 @@ def dot_text(scenario: Path, *args: str) -> str:
 
 
 @needs_dot
-@pytest.mark.parametrize("scenario", GALLERY, ids=lambda p: p.stem)
+@pytest.mark.parametrize("scenario", GALLERY, ids=lambda p: getattr(p, "stem", None))
 def test_every_scenario_draws_with_real_graphviz(scenario: Path,
                                                 shared_trace: Callable[..., Any]) -> None:
     stops = scenario.relative_to(SCENARIOS).as_posix() in STOPS
