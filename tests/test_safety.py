@@ -321,6 +321,26 @@ def test_signal_handlers_of_the_script_run_as_under_python(tmp_path: Path) -> No
     assert as_read(proc.stdout)["stdout"] == "stopped by alarm [True]\n"
 
 
+def test_a_signal_the_kernel_gives_the_scenario_s_thread_is_handled(tmp_path: Path) -> None:
+    """The kernel may hand a process's signal to any thread; one given to the scenario's
+    thread left the main thread asleep in its wait and the script's handler unrun: the run
+    hung (test_signal_handlers_of_the_script_run_as_under_python, now and then, under load).
+    pthread_kill gives it that thread every time."""
+    scenario = write_script(tmp_path, (
+        "import signal, threading, time\nimport torch\n"
+        "class Late(Exception):\n    pass\n"
+        "def on_alarm(signum, frame):\n    raise Late('alarm')\n"
+        "signal.signal(signal.SIGALRM, on_alarm)\n"
+        "try:\n    signal.pthread_kill(threading.get_ident(), signal.SIGALRM)\n"
+        "    while True:\n        time.sleep(0.01)\n"
+        "except Late as exc:\n    print('stopped by', exc)\n"
+        "x = torch.tensor(2.0, requires_grad=True)\n(x * 3).backward()\n"))
+    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json",
+                           "--timeout", "60"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert as_read(proc.stdout)["stdout"] == "stopped by alarm\n"
+
+
 def test_sigterm_runs_the_scripts_handler_while_it_runs(tmp_path: Path) -> None:
     """A graceful-shutdown handler: SIGTERM while the script runs calls it, and its
     sys.exit(0) ends the script there, as under python; what was recorded is shown."""

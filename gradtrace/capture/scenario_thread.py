@@ -148,6 +148,12 @@ class StopWindow:
         self._sent = exc
 
 
+# Python runs signal handlers in the main thread, but the kernel may hand a process's signal
+# to any thread: one given to the scenario's thread leaves the main thread asleep in its wait,
+# and the handler (a script's SIGALRM or SIGTERM, Ctrl-C) waits too. Waking this often runs it.
+WAKE = 0.05  # seconds
+
+
 class MainThread:
     """The calls only the main thread may make (signal.signal), made by the scenario's thread:
     the thread that made this, which waits for the scenario, carries them out meanwhile."""
@@ -201,9 +207,9 @@ class MainThread:
             while (left := None if deadline is None else deadline - time.monotonic()) is None \
                     or left > 0:
                 try:
-                    run = self._requests.get(timeout=left)
+                    run = self._requests.get(timeout=WAKE if left is None else min(left, WAKE))
                 except queue.Empty:
-                    break
+                    continue  # the deadline, or a wake to run signal handlers
                 if run is None:
                     thread.join()  # it is at its end
                     break
