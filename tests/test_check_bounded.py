@@ -175,3 +175,43 @@ def test_negative_tolerances_are_refused(option: str) -> None:
     result = invoke("check", SCENARIOS / "custom_add.py", option, "-1")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert option in result.stderr
+
+
+
+@pytest.mark.parametrize("left_behind", [True, False])
+def test_a_thread_gradtrace_left_behind_adds_no_pass_to_a_later_run(left_behind: bool) -> None:
+    """A check past its --timeout, or a scenario past its grace, runs on in the process (a
+    notebook, the test suite): its backward calls are no later run's passes. Another thread's
+    are (a control: the filter is what keeps them out)."""
+    import threading
+
+    import torch
+
+    import gradtrace
+    from gradtrace.capture.scenario_thread import LEFT_BEHIND
+
+    stop, ran = threading.Event(), threading.Event()
+
+    def backward_forever() -> None:
+        w = torch.ones(2, requires_grad=True)
+        while not stop.is_set():
+            (w * 3).sum().backward()
+            ran.set()
+            time.sleep(0.01)
+
+    worker = threading.Thread(target=backward_forever, daemon=True)
+    if left_behind:
+        LEFT_BEHIND.add(worker)
+    worker.start()
+    try:
+        with gradtrace.record() as rec:
+            x = torch.ones(2, requires_grad=True)
+            (x * 2).sum().backward()
+            ran.clear()
+            assert ran.wait(10)
+            ran.clear()
+            assert ran.wait(10)  # the worker ran backward twice while the block recorded
+    finally:
+        stop.set()
+        worker.join()
+    assert (len(rec.trace.passes) == 1) is left_behind

@@ -32,7 +32,7 @@ from ..torch_compat import (
 from .modules import made_since
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
-from .scenario_thread import StopWindow
+from .scenario_thread import LEFT_BEHIND, StopWindow
 
 
 @contextlib.contextmanager
@@ -92,7 +92,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @never_compiled
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if recorder.recording == threading.get_ident() or inside_backward() \
-                or recorder.muted or compiling():
+                or recorder.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -130,8 +130,8 @@ def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  #
     @never_compiled
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         out = func(cls, *args, **kwargs)
-        if compiling() or compiled_region(cls):  # torch.compile's, not the code's Function
-            return out
+        if compiling() or compiled_region(cls) or threading.current_thread() in LEFT_BEHIND:
+            return out  # torch.compile's, not the code's Function; or no run's
         if not recorder.muted or recorder.first_in_check:
             recorder.first_in_check = False  # the Function a gradcheck call is about
             first = out[0] if isinstance(out, (tuple, list)) and out else out

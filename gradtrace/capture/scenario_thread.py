@@ -9,6 +9,7 @@ import gc
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -154,6 +155,11 @@ class StopWindow:
 WAKE = 0.05  # seconds
 
 
+# Threads gradtrace gave up waiting for (a scenario past its time limit and grace, a check
+# past its --timeout) run on in this process: their backward calls belong to no later run.
+LEFT_BEHIND: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
 class MainThread:
     """The calls only the main thread may make (signal.signal), made by the scenario's thread:
     the thread that made this, which waits for the scenario, carries them out meanwhile."""
@@ -269,6 +275,7 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted {running_at(thread, path, lines)}") from None
     if thread.is_alive():
+        LEFT_BEHIND.add(thread)
         raise ScenarioError(f"{late(timeout)}: it was {where}", LATE_HINT)
     if error:
         raise error[0]

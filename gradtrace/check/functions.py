@@ -18,6 +18,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
+from ..capture.scenario_thread import LEFT_BEHIND
 from ..capture.session import ScenarioStopped
 from ..capture.target import parse_target
 from ..capture.where import scenario_line
@@ -158,6 +159,8 @@ def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckR
     worker = threading.Thread(target=work, name="gradtrace-check", daemon=True)
     worker.start()
     worker.join(options.timeout)
+    if worker.is_alive():
+        LEFT_BEHIND.add(worker)
     if failure:
         raise failure[0]
     if outcome:
