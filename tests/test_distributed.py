@@ -237,3 +237,20 @@ def test_parameters_a_reentrant_checkpoint_hides_from_ddp_are_said_unreduced(
         ["model.net1.weight", "model.net1.bias"]
     assert [x.split(":")[0] for x in lines if "averaged into it" in x] == \
         ["model.net2.weight", "model.net2.bias"]
+
+
+def test_a_rank_line_compares_grads_whose_statistics_one_side_lacks() -> None:
+    """A .grad's min and max are null where they could not be read (an empty or unreadable
+    gradient): the comparison said nothing or crashed on None."""
+    from gradtrace.render.ranks import rank_line
+
+    def told(grads: dict[str, list[float | None]]) -> str:
+        return json.dumps({"passes": 1, "nodes": 3, "graph": "g", "findings": {},
+                           "failed": None, "grads": grads, "reentrant": False})
+
+    shown = told({"w": [1.0, None, None], "b": [2.0, 0.5, 1.5]})
+    assert rank_line(1, told({"w": [1.0, None, None], "b": [2.0, 0.5, 1.5]}), 0, shown) \
+        == "rank 1: 1 pass(es), 3 nodes, no findings; its graph is rank 0's"
+    assert rank_line(1, told({"w": [1.0, -1.0, 1.0], "b": [2.0, 0.5, 1.5]}), 0, shown) \
+        .endswith("; .grad differs from rank 0's for 1 of 2 parameter(s), not reduced across "
+                  "the ranks: w")

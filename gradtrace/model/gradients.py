@@ -50,6 +50,8 @@ def hook_replaced(node: Node, flow: NodeFlow) -> tuple[GradSummary | None, ...] 
 
 
 def _close(x: Any, y: Any) -> bool:
+    if x is None or y is None:  # a statistic one side could not read
+        return x is y
     if x == y:  # also equal infinities
         return True
     if x != x or y != y:  # NaN
