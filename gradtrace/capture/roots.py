@@ -17,21 +17,22 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
     """Named tensors in binding order, and nn.Module parameters under dotted names (a
     parameter under the first module path that reaches it; a plain name for a parameter, as
     `for p in model.parameters()` leaves, is no second row of it)."""
-    out: Named = []
-    params: set[int] = set()
     items = [(name, value) for name, value in list(namespace.items())
              if not name.startswith("__")]
-    in_modules = {id(t) for _, value in items if isinstance(value, torch.nn.Module)
-                  for t in value.parameters()}
+    # each module's parameters, read once (this runs at every pass of a loop)
+    of_module = {name: list(value.named_parameters()) for name, value in items
+                 if isinstance(value, torch.nn.Module)}
+    in_modules = {id(t) for parameters in of_module.values() for _, t in parameters}
+    out: Named = []
+    params: set[int] = set()
     for name, value in items:
         if isinstance(value, torch.Tensor):
             if id(value) not in in_modules:
                 out.append((name, value))
-        elif isinstance(value, torch.nn.Module):
-            for p, t in value.named_parameters():
-                if id(t) not in params:
-                    params.add(id(t))
-                    out.append((f"{name}.{p}", t))
+        for p, t in of_module.get(name, ()):
+            if id(t) not in params:
+                params.add(id(t))
+                out.append((f"{name}.{p}", t))
     return out
 
 
