@@ -110,6 +110,30 @@ def test_an_unused_parameter_is_named_with_its_module_and_the_ddp_option() -> No
     assert run.stderr.count("error: ddp_unused.py:39") == 1  # rank 1's is its line on rank 0
 
 
+RANK_1_FAILS_FIRST = (
+    "import os, time, torch\n"
+    "if os.environ['RANK'] == '1':\n"
+    "    raise ValueError('rank 1 gives up at once')\n"
+    "time.sleep(4)  # rank 0 is still running when rank 1 has failed\n"
+    "w = torch.ones(3, requires_grad=True)\n"
+    "(w * 2).sum().backward()\n")
+
+
+@LAUNCHES
+def test_a_rank_that_fails_first_does_not_cut_the_shown_rank_s_report(tmp_path: Path) -> None:
+    """torchrun stops every rank once one exits with an error: the failed rank waits at its
+    exit for the others, so rank 0's report and its -o file are whole (they were lost)."""
+    script = tmp_path / "first.py"
+    script.write_text(RANK_1_FAILS_FIRST)
+    run = torchrun("show", script, "-o", tmp_path / "t-{rank}.json")
+    assert run.returncode != 0  # rank 1's failure is still torchrun's verdict
+    assert "SIGTERM" not in run.stderr, run.stderr[-3000:]
+    assert f"rank 1: failed: {script}:3: the scenario raised ValueError" in run.stderr, \
+        run.stderr[-3000:]
+    assert tensor(as_read((tmp_path / "t-0.json").read_text()), "w")["grad"]["norm"] == \
+        pytest.approx(2 * 3 ** 0.5)
+
+
 @LAUNCHES
 def test_a_rank_whose_graph_differs_is_said() -> None:
     run = torchrun("show", "ddp_branch.py")

@@ -4,7 +4,9 @@ rank's report in rank order; `-o trace-{rank}.json` writes one file per rank."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +46,8 @@ class RankedShow:
                                                                       str(self.rank)))
         self.store = RankStore() if self.ranks else None
         self._told = ""
+        if self.store is not None and self.store.reachable:
+            atexit.register(self._leave_together)
 
     @property
     def prints(self) -> bool:
@@ -76,6 +80,19 @@ class RankedShow:
         finally:
             if self.store is not None and self.every:
                 self.store.set(f"printed/{self.rank}", "1")
+
+    def _leave_together(self) -> None:
+        """At exit, after all this rank printed: wait for every other rank to get there too.
+        torchrun stops all ranks once one exits with an error, so a rank that failed first
+        would cut the shown rank's report (or another rank's -o file) short."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.flush()
+        assert self.store is not None and self.ranks is not None
+        self.store.set(f"left/{self.rank}", "1")
+        for other in range(self.ranks.world):
+            if other != self.rank:
+                self.store.get(f"left/{other}")
 
     def heading(self) -> str | None:
         """'rank 1 of 2' above a rank's report."""
