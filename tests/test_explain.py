@@ -129,6 +129,42 @@ def test_unused_parameters_are_told_by_the_module_that_does_not_reach_the_loss()
     assert "find_unused_parameters" in found["hint"]
 
 
+WAITING = """import sys, torch
+w = torch.ones(3, requires_grad=True)
+(w * 2).sum().backward()
+c = torch.zeros(3, requires_grad=True)
+unused = torch.zeros(2, requires_grad=True)
+h = w * 2 + c
+loss2 = h.sum()
+if sys.argv[1:] == ["stop"]:
+    raise RuntimeError("the data ran out")
+"""
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_leaf_only_a_tensor_not_yet_differentiated_uses_is_said_so(tmp_path: Path,
+                                                                      stop: bool) -> None:
+    """c is used by loss2, which no backward ran from: said so (it read 'no output depends
+    on it'), and not at all once the script stopped before that backward could run; a leaf
+    nothing uses is unreached either way."""
+    path = tmp_path / "waiting.py"
+    path.write_text(WAITING)
+    result = invoke("show", path, "--json", "--", *(["stop"] if stop else []))
+    assert result.exit_code == (2 if stop else 0), result.stderr
+    found = {f["tensor"]: f for f in as_read(result.stdout)["findings"]
+             if f["code"] == "unreached-leaf"}
+    assert found["unused"]["message"] == \
+        "unused requires grad, but no output depends on it: its .grad stays None"
+    if stop:
+        assert set(found) == {"unused"}
+        return
+    assert set(found) == {"unused", "c"}
+    assert found["c"]["message"] == "c requires grad and loss2 depends on it, but no " \
+        "backward pass ran from loss2: its .grad stays None"
+    assert found["c"]["hint"] == \
+        "call loss2.backward() or use loss2 in the loss; --root loss2 shows its graph"
+
+
 def test_no_graph_cites_only_lines_that_ran(tmp_path: Path) -> None:
     """Regression: a torch.no_grad() inside a function that never ran was cited."""
     path = tmp_path / "s.py"

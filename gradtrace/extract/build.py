@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._version import __version__
-from ..findings.graph import trace_findings
+from ..findings.graph import trace_findings, unreached
 from ..findings.located import located
 from ..findings.registry import DETACHED
 from ..gcpause import gc_paused
@@ -227,8 +227,32 @@ def build_trace(
         steps=steps,
         costs=trace_costs,
     )
-    found = trace_findings(trace, updated, handed, reduced or {})
+    lost = unreached(trace)
+    found = trace_findings(trace, updated, handed, reduced or {},
+                           _waiting(named, trace, lost, set(detached.values())) if lost else {})
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
+
+
+def _waiting(named: Named, trace: Trace, lost: list[str], cut: set[str]
+             ) -> dict[str, tuple[str, ...]]:
+    """The lost leaves that a named tensor's graph uses, one no backward pass ran from (made
+    after the last pass, or never differentiated): each with the topmost such tensors. Not
+    those a detach cut off (cut: the tensors detached; the detached finding tells them)."""
+    undrawn = {t.name for t in trace.tensors if t.node is None and not t.is_leaf} - cut
+    roots = list({t.grad_fn: name for name, t in named
+                  if name in undrawn and t.grad_fn is not None}.items())
+    if not roots:
+        return {}
+    order, edges, index = indexed_walk([node for node, _ in roots])
+    try:
+        used = {index[node] for node, _ in roots} - {src for src, *_ in edges}
+        tops = tuple(name for node, name in roots if index[node] in used)
+        lost_names = set(lost)
+        wanted = {id(t): name for name, t in named if name in lost_names}
+        return {wanted[id(node.variable)]: tops for node in order
+                if node_kind(node) == LEAF and id(node.variable) in wanted}
+    finally:
+        release(order)
 
 
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],

@@ -14,6 +14,7 @@ from .registry import (
     HOOK_CHANGED_GRADIENT,
     NAN_GRADIENT,
     NAN_VALUE,
+    SCENARIO_STOPPED,
     UNREACHED_LEAF,
     UPDATED_COPY,
 )
@@ -48,16 +49,21 @@ FORWARD_CAUSES = {
 
 def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
                    handed: frozenset[str] = frozenset(),
-                   reduced: dict[str, tuple[int, bool]] | None = None) -> list[Finding]:
+                   reduced: dict[str, tuple[int, bool]] | None = None,
+                   waiting: dict[str, tuple[str, ...]] | None = None) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
     the run; handed: those given to torch.autograd.functional, which differentiates copies;
     reduced: those DistributedDataParallel averages: over how many ranks, and whether it
-    waits for their gradients)."""
+    waits for their gradients; waiting: those a named tensor no pass ran from uses, with
+    the topmost such tensors)."""
     nan = [*nan_origins(trace), *nan_values(trace)]
     lost = [name for name in unreached(trace) if name not in handed]
     reduced = reduced or {}
     waited = {name for name, (_, waits) in reduced.items() if waits}
-    return [*unreached_leaves(trace, [n for n in lost if n not in updated | waited]),
+    waiting = waiting or {}
+    if any(f.code == SCENARIO_STOPPED.name for f in trace.findings):
+        lost = [n for n in lost if n not in waiting]  # its backward did not come: no fault
+    return [*unreached_leaves(trace, [n for n in lost if n not in updated | waited], waiting),
             *unreduced_parameters(trace, [n for n in lost if n in waited]),
             *updated_copies(trace, [n for n in lost if n in updated]),
             *hook_changes(trace), *module_hook_changes(trace),
@@ -110,21 +116,39 @@ def unreached(trace: Trace) -> list[str]:
             if t.is_leaf and t.requires_grad and t.node is None and t.grad is None]
 
 
-def unreached_leaves(trace: Trace, unreached_names: list[str]) -> list[Finding]:
-    """Leaves that require grad but that no output or pass reaches: their .grad stays None."""
-    hint = "use it in the expression, or pick a root that does (--root NAME)"
-    if len(unreached_names) > 3:  # e.g. a module's parameters: one finding, not a wall
-        shown, more = _by_module(trace, unreached_names)
+def unreached_leaves(trace: Trace, unreached_names: list[str],
+                     waiting: dict[str, tuple[str, ...]] | None = None) -> list[Finding]:
+    """Leaves that require grad but that no output or pass reaches: their .grad stays None
+    (waiting: those a named tensor's graph uses, one no backward pass ran from)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name in unreached_names:
+        groups.setdefault((waiting or {}).get(name, ()), []).append(name)
+    return [f for outputs, names in groups.items() for f in _unreached(trace, names, outputs)]
+
+
+def _unreached(trace: Trace, names: list[str], users: tuple[str, ...]) -> list[Finding]:
+    """One group of unreached leaves: used by no output, or only by users, named tensors no
+    backward pass ran from."""
+    if users:
+        shown = " or ".join(users[:3]) + (", …" if len(users) > 3 else "")
+        why = f" and {shown} depends on {{}}, but no backward pass ran from {shown}"
+        root = users[0]
+        hint = f"call {root}.backward() or use {root} in the loss; --root {root} shows its graph"
+    else:
+        why, root = ", but no output depends on {}", "NAME"
+        hint = "use it in the expression, or pick a root that does (--root NAME)"
+    if len(names) > 3:  # e.g. a module's parameters: one finding, not a wall
+        shown, more = _by_module(trace, names)
         return [UNREACHED_LEAF.finding(
-                        f"{len(unreached_names)} tensors require grad, but no output depends "
-                        f"on them, so their .grad stays None; by module: {shown}{more}",
+                        f"{len(names)} tensors require grad{why.format('them')}, so "
+                        f"their .grad stays None; by module: {shown}{more}",
                         hint="a module whose output does not reach the loss (an unused "
                         "branch: DDP's find_unused_parameters case), or pick a root that "
-                        "uses it (--root NAME)")]
+                        f"uses it (--root {root})")]
     return [UNREACHED_LEAF.finding(
-                    f"{name} requires grad, but no output depends on it: its .grad stays None",
+                    f"{name} requires grad{why.format('it')}: its .grad stays None",
                     tensor=name, hint=hint)
-            for name in unreached_names]
+            for name in names]
 
 
 def unreduced_parameters(trace: Trace, names: list[str]) -> list[Finding]:

@@ -55,7 +55,9 @@ NO_GRAPH = declare(
 NO_GRAPH_LEAD = "no autograd graph: "  # then why: every command's NoGraph error quotes it
 UNREACHED_LEAF = declare(
     "unreached-leaf", "warning", "a leaf that requires grad is reached by no output or pass",
-    "Its .grad stays None: it is not used in the expression that was differentiated.")
+    "Its .grad stays None: it is not used in the expression that was differentiated, or only "
+    "by a named tensor no backward pass ran from (not said once the script stopped with an "
+    "error before that backward).")
 UPDATED_COPY = declare(
     "updated-copy", "info", "a leaf no graph reaches changed without autograd",
     "It requires grad, but no output depends on it, and its values changed during the run "
