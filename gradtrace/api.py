@@ -59,14 +59,19 @@ class TraceView:
             return None
 
     def show(self) -> None:
-        """Print the whole `gradtrace show` report (tree, table, passes, findings)."""
+        """Print the whole `gradtrace show` report (tree, table, passes, findings), and the
+        backward costs when it was profiled."""
         from rich.console import Console
 
+        from .render.costs import cost_view
         from .render.report import Budget, report
 
         passes = [p for p in self.trace.passes if p.flow]
-        Console().print(report(self.trace, passes[-1] if passes else None,
-                               budget=Budget.everything(), cut=False), crop=False)
+        console = Console()
+        console.print(report(self.trace, passes[-1] if passes else None,
+                             budget=Budget.everything(), cut=False), crop=False)
+        if self.trace.costs is not None:
+            console.print(cost_view(self.trace, every=True), crop=False)
 
     def __rich__(self) -> Any:
         """The tree and the tensor table, for rich.print and the rich console."""
@@ -79,40 +84,43 @@ class TraceView:
 
 
 def load_scenario(path: str, roots: list[str] | None = None, backward: bool = True,
-                  saved: bool = True) -> TraceView:
+                  saved: bool = True, profile: bool = False) -> TraceView:
     """Run the scenario file at path and return its trace."""
     from .capture.options import CaptureOptions
     from .capture.runner import run_scenario
 
     return TraceView(run_scenario(path, CaptureOptions(tuple(roots or ()), backward,
-                                                       saved=saved)))
+                                                       saved=saved or profile,
+                                                       profile=profile)))
 
 
 def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = False,
-          saved: bool = True) -> TraceView:
+          saved: bool = True, profile: bool = False) -> TraceView:
     """The trace of the graph behind output tensors, or of a scenario file given by its path.
 
     names maps names to tensors or modules for labels; by default the caller's variables are
     used, as a scenario's module-level names are. backward=True also runs backward (ones for
     non-scalar outputs) and records its gradient flow; by default no .grad is touched.
-    saved=False skips reading saved tensors, which is faster on big graphs.
+    saved=False skips reading saved tensors, which is faster on big graphs. profile=True
+    times each backward node (as `show --profile`; a graph of tensors needs backward=True).
     """
     if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):
-        return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved)
+        return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved,
+                             profile=profile)
     from .capture.live import trace_tensors
 
     if names is None:
         caller = sys._getframe(1)
         names = {**caller.f_globals, **caller.f_locals}
-    return TraceView(trace_tensors(list(outputs), names, backward, saved))
+    return TraceView(trace_tensors(list(outputs), names, backward, saved, profile))
 
 
 class Recording(TraceView):
     """`with gradtrace.record() as rec:` — after the block, rec is the trace of what ran in
     it: its backward passes, Function calls and modules, named from the block's variables."""
 
-    def __init__(self, saved: bool = True, flow: bool = True) -> None:
-        self._options = (saved, flow)
+    def __init__(self, saved: bool = True, flow: bool = True, profile: bool = False) -> None:
+        self._options = (saved, flow, profile)
 
     def __enter__(self) -> Recording:
         from .capture.live import BlockRecorder
@@ -130,10 +138,11 @@ class Recording(TraceView):
         return super().__repr__() if "trace" in self.__dict__ else "<gradtrace recording>"
 
 
-def record(saved: bool = True, flow: bool = True) -> Recording:
+def record(saved: bool = True, flow: bool = True, profile: bool = False) -> Recording:
     """Record the with-block it opens: `with gradtrace.record() as rec: loss.backward()`.
 
     Nothing runs that the block does not run (no backward of gradtrace's own). saved=False
     skips reading saved tensors, flow=False the gradient flow (faster on big models).
+    profile=True times each backward node of the block's last pass (as `show --profile`).
     """
-    return Recording(saved, flow)
+    return Recording(saved, flow, profile)

@@ -15,6 +15,7 @@ from helpers import SCENARIOS, as_read, invoke, needs_dot, shared_invoke, write_
 from test_html import browser, opened  # noqa: F401  (the module's Chromium, a fixture)
 
 from gradtrace.capture.costs import SAMPLES
+from gradtrace.errors import ScenarioError
 from gradtrace.model.codec import trace_from_dict, trace_to_dict
 from gradtrace.model.costs import cost_rows
 
@@ -293,3 +294,35 @@ def test_checkpointing_says_what_recomputing_cost_and_what_it_saved() -> None:
     assert recomputed["time_us"] > 0 and recomputed["saved_bytes"] > 0
     assert recomputed["saved_bytes"] == sum(s["bytes"] for n in data["nodes"]
                                             if n.get("recomputed") for s in n["saved"])
+
+
+def test_the_api_profiles_as_the_cli_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """trace(path), trace(tensors, backward=True) and record() take profile=True: the same
+    costs `show --profile` records, and .grad as without it."""
+    import torch
+
+    import gradtrace
+
+    scenario = gradtrace.trace(SLOW, profile=True).trace
+    assert scenario.costs is not None and scenario.costs.method == "steps"
+    assert cost_rows(scenario, "line")[0].key.endswith(f"slow_function.py:{SLOW_LINE}")
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    x = torch.randn(4, 8)
+    model(x).pow(2).mean().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with gradtrace.record(profile=True) as rec:
+        loss = model(x).pow(2).mean()
+        loss.backward()
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain, strict=True))
+    assert rec.trace.costs is not None and rec.trace.costs.method == "replay"
+    assert {r.key for r in cost_rows(rec.trace, "module")} >= {"model.0", "model.1", "model.2"}
+    rec.show()
+    assert "top modules by backward time" in capsys.readouterr().out
+
+    own = gradtrace.trace(model(x).sum(), backward=True, profile=True).trace
+    assert own.costs is not None and own.passes[0].by == "gradtrace"
+    with pytest.raises(ScenarioError, match="backward=True"):
+        gradtrace.trace(model(x).sum(), profile=True)

@@ -21,8 +21,12 @@ from .session import CaptureSession
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
-                  saved: bool = True) -> Trace:
-    """The Trace of the graph behind live output tensors, labelled from names."""
+                  saved: bool = True, profile: bool = False) -> Trace:
+    """The Trace of the graph behind live output tensors, labelled from names (profile: the
+    costs of gradtrace's own backward, which backward runs)."""
+    if profile and not backward:
+        raise ScenarioError("gradtrace.trace(..., profile=True) times a backward pass: none "
+                            "runs without backward=True", "pass backward=True too")
     for t in outputs:
         if not isinstance(t, torch.Tensor) or t.grad_fn is None:
             raise ScenarioError("gradtrace.trace() takes tensors that have a grad_fn "
@@ -31,8 +35,8 @@ def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
                                 "pass the output of a computation on tensors that require grad")
     # No big-stack thread here: the caller holds the graph, so nothing gradtrace drops can
     # free a deep chain (and release() drops node references root first).
-    session = CaptureSession(None, [], dict(names), CaptureOptions(backward=backward,
-                                                                    saved=saved))
+    session = CaptureSession(None, [], dict(names), CaptureOptions(
+        backward=backward, saved=saved or profile, profile=profile))
     try:
         name_of = {id(t): n for n, t in reversed(named_tensors(names))}
         picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]
@@ -44,13 +48,15 @@ def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
 class BlockRecorder:
     """Records from start() to stop(); stop() builds the Trace of what ran between."""
 
-    def __init__(self, frame: FrameType, saved: bool = True, flow: bool = True) -> None:
+    def __init__(self, frame: FrameType, saved: bool = True, flow: bool = True,
+                 profile: bool = False) -> None:
         self.frame: FrameType | None = frame
         path = frame.f_code.co_filename
         self.label = f"{path}:{frame.f_lineno}"
         lines = "".join(linecache.getlines(path)).splitlines()  # as a scenario's are read
         self.session = CaptureSession(path, lines, {},
-                                      CaptureOptions(backward=False, saved=saved, flow=flow))
+                                      CaptureOptions(backward=False, saved=saved or profile,
+                                                     flow=flow, profile=profile))
         self._before = _bound(frame)
         self._recording = contextlib.ExitStack()
 
