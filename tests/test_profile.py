@@ -123,6 +123,22 @@ def test_dot_heat_fills_boxes_and_draws_its_legend(slow: tuple[dict[str, Any], P
 
 
 @needs_dot
+def test_mermaid_heat_puts_each_box_in_its_step_s_class_with_a_legend(
+        slow: tuple[dict[str, Any], Path]) -> None:
+    _, path = slow
+    lines = invoke("dot", path, "--heat", "time", "--to", "mmd").stdout.splitlines()
+    assert "  class n6 heat4" in lines  # SlowSquareBackward: the darkest step
+    assert "  classDef heat4 fill:#7f2704,color:#ffffff" in lines
+    legend = [x.strip() for x in lines if x.strip().startswith("heat_legend")]
+    assert len(legend) == 5 and legend[0].startswith('heat_legend0["backward time ≤ ')
+    # the heat's classes come after the kinds' (a later class wins the fill)
+    assert lines.index("  classDef heat0 fill:#fff5eb,color:#000000") > \
+        max(i for i, x in enumerate(lines) if x.startswith("  classDef op "))
+    heated = {b for x in lines if x.startswith("  class ") for b in x.split()[1].split(",")}
+    assert heated >= {"n0", "n6"} and not heated & {"n3", "n7"}  # leaves have no cost
+    assert "heat" not in invoke("dot", path, "--to", "mmd").stdout  # only when asked
+
+
 def test_dot_heat_svg_through_graphviz(slow: tuple[dict[str, Any], Path],
                                        tmp_path: Path) -> None:
     result = invoke("dot", slow[1], "--heat", "time", "-o", tmp_path / "heat.svg")

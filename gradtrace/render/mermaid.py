@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..gcpause import gc_paused
 from .drawing import Drawing, nested
 from .escape import visible
+from .heat import SCALE, Heat
 from .palette import MARK_LOOKS, PALETTE, Look
 
 _BORDER = {"bold": ",stroke-width:2px", "dashed": ",stroke-dasharray:4 2", None: ""}
@@ -49,6 +50,8 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
         shown = f"|{text(label)}|" if label else ""
         out.append(f"  {src} -->{shown} {dst}")
     out.extend(f"  classDef {kind} {CLASS_STYLE[kind]}" for kind in drawing.kinds())
+    if drawing.heat is not None and drawing.heat.boxes:  # after the kinds' fills: it wins
+        out.extend(_heat(drawing.heat))
     for level, look in MARK_LOOKS.items():  # a NaN or Inf was born or passed: a red border
         marked = [box_id for box_id, mark in drawing.marks.items() if mark.level == level]
         if marked:
@@ -57,3 +60,18 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
             out.append(f"  class {','.join(marked)} nonfinite_{level}")
     out.append("")  # the text ends with a newline
     return "\n".join(out)
+
+
+def _heat(heat: Heat) -> list[str]:
+    """--heat: each costed box in its step's class, and the scale as a legend of boxes."""
+    step = {fill: i for i, (fill, _) in enumerate(SCALE)}
+    lines = ['  subgraph heat_legend["legend"]']
+    lines += [f"    heat_legend{i}[{text(caption)}]:::heat{i}"
+              for i, (_, caption) in enumerate(heat.legend)]
+    lines.append("  end")
+    for i, (fill, font) in enumerate(SCALE):
+        lines.append(f"  classDef heat{i} fill:{fill},color:{font}")
+        boxes = [box for box, look in heat.boxes.items() if step[look[0]] == i]
+        if boxes:
+            lines.append(f"  class {','.join(boxes)} heat{i}")
+    return lines
