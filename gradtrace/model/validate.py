@@ -87,11 +87,13 @@ def _str(value: Any, path: str, null: bool = False, limit: int = MAX_NAME) -> No
         raise _Invalid(path, f"longer than {limit:,} characters")
 
 
-def _int(value: Any, path: str, null: bool = False) -> None:
+def _int(value: Any, path: str, null: bool = False, signed: bool = False) -> None:
+    """A whole number, ≥ 0 unless signed (a memory balance may be negative)."""
     if value is None and null:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _Invalid(path, f"expected a whole number ≥ 0, found {value!r:.40}")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 and not signed:
+        raise _Invalid(path, f"expected a whole number{'' if signed else ' ≥ 0'}, "
+                       f"found {value!r:.40}")
 
 
 def _bool(value: Any, path: str) -> None:
@@ -392,11 +394,6 @@ def _duration(value: Any, path: str) -> None:
         raise _Invalid(path, f"expected a time in µs (a finite number ≥ 0), found {value!r:.40}")
 
 
-def _signed(value: Any, path: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _Invalid(path, f"expected a whole number of bytes, found {value!r:.40}")
-
-
 def _durations(value: Any, path: str) -> None:
     for i, x in enumerate(_list(value, path)):
         _duration(x, f"{path}[{i}]")
@@ -427,7 +424,7 @@ def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
     peak = c.get("peak")
     if peak is not None:
         p = _obj(peak, f"{path}.peak", ("bytes",))
-        _signed(p["bytes"], f"{path}.peak.bytes")
+        _int(p["bytes"], f"{path}.peak.bytes", signed=True)
         _ref(p.get("node"), f"{path}.peak.node", ids, null=True)
         for i, s in enumerate(_list(p.get("saved", []), f"{path}.peak.saved")):
             item = _obj(s, f"{path}.peak.saved[{i}]", ("module", "bytes"))
@@ -445,7 +442,7 @@ def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
         n = _obj(cost, where, ("time_us", "spread_us", "allocated", "freed"))
         _duration(n["time_us"], f"{where}.time_us")
         _duration(n["spread_us"], f"{where}.spread_us")
-        _signed(n["allocated"], f"{where}.allocated")
+        _int(n["allocated"], f"{where}.allocated", signed=True)
         _int(n["freed"], f"{where}.freed")
 
 
