@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke, show_json
+from helpers import SCENARIOS, as_read, invoke, show_json
 from plain_python import run_plain
 
 LOOPS = SCENARIOS / "loops"
@@ -137,3 +137,42 @@ def test_a_grad_zeroed_in_place_between_passes_is_read_again(tmp_path: Path) -> 
     a = steps["leaves"].index("a")
     assert steps["grads"][0][a][0] == pytest.approx(3 * 2 ** 0.5)
     assert steps["grads"][1][a][0] == 0.0
+
+
+CLIPPED_LOOP = """import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu", init_scale=8.0, enabled=sys.argv[1:] == ["scaled"])
+for step in range(5):
+    opt.zero_grad()
+    loss = model(torch.randn(8, 4)).pow(2).sum()
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    scaler.step(opt)
+    scaler.update()
+    print(float(norm))
+"""
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_every_pass_shows_the_grad_its_backward_wrote_before_a_clip(tmp_path: Path,
+                                                                     scaled: bool) -> None:
+    """clip_grad_norm_ (and GradScaler.unscale_ before it) change .grad in place after the
+    pass: the last step read 'values unavailable (changed in place after the pass)' while
+    the first showed its values. Each pass's .grad now is what its backward wrote: its norm
+    is the norm clip_grad_norm_ returned (times the scale, which unscale_ divides out)."""
+    script = tmp_path / "clipped.py"
+    script.write_text(CLIPPED_LOOP)
+    result = invoke("show", script, "--json", "--", *(["scaled"] if scaled else []))
+    assert result.exit_code == 0, result.stderr
+    trace = as_read(result.stdout)
+    norms = [float(x) for x in trace["stdout"].split()]  # what plain python prints
+    scale = 8.0 if scaled else 1.0
+    first, last = trace["passes"][0], trace["passes"][-1]
+    for passed, norm in ((first, norms[0]), (last, norms[-1])):
+        after = [c["after"] for c in passed["grad_changes"]]
+        assert all(a["values"] is not None for a in after), after
+        total = sum(a["norm"] ** 2 for a in after) ** 0.5
+        assert total == pytest.approx(norm * scale, rel=1e-5)

@@ -60,6 +60,12 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     for owner in (torch.multiprocessing, spawn_module):
         patches.append((owner, "start_processes",
                         _spawn_noting(recorder, owner.start_processes)))
+    clip_module = importlib.import_module("torch.nn.utils.clip_grad")
+    settling = [(torch.amp.GradScaler, "unscale_"), (clip_module, "clip_grad_value_"),
+                (torch.nn.utils, "clip_grad_value_"), (clip_module, "_clip_grads_with_norm_"),
+                (torch.nn.utils, "clip_grads_with_norm_")]  # clip_grad_norm_ calls the last
+    patches.extend((owner, name, _settling(recorder, getattr(owner, name)))
+                   for owner, name in settling)
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
@@ -171,6 +177,20 @@ def _retain_noting(retaining: set[int], original: Callable[..., Any]) -> Callabl
         return original(tensor)
 
     return retain_grad
+
+
+def _settling(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A call that changes .grad in place (a clip, an unscale), after the pending .grad
+    changes of the passes before it are summarised."""
+
+    @functools.wraps(original)
+    @never_compiled
+    def settling(*args: Any, **kwargs: Any) -> Any:
+        if not compiling():
+            recorder.settle()
+        return original(*args, **kwargs)
+
+    return settling
 
 
 # torch.autograd.functional's calls: each differentiates detached copies of its inputs.

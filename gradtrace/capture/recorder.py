@@ -280,6 +280,13 @@ class Recorder:
         previous.pending_changes = []
         previous.thinned = True
 
+    def settle(self) -> None:
+        """Summarise the pending .grad changes now: the code is about to change .grad in
+        place (a clip, GradScaler.unscale_), and a pass shows what its backward wrote."""
+        for p in self._latest_of.values():  # only a graph's latest pass can be pending
+            if p.pending_changes:
+                p.grad_changes, p.pending_changes = pending_summarised(p), []
+
     def graph_passes(self) -> list[RawPass]:
         """The passes whose graphs the trace shows: by default the latest pass over each
         distinct graph (a loop's last step); the one asked for (--pass N); or every one."""
@@ -299,9 +306,7 @@ class Recorder:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
-        for p in self.passes:
-            if p.pending_changes:
-                p.grad_changes, p.pending_changes = pending_summarised(p), []
+        self.settle()
         return build_trace(
             scenario=scenario, named=named, earlier=earlier, outputs=outputs,
             root_reason=reason,
