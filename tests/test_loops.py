@@ -152,7 +152,7 @@ for step in range(5):
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     scaler.step(opt)
     scaler.update()
-    print(float(norm))
+    print(float(norm), loss.item())
 """
 
 
@@ -168,7 +168,10 @@ def test_every_pass_shows_the_grad_its_backward_wrote_before_a_clip(tmp_path: Pa
     result = invoke("show", script, "--json", "--", *(["scaled"] if scaled else []))
     assert result.exit_code == 0, result.stderr
     trace = as_read(result.stdout)
-    norms = [float(x) for x in trace["stdout"].split()]  # what plain python prints
+    printed = [[float(x) for x in line.split()] for line in trace["stdout"].splitlines()]
+    norms = [norm for norm, _ in printed]  # what plain python prints
+    # the loss is the script's, not GradScaler's scaled one (it read 8× the loss)
+    assert trace["steps"]["loss"] == pytest.approx([loss for _, loss in printed], rel=1e-6)
     scale = 8.0 if scaled else 1.0
     first, last = trace["passes"][0], trace["passes"][-1]
     for passed, norm in ((first, norms[0]), (last, norms[-1])):

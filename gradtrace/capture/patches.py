@@ -66,6 +66,8 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
                 (torch.nn.utils, "clip_grads_with_norm_")]  # clip_grad_norm_ calls the last
     patches.extend((owner, name, _settling(recorder, getattr(owner, name)))
                    for owner, name in settling)
+    patches.append((torch.amp.GradScaler, "scale",
+                    _scale_noting(recorder, torch.amp.GradScaler.scale)))
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
@@ -191,6 +193,20 @@ def _settling(recorder: Recorder, original: Callable[..., Any]) -> Callable[...,
         return original(*args, **kwargs)
 
     return settling
+
+
+def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
+    """GradScaler.scale, noting the scaled loss it returns: the steps' loss is the script's."""
+
+    @functools.wraps(original)
+    @never_compiled
+    def scale(scaler: Any, outputs: Any) -> Any:
+        scaled = original(scaler, outputs)
+        if not compiling():
+            recorder.steps.note_scaled(scaled, scaler)
+        return scaled
+
+    return scale
 
 
 # torch.autograd.functional's calls: each differentiates detached copies of its inputs.

@@ -37,6 +37,9 @@ class StepLog:
         self._stepped_at_last_pass = 0
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
+        # the latest GradScaler.scale(loss) output and its scaler: the loss is its value
+        # divided by the scale, as the script computed it
+        self._scaled: tuple[weakref.ref[torch.Tensor], Any] | None = None
 
     @contextlib.contextmanager
     def counting_optimizer_steps(self) -> Iterator[None]:
@@ -50,6 +53,11 @@ class StepLog:
     @never_compiled
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stepped += 1
+
+    def note_scaled(self, output: Any, scaler: Any) -> None:
+        """GradScaler.scale(loss) returned output: a pass from it has the loss × the scale."""
+        if isinstance(output, torch.Tensor):
+            self._scaled = (weakref.ref(output), scaler)
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
         """The named leaves that require grad, each given its column."""
@@ -98,7 +106,7 @@ class StepLog:
                                             strict=True):
             row[column] = None if brief is None else LeafStep(*brief, kept=kept)
         self.rows.append(row)
-        self.loss.append(_loss(roots))
+        self.loss.append(_loss(roots, self._scaled))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
 
@@ -140,13 +148,17 @@ def _state(g: torch.Tensor) -> GradState:
     return weakref.ref(g), g._version
 
 
-def _loss(roots: Sequence[Any]) -> float | None:
-    """The pass's one root's value, when it is one real number."""
+def _loss(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None = None
+          ) -> float | None:
+    """The pass's one root's value, when it is one real number; divided by the scale when
+    the root is a GradScaler's scaled loss (scaled: the latest, with its scaler)."""
     if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
         return None
     root = roots[0]
     if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
         return None
+    if scaled is not None and scaled[0]() is root:
+        return float(root.detach()) / scaled[1].get_scale()
     return float(root.detach())
 
 
