@@ -134,6 +134,9 @@ def main(argv: list[str]) -> int:
     # one torch thread per process, as torchrun sets it: two workers (and the gradtrace runs
     # they start) each with a thread per core fought over the cores, ~1.5x the time
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # the tests start ~200 gradtrace processes: without bytecode caches (__pycache__, which
+    # git ignores) each compiled gradtrace's modules again
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     return run(PY, "-m", "pytest", "-q", *workers, *argv[1:], check=False)
 
 
