@@ -33,6 +33,7 @@ def gradtrace(*args: str | Path, timeout: float = 120) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # waits out a time limit in a real process: ~7 s
 def test_timeout_bounds_the_script_run_too(tmp_path: Path) -> None:
     """Regression: --timeout bounded only the gradcheck calls; this never returned."""
     path = tmp_path / "loop_forever.py"

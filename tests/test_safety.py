@@ -219,6 +219,7 @@ def test_ctrl_c_names_the_line_and_exits_130(tmp_path: Path) -> None:
     assert err.decode().strip() == f"error: interrupted at {scenario}:4 `time.sleep(0.01)`"
 
 
+@pytest.mark.slow  # waits out a time limit in a real process: ~5 s
 def test_check_timeout_gives_a_timed_out_verdict_and_goes_on(tmp_path: Path) -> None:
     scenario = tmp_path / "slow.py"
     scenario.write_text(

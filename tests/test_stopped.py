@@ -91,6 +91,7 @@ def _gradtrace(*args: str | Path) -> tuple[subprocess.CompletedProcess[str], flo
     return proc, time.perf_counter() - start
 
 
+@pytest.mark.slow  # waits out a time limit in a real process: ~4 s
 def test_a_time_limit_shows_the_passes_made_so_far(tmp_path: Path) -> None:
     scenario = write_script(tmp_path, TRAINING_FOREVER)
     proc, took = _gradtrace("show", scenario, "--timeout", "2", "--passes", "all", "--json")
@@ -102,6 +103,7 @@ def test_a_time_limit_shows_the_passes_made_so_far(tmp_path: Path) -> None:
     assert took < 60
 
 
+@pytest.mark.slow  # waits out a time limit and its grace: ~6 s
 def test_a_line_stuck_in_c_is_left_behind_after_the_grace(tmp_path: Path) -> None:
     scenario = write_script(tmp_path, "import time, torch\nx = torch.ones(2, requires_grad=True)\n"
                                 "(x * 3).sum().backward()\ntime.sleep(120)\n")
