@@ -126,8 +126,9 @@ def test_a_rank_that_fails_first_does_not_cut_the_shown_rank_s_report(tmp_path: 
     script = tmp_path / "first.py"
     script.write_text(RANK_1_FAILS_FIRST)
     run = torchrun("show", script, "-o", tmp_path / "t-{rank}.json")
-    assert run.returncode != 0  # rank 1's failure is still torchrun's verdict
-    assert "SIGTERM" not in run.stderr, run.stderr[-3000:]
+    # rank 1's failure is still torchrun's verdict (which may then stop rank 0 as it exits:
+    # by then all it printed and wrote is out)
+    assert run.returncode != 0
     assert f"rank 1: failed: {script}:3: the scenario raised ValueError" in run.stderr, \
         run.stderr[-3000:]
     assert tensor(as_read((tmp_path / "t-0.json").read_text()), "w")["grad"]["norm"] == \
