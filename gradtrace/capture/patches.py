@@ -50,7 +50,8 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
                                                         torch.autograd.backward)),
         (torch.autograd, "grad", _pass_wrapper(recorder, window, "grad", torch.autograd.grad)),
         (function_cls, "apply", _apply_wrapper(recorder, function_cls.__dict__["apply"])),
-        (torch.Tensor, "register_hook", _hook_noting(recorder, torch.Tensor.register_hook)),
+        (torch.Tensor, "register_hook", _node_noting(recorder.hooked,
+                                                      torch.Tensor.register_hook)),
     ]
     owner: Any
     for owner in (torch.autograd, gradcheck_module):
@@ -73,7 +74,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
     if recorder.costs is not None:  # --profile: a replay must not set a retained .grad
         patches.append((torch.Tensor, "retain_grad",
-                        _retain_noting(recorder.costs.retaining, torch.Tensor.retain_grad)))
+                        _node_noting(recorder.costs.retaining, torch.Tensor.retain_grad)))
     recorder.original_grad = torch.autograd.grad
     # retain_grad is Tensor's by inheritance (from its C base): restored by deleting it
     saved = [(owner, name, owner.__dict__.get(name, _INHERITED)) for owner, name, _ in patches]
@@ -152,33 +153,21 @@ def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  #
 
     return classmethod(apply)
 
-def _hook_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
-    """Tensor.register_hook, noting the node of every non-leaf tensor given a hook: its
-    gradient may change on its way, so the flow capture never reads it off a neighbour."""
+def _node_noting(into: set[int], original: Callable[..., Any]) -> Callable[..., Any]:
+    """Tensor.register_hook or Tensor.retain_grad, noting the node of a non-leaf tensor in
+    into: a hook may change its gradient on its way (the flow capture never reads it off a
+    neighbour), and a replay of its graph would run the hook or set its .grad."""
 
     @functools.wraps(original)
     @never_compiled
-    def register_hook(tensor: torch.Tensor, hook: Callable[..., Any]) -> Any:
+    def noting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if tensor.grad_fn is not None and not compiling():
             # its id, not the node: holding it would keep its graph (and what it saved)
             # alive; a reused id only costs another node a hook
-            recorder.hooked.add(id(tensor.grad_fn))
-        return original(tensor, hook)
+            into.add(id(tensor.grad_fn))
+        return original(tensor, *args, **kwargs)
 
-    return register_hook
-
-def _retain_noting(retaining: set[int], original: Callable[..., Any]) -> Callable[..., Any]:
-    """Tensor.retain_grad, noting the node of the tensor: replaying its graph would set its
-    .grad (torch.autograd.grad runs retain_grad's hook too)."""
-
-    @functools.wraps(original)
-    @never_compiled
-    def retain_grad(tensor: torch.Tensor) -> Any:
-        if tensor.grad_fn is not None and not compiling():
-            retaining.add(id(tensor.grad_fn))
-        return original(tensor)
-
-    return retain_grad
+    return noting
 
 
 def _settling(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
