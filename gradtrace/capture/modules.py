@@ -106,19 +106,27 @@ def made_since(output: Any, start: int) -> Iterator[Any]:
         todo.extend(child for child, _ in node.next_functions if child is not None)
 
 
+def _submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.nn.Module]]:
+    """Every submodule of the named nn.Modules, once, under its first dotted path."""
+    seen: set[int] = set()
+    for name, value in list(named):
+        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            for sub, module in value.named_modules():
+                if id(module) not in seen:
+                    seen.add(id(module))
+                    yield (f"{name}.{sub}" if sub else name), module
+
+
 def module_paths(named: Iterable[tuple[str, Any]],
                  tracker: ModuleTracker | None) -> dict[int, str]:
     """id(node) -> dotted module path, and id(parameter) -> its module's path, for the
     named nn.Modules of a scenario ((name, object) pairs: a module under its first name)."""
     path_of: dict[int, str] = {}
     paths: dict[int, str] = {}
-    for name, value in list(named):
-        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
-            for sub, module in value.named_modules():
-                path = f"{name}.{sub}" if sub else name
-                path_of.setdefault(id(module), path)
-                for param in module.parameters(recurse=False):
-                    paths.setdefault(id(param), path)
+    for path, module in _submodules(named):
+        path_of[id(module)] = path
+        for param in module.parameters(recurse=False):
+            paths.setdefault(id(param), path)
     if tracker is not None:
         for key, (_, module) in tracker.owner.items():
             if id(module) in path_of:
@@ -128,9 +136,4 @@ def module_paths(named: Iterable[tuple[str, Any]],
 
 def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
     """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
-    path_of: dict[int, str] = {}
-    for name, value in list(named):
-        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
-            for sub, module in value.named_modules():
-                path_of.setdefault(id(module), f"{name}.{sub}" if sub else name)
-    return path_of
+    return {id(module): path for path, module in _submodules(named)}
