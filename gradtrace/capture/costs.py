@@ -464,20 +464,21 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
 
 def _under_evaluation(event: Any) -> bool:
     """Whether an evaluate_function event runs inside another's (a reentrant backward)."""
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name.startswith(EVALUATE):
-            return True
-        parent = parent.cpu_parent
-    return False
+    return _inside(event, lambda parent: parent.name.startswith(EVALUATE))
 
 
 def _under_op(event: Any) -> bool:
     """Whether an op event runs inside another op that made a node (its part, not a
     separate forward op)."""
+    return _inside(event, lambda parent: parent.name.startswith("aten::")
+                   and parent.sequence_nr >= 0)
+
+
+def _inside(event: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether any event enclosing this one (its CPU parents, up to the top) passes test."""
     parent = event.cpu_parent
     while parent is not None:
-        if parent.name.startswith("aten::") and parent.sequence_nr >= 0:
+        if test(parent):
             return True
         parent = parent.cpu_parent
     return False
