@@ -3,6 +3,7 @@ sums per module, source line and op type that every renderer and `diff` read."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple
 
@@ -31,11 +32,7 @@ class CostRow(NamedTuple):
 
 def median(values: Sequence[float]) -> float:
     """The middle value (the mean of the two middle ones); 0.0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+    return statistics.median(values) if values else 0.0
 
 
 def spread(values: Sequence[float]) -> float:
