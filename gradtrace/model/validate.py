@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..errors import TraceFileError
+from .records import COST_METHODS
 
 MAX_NAME = 1_000  # ids, names, types, dtypes, module paths, source lines
 MAX_TEXT = 1_000_000  # messages, hints, errors (stdout is only cut when shown)
@@ -407,7 +408,7 @@ def _costs(raw: Any, path: str, ids: set[str], passes: int) -> None:
     _int(c["pass"], f"{path}.pass")
     if not 1 <= c["pass"] <= max(passes, 1):
         raise _Invalid(f"{path}.pass", f"{c['pass']} is not one of the {passes} passes")
-    _choice(c["method"], f"{path}.method", ("replay", "steps", "once"))
+    _choice(c["method"], f"{path}.method", COST_METHODS)
     _str(c["device"], f"{path}.device")
     for key in ("wall_us", "profiled_us", "op_total_us"):
         _durations(c.get(key, []), f"{path}.{key}")
