@@ -92,7 +92,9 @@ def duration_text(us: float) -> str:
 
 
 def size_text(n: int) -> str:
-    """ "512 B", "1.2 KB", "3.4 MB"."""
+    """ "512 B", "1.2 KB", "3.4 MB"; "-1.2 KB" for a balance below 0."""
+    if n < 0:
+        return "-" + size_text(-n)
     if n < 1024:
         return f"{n} B"
     return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"

@@ -105,8 +105,7 @@ def cost_table(trace: Trace, by: CostKey, measure: CostMeasure,
         cells: list[Text | str] = [_key_text(row, by, trace), duration_text(row.time_us),
                                    duration_text(row.spread_us)
                                    if row.nodes or row.spread_us else "-",
-                                   size_text(row.allocated)
-                                   if row.allocated >= 0 else f"-{size_text(-row.allocated)}",
+                                   size_text(row.allocated),
                                    size_text(row.freed)]
         if by == "module":
             forward = row.forward_us
