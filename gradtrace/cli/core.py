@@ -331,10 +331,15 @@ def fail_on_rules(text: str | None, codes: Iterable[str] | None = None,
             rest.append(item)
             continue
         if not slower:
-            raise GradtraceError(f"--fail-on {item}: only `gradtrace diff` compares backward "
-                                 "times", "gradtrace diff A B --profile --fail-on slower:20%")
+            raise _compares_no_costs(item)
         tolerance = _percent(item[len(SLOWER):], item)
     return FailOn(fail_on_codes(",".join(rest), codes), tolerance)
+
+
+def _compares_no_costs(item: str) -> GradtraceError:
+    """--fail-on slower:N% given to a command other than diff."""
+    return GradtraceError(f"--fail-on {item}: only `gradtrace diff` compares backward times",
+                          "gradtrace diff A B --profile --fail-on slower:20%")
 
 
 def _percent(text: str, item: str) -> float:
@@ -356,8 +361,10 @@ def fail_on_codes(text: str | None, codes: Iterable[str] | None = None) -> set[s
     from ..findings.registry import CODES
 
     known = list(CODES if codes is None else codes)
-    if text and any(c.strip().lower().startswith(SLOWER) for c in text.split(",")):
-        fail_on_rules(text, codes)  # says that this command compares no costs
+    slower = next((c.strip() for c in (text or "").split(",")
+                   if c.strip().lower().startswith(SLOWER)), None)
+    if slower is not None:
+        raise _compares_no_costs(slower)
     wanted = {c.strip() for c in (text or "").split(",") if c.strip()}
     unknown = sorted(wanted - set(CODES))
     if unknown:
