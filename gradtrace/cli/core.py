@@ -389,6 +389,10 @@ PASS = typer.Option(None, "--pass", metavar="N|all",
                     "graph (a loop's last step).")
 
 
+TARGET = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME, or a trace "
+                        ".json saved by `gradtrace show --json`.", metavar="SCENARIO")
+
+
 PROFILE = typer.Option(False, "--profile",
                        help="Time each backward node and measure the memory it allocates "
                        "and frees (torch.profiler): the top modules, lines and nodes, with "

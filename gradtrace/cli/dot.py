@@ -23,6 +23,7 @@ from .core import (
     ROOT,
     SCRIPT_ARGS,
     STRICT,
+    TARGET,
     TIMEOUT,
     ExitCode,
     app,
@@ -56,10 +57,7 @@ HEATS = ("time", "memory")
     "what it recorded is written first) or made no graph (nothing is written).",
 )
 def dot(
-    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME, or a "
-                                   "trace "
-                                   ".json saved by `gradtrace show --json`.",
-                                   metavar="SCENARIO"),
+    scenario: str = TARGET,
     script_args: list[str] | None = SCRIPT_ARGS,
     out: Path | None = typer.Option(None, "-o", "--output", "--file", metavar="FILE",
                                     help="Write this file; its suffix picks the format "

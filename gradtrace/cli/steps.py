@@ -17,6 +17,7 @@ from .core import (
     PASSES,
     SCRIPT_ARGS,
     STRICT,
+    TARGET,
     TIMEOUT,
     ExitCode,
     app,
@@ -42,10 +43,7 @@ from .output import stdout_console, write_stdout
     "be written, or a scenario that stopped part-way or made no graph.",
 )
 def steps(
-    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME, or a "
-                                   "trace "
-                                   ".json saved by `gradtrace show --json`.",
-                                   metavar="SCENARIO"),
+    scenario: str = TARGET,
     script_args: list[str] | None = SCRIPT_ARGS,
     out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
                                     help="Write the chart (.svg, .png) or the numbers (.json). "
