@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import random
 import shutil
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -174,3 +176,12 @@ def stopped_by_its_call(result: Any) -> bool:
     codes = {f["code"] for f in data.get("findings", ())}
     failed_call = any(p["error"] for p in data.get("passes", ())) or "gradcheck-failed" in codes
     return result.exit_code == 2 and "scenario-stopped" in codes and failed_call
+
+
+def module_from(path: Path) -> ModuleType:
+    """The Python file at path imported as a module of its own (dev.py, docs' scripts)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

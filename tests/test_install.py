@@ -9,7 +9,6 @@ Slow (a venv, torch and the wheel installed, ~35 processes): run by .ci/run's
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import DOT, ROOT
+from helpers import DOT, ROOT, module_from
 from test_docs import EXAMPLES, PRODUCERS, SHARED
 
 pytestmark = pytest.mark.slow
@@ -35,20 +34,12 @@ def readme_install() -> list[str]:
     return line.split()
 
 
-def _dev() -> object:
-    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin folder of a fresh venv with torch and gradtrace's wheel installed."""
     base = tmp_path_factory.mktemp("install")
     started = time.monotonic()
-    command = _dev().wheel_command(sys.executable, base / "dist")  # type: ignore[attr-defined]
+    command = module_from(ROOT / "dev.py").wheel_command(sys.executable, base / "dist")
     build = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout + build.stderr
     wheels = list((base / "dist").glob("gradtrace-*.whl"))

@@ -7,14 +7,13 @@ its words are compared in order, not its layout, which belongs to the Graphviz v
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
 
-from helpers import ROOT, needs_dot
+from helpers import ROOT, module_from, needs_dot
 
 DOCS = ROOT / "docs"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -22,11 +21,7 @@ AGAIN = "run `.venv/bin/python docs/make_pictures.py` and commit the pictures"
 
 
 def make_pictures() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_pictures", DOCS / "make_pictures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from(DOCS / "make_pictures.py")
 
 
 def terminal_lines(path: Path) -> tuple[str, list[str]]:
