@@ -4,7 +4,6 @@ torch is imported only when a command runs a scenario, so `--help` stays fast.
 """
 
 import atexit
-import contextlib
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 
 from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
+from .output import flush_streams
 
 __all__ = ["ExitCode", "app", "main"]
 
@@ -44,7 +44,5 @@ def _leave(status: int) -> None:
     thread left running by a time limit is not waited for, and no thread still ending (its
     C++ thread-locals freed after Python let go of it) races the shutdown."""
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError, OSError):
-            stream.flush()
+    flush_streams()
     os._exit(status)

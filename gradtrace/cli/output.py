@@ -9,6 +9,7 @@ in stdout's encoding, gradtrace's symbols in ASCII where that encoding has no ro
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import select
@@ -25,6 +26,14 @@ from ..render.escape import visible_console
 
 BLOCK = 1 << 16  # bytes gathered before a write: few system calls for many small pieces
 PIPED_WIDTH = 120  # columns of a report that goes to a pipe or a file
+
+
+def flush_streams() -> None:
+    """Flush Python's stdout and stderr as far as they still can be (closed, replaced by the
+    script, or a broken pipe: nothing more to do)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
 
 
 def write_stdout(data: str | bytes | Iterable[str]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..capture.ranks import RankStore, launched
 from ..errors import GradtraceError
 from ..model.records import Trace
 from ..render.ranks import rank_line, rank_summary
+from .output import flush_streams
 
 RANKS = typer.Option("0", "--ranks", metavar="N|all",
                      help="Under torchrun (RANK and WORLD_SIZE set): the rank whose report is "
@@ -85,9 +85,7 @@ class RankedShow:
         """At exit, after all this rank printed: wait for every other rank to get there too.
         torchrun stops all ranks once one exits with an error, so a rank that failed first
         would cut the shown rank's report (or another rank's -o file) short."""
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(AttributeError, ValueError, OSError):
-                stream.flush()
+        flush_streams()
         assert self.store is not None and self.ranks is not None
         self.store.set(f"left/{self.rank}", "1")
         for other in range(self.ranks.world):
