@@ -9,7 +9,9 @@ Slow (a venv, torch and the wheel installed, ~35 processes): run by .ci/run's
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +42,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("install")
     started = time.monotonic()
     command = module_from(ROOT / "dev.py").wheel_command(sys.executable, base / "dist")
-    build = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    # pip builds in the checkout's build/: one build at a time (each xdist worker runs this
+    # fixture), and its leftovers removed as `dev.py wheel` does, or the next build meets them
+    with open(tmp_path_factory.getbasetemp().parent / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            build = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        finally:
+            shutil.rmtree(ROOT / "build", ignore_errors=True)
     assert build.returncode == 0, build.stdout + build.stderr
     wheels = list((base / "dist").glob("gradtrace-*.whl"))
     assert len(wheels) == 1, wheels
