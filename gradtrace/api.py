@@ -6,9 +6,9 @@ Importing it does not import torch; tracing does.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
+from .compat.cpython import caller_frame
 from .errors import ExportError
 from .model.records import Trace
 
@@ -110,8 +110,8 @@ def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = F
     from .capture.live import trace_tensors
 
     if names is None:
-        caller = sys._getframe(1)
-        names = {**caller.f_globals, **caller.f_locals}
+        caller = caller_frame()
+        names = {} if caller is None else {**caller.f_globals, **caller.f_locals}
     return TraceView(trace_tensors(list(outputs), names, backward, saved, profile))
 
 
@@ -125,7 +125,11 @@ class Recording(TraceView):
     def __enter__(self) -> Recording:
         from .capture.live import BlockRecorder
 
-        self._block = BlockRecorder(sys._getframe(1), *self._options)
+        frame = caller_frame()
+        if frame is None:
+            raise ExportError("record() needs the caller's frame, which this Python does "
+                              "not give")
+        self._block = BlockRecorder(frame, *self._options)
         self._block.start()
         return self
 

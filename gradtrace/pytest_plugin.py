@@ -16,7 +16,6 @@ import io
 import json
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path, PurePath
 from typing import Any, NoReturn
@@ -60,11 +59,12 @@ class GraphSnapshot:
         dotted names). Call it after `loss.backward()` to compare .grad too, or pass
         backward=True to have gradtrace run backward and record the flow.
         """
+        from .compat.cpython import caller_frame
         from .diff.compare import ATOL, RTOL
         from .errors import GradtraceError
 
         try:
-            trace = _trace_of(outputs, sys._getframe(1), backward)
+            trace = _trace_of(outputs, caller_frame(), backward)
         except GradtraceError as exc:  # said as gradtrace says it, not as a traceback
             pytest.fail(f"gradtrace_snapshot: {exc}" + (f"\nhint: {exc.hint}" if exc.hint
                                                          else ""), pytrace=False)
@@ -227,8 +227,8 @@ def _trace_of(outputs: tuple[Any, ...], frame: Any, backward: bool) -> Any:
         return outputs[0].trace if isinstance(outputs[0], TraceView) else outputs[0]
     from .capture.live import trace_tensors  # imports torch
 
-    return trace_tensors(list(outputs), {**frame.f_globals, **frame.f_locals}, backward,
-                         saved=False)
+    names = {} if frame is None else {**frame.f_globals, **frame.f_locals}
+    return trace_tensors(list(outputs), names, backward, saved=False)
 
 
 def _report(diff: Any) -> str:

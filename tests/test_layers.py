@@ -18,7 +18,7 @@ PACKAGE = ROOT / "gradtrace"
 # Each module's layer: the longest matching prefix wins.
 LAYER_OF = {
     "gradtrace._version": "base", "gradtrace.errors": "base", "gradtrace.gcpause": "base",
-    "gradtrace.torch_compat": "compat",
+    "gradtrace.compat": "compat",
     "gradtrace.model": "model",
     "gradtrace.findings": "findings",
     "gradtrace.diff": "diff",
@@ -41,15 +41,15 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "extract": {"base", "compat", "model", "findings", "extract"},
     "capture": {"base", "compat", "model", "findings", "extract", "capture"},
     "check": {"base", "compat", "model", "findings", "extract", "capture", "check"},
-    "api": {"base", "model", "findings", "render", "extract", "capture", "api"},
+    "api": {"base", "compat", "model", "findings", "render", "extract", "capture", "api"},
     "cli": {"base", "compat", "model", "findings", "diff", "render", "extract", "capture",
             "check", "cli"},
     "package": {"base", "api", "cli"},
-    "plugin": {"base", "model", "findings", "diff", "render", "extract", "capture", "api",
-               "plugin"},
+    "plugin": {"base", "compat", "model", "findings", "diff", "render", "extract", "capture",
+               "api", "plugin"},
 }
 THIRD_PARTY = {  # outside the standard library
-    "base": set(), "compat": {"torch"}, "model": set(), "findings": set(), "diff": set(),
+    "base": set(), "compat": {"torch", "typer"}, "model": set(), "findings": set(), "diff": set(),
     "render": {"rich", "graphviz", "cairosvg"},  # cairosvg: the optional extra `plot`
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},

@@ -21,19 +21,21 @@ from typing import Any
 
 import torch
 
-from ..extract.costs import RawCosts, Sample, Timing
-from ..model.costs import CostMethod, median
-from ..model.records import BACKWARD_HOOK_NODE, PassKind
-from ..torch_compat import (
+from ..compat.torch import (
     NO_SEQUENCE,
+    NodeKey,
     compiling,
     has_tensor_hooks,
     is_function_node,
     light_timings,
     never_compiled,
     node_events,
+    node_key,
     sequence_number,
 )
+from ..extract.costs import RawCosts, Sample, Timing
+from ..model.costs import CostMethod, median
+from ..model.records import BACKWARD_HOOK_NODE, PassKind
 
 SAMPLES = 7  # timings kept per graph: light-profiled, and as many without the profiler
 FULL = 5  # full profiles (every op, memory) per graph: memory, per-op times, the peak
@@ -121,7 +123,7 @@ class ForwardClock:
 
 
 def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool,
-                   hooked: set[int], retaining: set[int], recomputed: dict[int, Any],
+                   hooked: set[NodeKey], retaining: set[NodeKey], recomputed: dict[int, Any],
                    given: dict[str, Any] | None) -> str | None:
     """Why replaying this pass could change what the script sees (None: it cannot)."""
     if given is None:
@@ -137,9 +139,10 @@ def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool
             return f"{type(node).__name__} runs the script's own backward code"
         if type(node).__name__ == BACKWARD_HOOK_NODE:
             return "a module backward hook would run again"
-        if id(node) in hooked:
+        key = node_key(node)
+        if key in hooked:
             return "a hook on one of its nodes (a tensor's or a module's) would run again"
-        if id(node) in retaining:
+        if key in retaining:
             return "retain_grad() would set a .grad"
         if id(node) in recomputed:
             return "checkpointing would run forward code again"
@@ -200,7 +203,7 @@ class CostRecorder:
         self.asked = asked  # --pass N: only that pass is timed
         self.graphs: dict[int, GraphSamples] = {}
         self.clock = ForwardClock()
-        self.retaining: set[int] = set()  # ids of nodes whose tensor called retain_grad()
+        self.retaining: set[NodeKey] = set()  # nodes whose tensor called retain_grad()
         self.cuda = False  # a timed pass ran on a GPU: device times, not host times
 
     def step_sample(self, signature: int, number: int) -> bool:

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
+from ..compat.torch import has_tensor_hooks, never_compiled, tensor_version
 from ..extract.build import FlowRecord
 from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad_stats, is_dense
 from ..extract.walk import RawEdge
-from ..torch_compat import has_tensor_hooks, never_compiled
 from .flow_shortcuts import (
     MAY_PASS_ON,
     Link,
@@ -39,8 +39,8 @@ def content_key(g: torch.Tensor) -> Key:
         # so it is summarised from its own values
         return (object(),)
     if g.is_contiguous() or is_dense(g):  # the first test is the common, cheap one
-        return g.data_ptr(), g.numel(), g.dtype, g._version
-    return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, g._version
+        return g.data_ptr(), g.numel(), g.dtype, tensor_version(g)
+    return g.data_ptr(), tuple(g.shape), g.stride(), g.dtype, tensor_version(g)
 
 
 def _summary(memo: dict[Key, RawStats], g: torch.Tensor, key: Key,

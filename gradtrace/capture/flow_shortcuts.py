@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..compat.torch import input_shapes, is_function_node
 from ..extract.build import FlowRecord
 from ..extract.summary import RawStats
-from ..torch_compat import input_shapes, is_function_node
 
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same
 # elements (the same norm, min and max), in another shape (or the same: clone passes it on).

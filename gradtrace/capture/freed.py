@@ -7,11 +7,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..compat.torch import NO_SEQUENCE, sequence_number
 from ..extract.tensors import Named
 from ..extract.walk import node_type
 from ..findings.registry import GRAPH_FREED
 from ..model.records import Finding, Source
-from ..torch_compat import NO_SEQUENCE, sequence_number
 
 
 class FreedPass(NamedTuple):

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..compat.torch import tensor_version
 from ..extract.build import RawPass
 from ..extract.summary import summarize_all
 from ..extract.tensors import Named
@@ -28,7 +29,7 @@ def grads_before(named: Named) -> list[GradBefore]:
     """Each named tensor's .grad as a pass starts, summarised in one go."""
     grads = [(name, t, readable_grad(t)) for name, t in named]
     held = iter(summarize_all([g for _, _, g in grads if g is not None]))
-    return [GradBefore(name, t, g, None if g is None else g._version,
+    return [GradBefore(name, t, g, None if g is None else tensor_version(g),
                        None if g is None else next(held)) for name, t, g in grads]
 
 
@@ -37,7 +38,7 @@ def changed_grads(before: list[GradBefore]) -> list[tuple[GradBefore, torch.Tens
     changed = []
     for b in before:
         new = readable_grad(b.tensor)
-        if not (new is b.grad and (new is None or new._version == b.version)):
+        if not (new is b.grad and (new is None or tensor_version(new) == b.version)):
             changed.append((b, new))
     return changed
 
@@ -53,10 +54,10 @@ def pending_summarised(p: RawPass) -> list[GradChange]:
     """A pass's pending .grad changes summarised now; a .grad changed in place since (a
     zero_grad(set_to_none=False)) is said to be so, not read as if it were the pass's."""
     unchanged = [g for _, _, g, version in p.pending_changes
-                 if g is not None and g._version == version]
+                 if g is not None and tensor_version(g) == version]
     after = iter(summarize_all(unchanged))
     return [GradChange(name, before, None if g is None else next(after)
-                       if g._version == version else GradSummary(
+                       if tensor_version(g) == version else GradSummary(
                            tuple(g.shape), float("nan"), None, None, True, None,
                            "values unavailable (changed in place after the pass)"))
             for name, before, g, version in p.pending_changes]

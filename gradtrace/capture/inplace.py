@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..compat.torch import tensor_version
 from ..extract.tensors import Named
 from ..extract.walk import node_type
 from ..findings.registry import INPLACE_MODIFIED
@@ -43,7 +44,7 @@ def inplace_finding(node: Any, saved: str, named: Named,
     name, changer = None, None
     for n, t in named:
         grad_fn = t.grad_fn
-        if t.is_leaf or not t._version or grad_fn is None:
+        if t.is_leaf or not tensor_version(t) or grad_fn is None:
             continue
         if grad_fn is node:  # changed where autograd does not see it (under no_grad)
             name = n

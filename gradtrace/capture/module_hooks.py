@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from ..compat.torch import backward_hooks_of, compiling, never_compiled, node_key
 from ..model.records import BACKWARD_HOOK_NODE
-from ..torch_compat import backward_hooks_of, compiling, never_compiled
 from .recorder import Recorder
 
 
@@ -57,7 +57,7 @@ class ModuleHooks:
     def _note(self, node: Any, module: torch.nn.Module, hooks: list[Any]) -> None:
         held = self.on.get(id(node))
         self.on[id(node)] = (node, module, (*(held[2] if held else ()), *hooks))
-        self.recorder.hooked.add(id(node))  # its flow is always read, its passes kept
+        self.recorder.hooked.add(node_key(node))  # its flow is always read, its passes kept
 
     @never_compiled
     def _own(self, key: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from ..torch_compat import (
+from ..compat.cpython import remove_warning_filter
+from ..compat.torch import (
     GLOBAL_HOOKS_WARNING,
     NO_SEQUENCE,
     compiled_module,
@@ -63,9 +64,7 @@ class ModuleTracker:
         try:
             yield
         finally:
-            if quiet in warnings.filters:
-                warnings.filters.remove(quiet)  # type: ignore[attr-defined]
-                warnings._filters_mutated()  # type: ignore[attr-defined]
+            remove_warning_filter(quiet)
             after.remove()
             before.remove()
 

@@ -19,16 +19,19 @@ from typing import Any
 
 import torch
 
-from ..extract.build import RawCall
-from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
-from ..model.records import PassKind
-from ..torch_compat import (
+from ..compat.torch import (
+    NodeKey,
     compiled_region,
     compiling,
+    grad_changing_calls,
     inside_backward,
     never_compiled,
     next_sequence_number,
+    node_key,
 )
+from ..extract.build import RawCall
+from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
+from ..model.records import PassKind
 from .modules import made_since
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
@@ -61,12 +64,8 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     for owner in (torch.multiprocessing, spawn_module):
         patches.append((owner, "start_processes",
                         _spawn_noting(recorder, owner.start_processes)))
-    clip_module = importlib.import_module("torch.nn.utils.clip_grad")
-    settling = [(torch.amp.GradScaler, "unscale_"), (clip_module, "clip_grad_value_"),
-                (torch.nn.utils, "clip_grad_value_"), (clip_module, "_clip_grads_with_norm_"),
-                (torch.nn.utils, "clip_grads_with_norm_")]  # clip_grad_norm_ calls the last
     patches.extend((owner, name, _settling(recorder, getattr(owner, name)))
-                   for owner, name in settling)
+                   for owner, name in grad_changing_calls())
     patches.append((torch.amp.GradScaler, "scale",
                     _scale_noting(recorder, torch.amp.GradScaler.scale)))
     functional = importlib.import_module("torch.autograd.functional")
@@ -132,13 +131,14 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
 
     return wrapper
 
-def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  # type: ignore[type-arg]
-    func = original.__func__
+def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: ignore[type-arg]
+    """Function.apply, noting each call (original: the classmethod as Function's __dict__
+    holds it: a Python classmethod before torch 2.14, a C classmethod_descriptor since)."""
 
-    @functools.wraps(func)
+    @functools.wraps(original.__get__(None, torch.autograd.Function))
     @never_compiled
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
-        out = func(cls, *args, **kwargs)
+        out = original.__get__(None, cls)(*args, **kwargs)
         if compiling() or compiled_region(cls) or threading.current_thread() in LEFT_BEHIND:
             return out  # torch.compile's, not the code's Function; or no run's
         if not recorder.muted or recorder.first_in_check:
@@ -153,7 +153,7 @@ def _apply_wrapper(recorder: Recorder, original: classmethod) -> classmethod:  #
 
     return classmethod(apply)
 
-def _node_noting(into: set[int], original: Callable[..., Any]) -> Callable[..., Any]:
+def _node_noting(into: set[NodeKey], original: Callable[..., Any]) -> Callable[..., Any]:
     """Tensor.register_hook or Tensor.retain_grad, noting the node of a non-leaf tensor in
     into: a hook may change its gradient on its way (the flow capture never reads it off a
     neighbour), and a replay of its graph would run the hook or set its .grad."""
@@ -162,9 +162,9 @@ def _node_noting(into: set[int], original: Callable[..., Any]) -> Callable[..., 
     @never_compiled
     def noting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if tensor.grad_fn is not None and not compiling():
-            # its id, not the node: holding it would keep its graph (and what it saved)
-            # alive; a reused id only costs another node a hook
-            into.add(id(tensor.grad_fn))
+            # its key, not the node: holding it would keep its graph (and what it saved)
+            # alive; a key another node shares only costs that node a hook
+            into.add(node_key(tensor.grad_fn))
         return original(tensor, *args, **kwargs)
 
     return noting

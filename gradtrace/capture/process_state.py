@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..torch_compat import default_device_mode, mode_stack_depths, pop_modes_to
+from ..compat.torch import default_device_mode, mode_stack_depths, pop_modes_to
 from .scenario_thread import StopWindow
 from .target import Target
 

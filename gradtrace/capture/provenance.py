@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from ..compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 from ..model.records import Source
-from ..torch_compat import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 
 
 @contextlib.contextmanager

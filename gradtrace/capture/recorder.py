@@ -3,7 +3,6 @@ are in patches.py)."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -11,6 +10,17 @@ from typing import Any
 
 import torch
 
+from ..compat.cpython import caller_frame
+from ..compat.torch import (
+    NodeKey,
+    compiled_autograd_on,
+    error_kind,
+    inside_torch_func_transform,
+    next_sequence_number,
+    node_key,
+    sequence_number,
+    tensor_version,
+)
 from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.costs import RawCosts
 from ..extract.tensors import Named
@@ -25,13 +35,6 @@ from ..extract.walk import (
 )
 from ..gcpause import gc_paused
 from ..model.records import Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
-from ..torch_compat import (
-    compiled_autograd_on,
-    error_kind,
-    inside_torch_func_transform,
-    next_sequence_number,
-    sequence_number,
-)
 from .costs import CostRecorder, replay_call, replay_refusal
 from .flow import FlowCapture
 from .freed import FreedGraphs
@@ -74,7 +77,7 @@ class Recorder:
         self.second_order: SecondOrder | None = None
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
-        self.hooked: set[int] = set()  # ids of the nodes of tensors given a hook
+        self.hooked: set[NodeKey] = set()  # the nodes of tensors given a hook (node_key)
         # the inputs of torch.autograd.functional calls, while they live
         self.handed: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         # a node with a module's (non-full) backward hook -> what it sent before the hook
@@ -129,7 +132,7 @@ class Recorder:
                 raise PassLimit
             self.scenario_passes += 1
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
-        self.names.look(sys._getframe(1))
+        self.names.look(caller_frame())
         merged = self.names.merged()
         named = named_tensors(merged)
         self.names.remember(named, merged)
@@ -175,7 +178,7 @@ class Recorder:
         leaves = self.steps.leaves_of(named)
         untouched = self.steps.untouched(leaves)
         watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
-            | self.hooked
+            | self._hooked_in(nodes)
         record.compiled = compiled_autograd_on()
         # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
         unhookable = record.batched or record.compiled
@@ -222,7 +225,7 @@ class Recorder:
                 record.grad_changes = summarised(changed)
             else:  # most are a loop's steps, let go of at the next: summarised only if kept
                 record.pending_changes = [
-                    (b.name, b.summary, new, -1 if new is None else new._version)
+                    (b.name, b.summary, new, -1 if new is None else tensor_version(new))
                     for b, new in changed]
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
@@ -356,10 +359,17 @@ class Recorder:
         self.hooked.clear()
         self.unhooked.clear()
 
+    def _hooked_in(self, nodes: list[Any]) -> frozenset[int]:
+        """The ids of the nodes of this walk that have a hook of the code's (ids are stable
+        while the walk holds the nodes)."""
+        if not self.hooked:
+            return frozenset()
+        return frozenset(id(n) for n in nodes if node_key(n) in self.hooked)
+
     def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read
         anyway, when a named non-leaf was changed in place, or when the pass failed so."""
-        if not (force or self.options.saved or any(t._version and not t.is_leaf
+        if not (force or self.options.saved or any(tensor_version(t) and not t.is_leaf
                                                 for _, t in named)):
             return
         changed = changed_saved(nodes, saved_reader(self.saved_before))

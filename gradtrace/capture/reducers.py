@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from ..compat.torch import compiling, never_compiled
 from ..extract.tensors import Named
-from ..torch_compat import compiling, never_compiled
 
 # absent from builds without torch.distributed
 DDP: Any = getattr(torch.nn.parallel, "DistributedDataParallel", None)

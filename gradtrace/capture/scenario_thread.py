@@ -13,8 +13,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from ..compat.cpython import make_non_daemon
 from ..errors import Interrupted, ScenarioError
-from ..torch_compat import make_non_daemon
 from .where import running_at
 
 # Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
+from ..compat.torch import compiled_region_frames, is_compiled_region
 from ..errors import NoGraph, ScenarioError
 from ..extract.tensors import Named
 from ..findings.passes import pass_findings
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD, PASSES_CAPPED, SCENARIO_STOPPED
 from ..model.records import Finding, Source, Trace
-from ..torch_compat import compiled_region_frames, is_compiled_region
 from .cuts import Statements, pass_cuts, place_leaf_findings
 from .higher import second_derivatives
 from .module_hooks import ModuleHooks

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+from ..compat.cpython import thread_frame
 from .scenario_thread import MainThread, StopWindow
 
 
@@ -25,7 +25,7 @@ class Relayed:
         self._window = window
 
     def __call__(self, signum: int, frame: Any) -> None:
-        at = sys._current_frames().get(self._thread.ident or 0, frame)
+        at = thread_frame(self._thread) or frame
         try:
             self.handler(signum, at)
         except BaseException as exc:  # the scenario's to handle: it stops there, as in python

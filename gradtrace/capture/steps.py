@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from ..compat.torch import foreach_norms, never_compiled, tensor_version
 from ..extract.tensors import Named
 from ..model.records import LeafStep, Steps
-from ..torch_compat import foreach_norms, never_compiled
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -79,7 +79,7 @@ class StepLog:
         for name, t in leaves:
             g, end = t.grad, self._at_end.get(name)
             states.append(_state(g) if g is not None and end is not None and end[0]() is g
-                          and end[1] == g._version else None)
+                          and end[1] == tensor_version(g) else None)
         return states
 
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
@@ -101,7 +101,7 @@ class StepLog:
                 continue
             # the same tensor, added to: autograd accumulated into what the last pass left
             read.append((column, g, start is not None and start[0]() is g
-                         and g._version != start[1]))
+                         and tensor_version(g) != start[1]))
         for (column, _, kept), brief in zip(read, _briefs([g for _, g, _ in read]),
                                             strict=True):
             row[column] = None if brief is None else LeafStep(*brief, kept=kept)
@@ -141,11 +141,11 @@ def _fingerprint(t: torch.Tensor) -> Fingerprint:
         total = repr(float(d.sum(dtype=torch.float64)))
     except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
         total = None
-    return weakref.ref(t), t._version, total
+    return weakref.ref(t), tensor_version(t), total
 
 
 def _state(g: torch.Tensor) -> GradState:
-    return weakref.ref(g), g._version
+    return weakref.ref(g), tensor_version(g)
 
 
 def _loss(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None = None

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import builtins
-import concurrent.futures.thread
 import contextlib
 import inspect
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, NamedTuple
 
+from ..compat.cpython import idle_pool_worker
 from ..errors import ScenarioError
 from ..model.examples import PREFIX, is_example, resolve
 from ..model.labels import label_file
@@ -87,21 +87,6 @@ def run_module(code: CodeType, module: types.ModuleType) -> None:
                 thread.join(0.05)  # in slices: the time limit can stop this thread here
 
 
-# Python's exit shuts thread pools down before it waits for threads: their idle workers end.
-_POOL_QUEUES = getattr(concurrent.futures.thread, "_threads_queues", {})
-_POOL_WORKER = getattr(getattr(concurrent.futures.thread, "_worker", None), "__code__", None)
-
-
-def idle_pool_worker(thread: threading.Thread) -> bool:
-    """Whether thread is a concurrent.futures worker waiting for work with none queued (one
-    torch.compile's inductor started, say): `python` would have stopped it at exit, so it is
-    not waited for (left idle, as in any process that goes on)."""
-    queue = _POOL_QUEUES.get(thread)
-    frame = sys._current_frames().get(thread.ident or 0)
-    return queue is not None and queue.empty() and frame is not None \
-        and frame.f_code is _POOL_WORKER  # no work item's frame above it: between items
-
-
 def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[str, Any]]:
     """Call FUNC of the imported module with no arguments: its return value, and its locals
     as it returned."""
@@ -122,7 +107,7 @@ def call_function(target: Target, module: types.ModuleType) -> tuple[Any, dict[s
             "call it from a function that returns the tensor it yields, e.g. "
             "`def traced(): return next(gen())`, and name that one: FILE::traced")
     # here, not at the top: parse_target serves the CLI, which must not import torch
-    from ..torch_compat import never_compiled
+    from ..compat.torch import never_compiled
 
     code = plain.__code__  # type: ignore[attr-defined]
     seen: dict[str, Any] = {}

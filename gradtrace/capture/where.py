@@ -4,11 +4,10 @@ running thread is on, and an error the scenario raised told as its file, line an
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import traceback
-from typing import Any
 
+from ..compat.cpython import caller_frame, thread_frame
 from ..errors import ScenarioError
 
 
@@ -58,7 +57,7 @@ def quoted(lines: list[str], line: int | None) -> str:
 
 def running_line(path: str, lines: list[str]) -> tuple[int | None, str | None]:
     """The line of the file at path that this thread is running now, and its text."""
-    frame: Any = sys._getframe(1)
+    frame = caller_frame()
     while frame is not None and frame.f_code.co_filename != path:
         frame = frame.f_back
     if frame is None:
@@ -69,7 +68,7 @@ def running_line(path: str, lines: list[str]) -> tuple[int | None, str | None]:
 
 def running_at(thread: threading.Thread, path: str, lines: list[str]) -> str:
     """ "at s.py:12 `loss.backward()`": the scenario line a running thread is on."""
-    frame = sys._current_frames().get(thread.ident or -1)
+    frame = thread_frame(thread)
     line = None
     while frame is not None:  # innermost first: the first frame in the scenario's file
         if frame.f_code.co_filename == path:

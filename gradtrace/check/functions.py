@@ -22,12 +22,12 @@ from ..capture.scenario_thread import LEFT_BEHIND
 from ..capture.session import ScenarioStopped
 from ..capture.target import parse_target
 from ..capture.where import scenario_line
+from ..compat.torch import error_kind
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
 from ..model.labels import label_file
-from ..torch_compat import error_kind
 from .jacobian import (
     Block,
     as_tuple,

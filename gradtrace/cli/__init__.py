@@ -3,12 +3,12 @@
 torch is imported only when a command runs a scenario, so `--help` stays fast.
 """
 
-import atexit
 import os
 import signal
 import sys
 from typing import Any
 
+from ..compat.cpython import run_exit_handlers
 from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
 from .output import flush_streams
@@ -43,6 +43,6 @@ def _leave(status: int) -> None:
     """Exit without the interpreter's teardown, after atexit handlers and a flush: a scenario
     thread left running by a time limit is not waited for, and no thread still ending (its
     C++ thread-locals freed after Python let go of it) races the shutdown."""
-    atexit._run_exitfuncs()
+    run_exit_handlers()
     flush_streams()
     os._exit(status)

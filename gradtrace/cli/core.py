@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 import typer
 from rich.console import Console
 from rich.text import Text
-from typer._click.exceptions import NoSuchOption  # typer's own vendored Click (typer 0.29)
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._version import __version__
+from ..compat.typer import NO_SUCH_OPTION
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..render.escape import visible_console
 
@@ -76,12 +76,10 @@ def print_printed(printed: str, github: bool = False) -> None:
 PRINTED_LINES = 40  # a script's --help fits
 
 
-def print_torch_notes() -> None:
-    """An `info:` line on stderr for each private torch API this torch lacks (only when a
-    command needed torch: --help and saved traces never import it)."""
-    if "gradtrace.torch_compat" not in sys.modules:  # nothing read torch: nothing to say
-        return
-    from ..torch_compat import missing
+def print_compat_notes() -> None:
+    """An `info:` line on stderr for each private name this environment lacks (torch's are
+    probed only when a command needed torch: --help and saved traces never import it)."""
+    from ..compat import missing
 
     err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
     for line in missing():
@@ -131,7 +129,7 @@ class Command(TyperCommand):
         given = list(args)  # the parser consumes args
         try:
             return super().parse_args(ctx, args)
-        except NoSuchOption as exc:
+        except NO_SUCH_OPTION as exc:
             if any(p.name == SCRIPT_ARGS_NAME for p in self.params):
                 exc.message = script_args_hint(exc.option_name, ctx.info_name or "", given)
                 exc.possibilities = None
@@ -163,7 +161,7 @@ class BoundedGroup(TyperGroup):
             finally:  # output errors surface here, not in Python's flush at exit
                 if sys.stdout is not None:
                     sys.stdout.flush()
-                print_torch_notes()
+                print_compat_notes()
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # the CLI's own control flow: exit codes, usage errors
         except GradtraceError as exc:

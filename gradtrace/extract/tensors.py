@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from ..compat.torch import is_view_of
 from ..model.records import GradSummary, TensorInfo
 from .summary import summarize
 from .walk import NodeIds, dtype_name, node_type, readable_grad
@@ -39,7 +40,7 @@ def detached_sources(named: Named) -> dict[str, str]:
         key = _memory(t)
         found = None if key is None else in_graph.get(key)
         # A view of t (chunk, slicing) shares t's memory without cutting anything.
-        if found is not None and found[1]._base is not t:
+        if found is not None and not is_view_of(found[1], t):
             sources[name] = found[0]
     return sources
 

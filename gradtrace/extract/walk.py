@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..compat.torch import error_kind, is_function_node, saved_attributes
 from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
-from ..torch_compat import error_kind, is_function_node, saved_attributes
 
 # An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
 # Plain tuples, not named ones: the hot loop of a 1,000,000-node walk makes one per edge.
@@ -46,7 +46,11 @@ def indexed_walk(*root_groups: Iterable[Any]) -> tuple[list[Any], list[RawEdge],
         # The list is the queue: no recursion, no deque. A list iterator sees the items
         # appended while it runs, so this loop goes on until nothing new is found.
         for i, node in enumerate(islice(order, start, None), start):
-            for slot, (child, output_nr) in enumerate(node.next_functions):
+            try:
+                inputs = node.next_functions
+            except RuntimeError:  # a Function's node whose graph was freed: it holds none
+                continue
+            for slot, (child, output_nr) in enumerate(inputs):
                 if child is None:  # an input that needs no gradient: no edge, the slot counts
                     continue
                 j = find(child)

@@ -1,41 +1,27 @@
-"""Every private torch API gradtrace reads and every torch error text it recognises, in one
-place: each checked on torch 2.13 (the version tested), each with a fallback.
-
-A probe that a torch release no longer has costs the feature it serves, never the run: its
-fallback answers, and `missing()` says, in one line each, what is not shown.
-"""
+"""torch's private names gradtrace reads, and the torch error texts it recognises: each with
+the releases it was checked on (compat.TORCH_CHECKED unless said) and a fallback."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from typing import Any, Literal, TypeVar
 
 import torch
 
-CHECKED_ON = "2.13"
+from . import probe as _probe_of
+
 NO_SEQUENCE = 2**64 - 1  # the sequence number AccumulateGrad nodes report
 SAVED_PREFIX = "_saved_"  # built-in nodes show what they saved only as _saved_<name>
-
-_missing: dict[str, str] = {}  # probe -> what goes without it
+_TORCH = f"torch {torch.__version__}"
 
 
 def _probe(path: str, find: Callable[[], Any], without: str) -> Any:
-    """What find() returns, or None (noted in missing()) when this torch lacks path."""
-    try:
-        return find()
-    except AttributeError:
-        _missing[path] = without
-        return None
-
-
-def missing() -> list[str]:
-    """One line for each private torch API this torch lacks, and what goes without it."""
-    return [f"torch {torch.__version__} has no {path} (checked on {CHECKED_ON}): {without}"
-            for path, without in _missing.items()]
+    """What find() returns, or None (said by compat.missing()) when this torch lacks path."""
+    return _probe_of(_TORCH, path, find, without)
 
 
 # Autograd numbers nodes as it makes them; gradtrace tells which call, module and line made a
@@ -58,6 +44,18 @@ def _no_sequence(node: Any) -> int:
 sequence_number: Callable[[Any], int] = methodcaller("_sequence_nr") if _probe(
     "torch.autograd.graph.Node._sequence_nr", lambda: torch.autograd.graph.Node._sequence_nr,
     "modules and source lines of nodes are not shown") is not None else _no_sequence
+
+
+NodeKey = tuple[type, int]
+
+
+def node_key(node: Any) -> NodeKey:
+    """A key for node that outlives its Python object: on torch 2.11 and 2.12 a grad_fn's
+    object dies with its last reference and the next read makes another, at the same
+    address or another, so id() names no node for long. Nodes of one type made in other
+    threads may share a key (and all of one type without the probe): a set of keys can only
+    hold too many, never miss one."""
+    return type(node), sequence_number(node)
 
 
 _functorch_level = _probe(
@@ -89,6 +87,55 @@ def inside_backward() -> bool:
     """Whether this thread runs autograd's engine (a hook, a Function's backward): on any
     device thread, not only the one that called backward."""
     return _graph_task_id is not None and _graph_task_id() != -1
+
+
+# A tensor's version counter: bumped by every in-place change (a .grad zeroed or clipped in
+# place keeps its identity, not its version). Without it every read says "changed": a value
+# is then said unavailable, never shown stale.
+_version_of = _probe("torch.Tensor._version", lambda: (torch.ones(1)._version,
+                                                       attrgetter("_version"))[1],
+                     "a .grad changed in place is said unavailable more often")
+_fresh_versions = iter(range(-2, -(2**62), -1))
+
+
+def tensor_version(tensor: torch.Tensor) -> int:
+    """tensor's version counter (a fresh negative number each call without the probe)."""
+    if _version_of is None:
+        return next(_fresh_versions)
+    return _version_of(tensor)  # type: ignore[no-any-return]
+
+
+_base_of = _probe("torch.Tensor._base", lambda: (torch.ones(1)._base, attrgetter("_base"))[1],
+                  "any tensor sharing a named tensor's memory is taken for a view of it")
+
+
+def is_view_of(view: torch.Tensor, base: torch.Tensor) -> bool:
+    """Whether view was made from base (without the probe: whether they share storage)."""
+    if _base_of is None:
+        return view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    return _base_of(view) is base  # type: ignore[no-any-return]
+
+
+# clip_grad_norm_ clips through this private function, looked up where it is defined at every
+# call: replaced there, a call is seen however the script imported clip_grad_norm_.
+_clip_with_norm = _probe(
+    "torch.nn.utils.clip_grad._clip_grads_with_norm_",
+    lambda: importlib.import_module("torch.nn.utils.clip_grad")._clip_grads_with_norm_,
+    "clip_grad_norm_ is seen only when called as torch.nn.utils.clip_grad_norm_ (a clip "
+    "called otherwise may make its pass's .grad changes unavailable)")
+
+
+def grad_changing_calls() -> list[tuple[Any, str]]:
+    """(owner, name) of each torch call that changes .grad in place (a clip, an unscale),
+    to be replaced by one that first reads what backward wrote."""
+    clip = importlib.import_module("torch.nn.utils.clip_grad")
+    calls: list[tuple[Any, str]] = [(torch.amp.GradScaler, "unscale_"),
+                                    (clip, "clip_grad_value_"),
+                                    (torch.nn.utils, "clip_grad_value_"),
+                                    (torch.nn.utils, "clip_grads_with_norm_")]
+    if _clip_with_norm is not None:
+        return [*calls, (clip, "_clip_grads_with_norm_")]  # clip_grad_norm_ calls it
+    return [*calls, (clip, "clip_grad_norm_"), (torch.nn.utils, "clip_grad_norm_")]
 
 
 def is_function_node(node: Any) -> bool:
@@ -184,13 +231,6 @@ def pop_modes_to(depths: tuple[int, int]) -> None:
         dispatch_pop()
 
 
-def make_non_daemon(thread: threading.Thread) -> None:
-    """Threads a thread starts inherit its daemon flag; Python forbids setting it on a running
-    thread, so the private flag is set (CPython 3.10–3.13)."""
-    if hasattr(thread, "_daemonic"):
-        thread._daemonic = False
-
-
 # torch.compile. Dynamo rewrites the frames of Python functions called while a compiled
 # function runs (after a graph break too: a backward's hooks, a trace function), and inlines
 # the Python functions a traced call reaches (global module hooks, a patched Tensor.backward).
@@ -198,12 +238,33 @@ def make_non_daemon(thread: threading.Thread) -> None:
 # graph, or fail inside Dynamo and blame the scenario (issue 29).
 _Callable = TypeVar("_Callable", bound=Callable[..., Any])
 
-# Public since torch 2.3; true while Dynamo traces, and for the whole compile session (so
-# AOTAutograd's own torch.autograd.grad calls say so too). Dynamo folds it to True when it
-# inlines a function that asks: a traced call takes the branch plain torch would.
-compiling: Callable[[], bool] = _probe(
+# Public since torch 2.3; true while Dynamo traces, and on torch 2.13 and later for the whole
+# compile session. Dynamo folds it to True when it inlines a function that asks: a traced call
+# takes the branch plain torch would.
+_is_compiling: Callable[[], bool] = _probe(
     "torch.compiler.is_compiling", lambda: torch.compiler.is_compiling,
     "torch.compile may record its own tracing as passes") or (lambda: False)
+
+# On torch 2.11 and 2.12 is_compiling() is False while AOTAutograd traces the joint graph (its
+# own torch.autograd.grad call among it): what says so there is the fake-tensor or proxy mode
+# that tracing runs under (checked on 2.11–2.15).
+_tracing_modes = _probe(
+    "torch._C._get_dispatch_mode",
+    lambda: (torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.FAKE,
+             torch._C._TorchDispatchModeKey.PROXY),
+    "torch.compile's graph tracing on torch 2.11 and 2.12 may meet gradtrace's wrappers")
+
+
+def compiling() -> bool:
+    """Whether torch.compile is tracing or compiling on this thread: gradtrace's wrappers
+    and hooks then do only what torch would do without them."""
+    if _is_compiling():
+        return True
+    if _tracing_modes is None:
+        return False
+    get_mode, fake, proxy = _tracing_modes
+    return get_mode(fake) is not None or get_mode(proxy) is not None
+
 
 # A code object's frame action for Dynamo's frame evaluator: (SKIP, SKIP) runs the frame,
 # and every frame it calls, as plain Python, as torch.compiler.disable does, with no wrapper
