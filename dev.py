@@ -6,6 +6,12 @@
                            the slow tests it leaves out, as .ci/run does; -n 0 runs serially)
     python3 dev.py wheel   build gradtrace's wheel into dist/ (the bundled examples inside),
                            to install into your own environment: pip install dist/gradtrace-*.whl
+    python3 dev.py matrix  the oldest and the newest supported torch (2.11.0, 2.15.0), each in
+                           a cached venv of its own: install gradtrace's wheel there (torch
+                           must stay as it is), then run the tests marked `matrix` (extra args
+                           go to pytest). The venvs and pip's downloads are kept in
+                           GRADTRACE_MATRIX_CACHE (default ~/.cache/gradtrace/matrix): a CUDA
+                           build of torch is ~2 GB to download and ~5 GB installed, once
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.13 is already importable there (an unpinned torch would pull a multi-GB CUDA
@@ -20,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -28,6 +35,10 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 TORCH_PIN = "torch==2.13.0"
+# the oldest and the newest torch pyproject.toml admits: `dev.py matrix` tests each; the oldest
+# also gets the oldest Typer and rich pyproject admits, the newest today's
+MATRIX = {"2.11.0": ("typer==0.16.0", "rich==13.7.1"), "2.15.0": ("typer", "rich")}
+MATRIX_TOOLS = ("numpy", "graphviz", "pytest", "pytest-xdist", "hypothesis", "pyyaml")
 DEMO = "example:chain_rule"  # a bundled example (gradtrace/examples/chain_rule.py)
 SVG = "out/chain_rule.svg"
 
@@ -111,13 +122,78 @@ def build_wheel() -> int:
     return code
 
 
+def matrix_cache() -> Path:
+    return Path(os.environ.get("GRADTRACE_MATRIX_CACHE")
+                or Path.home() / ".cache" / "gradtrace" / "matrix")
+
+
+def matrix_venv(version: str, pins: tuple[str, ...]) -> Path:
+    """The cached venv of torch==version (made on first use): its python."""
+    folder = matrix_cache() / f"torch-{version}"
+    python = folder / ("Scripts" if os.name == "nt" else "bin") / "python"
+    wanted = " ".join([f"torch=={version}", *pins, *MATRIX_TOOLS])
+    stamp = folder / ".gradtrace-matrix"
+    if stamp.exists() and stamp.read_text() == wanted:
+        return python
+    say(f"making {folder} (torch {version}: a ~2 GB download the first time)")
+    venv.create(folder, with_pip=True, clear=True)
+    if run(python, "-m", "pip", "install", "-q", *wanted.split(), check=False) != 0:
+        raise SystemExit(f"[dev] could not install torch {version} into {folder}")
+    stamp.write_text(wanted)
+    return python
+
+
+def torch_version(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def matrix(pytest_args: list[str]) -> int:
+    """Each MATRIX torch: its venv, gradtrace's wheel installed (torch left as it is), the
+    tests marked `matrix`. Returns 0 when every torch passed."""
+    # the matrix's torch comes from the package index, whatever a local pip config caps or
+    # pins (this machine's caps torch below 2.15)
+    os.environ["PIP_CONFIG_FILE"] = os.devnull
+    os.environ.setdefault("PIP_CACHE_DIR", str(matrix_cache() / "pip"))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    failed = []
+    with tempfile.TemporaryDirectory() as wheels:
+        if run(*wheel_command(sys.executable, wheels), check=False) != 0:
+            return 1
+        shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' leftovers
+        (wheel,) = Path(wheels).glob("gradtrace-*.whl")
+        for version, pins in MATRIX.items():
+            python = matrix_venv(version, pins)
+            before = torch_version(python)
+            run(python, "-m", "pip", "uninstall", "-q", "-y", "gradtrace", check=False)
+            if run(python, "-m", "pip", "install", "-q", wheel, check=False) != 0:
+                failed.append(f"torch {version}: installing gradtrace's wheel failed")
+                continue
+            if torch_version(python) != before:
+                failed.append(f"torch {version}: installing gradtrace replaced torch "
+                              f"{before} with {torch_version(python)}")
+                continue
+            say(f"torch {before}: the tests marked matrix")
+            # -p no:cacheprovider: the checkout's .pytest_cache is the main suite's
+            code = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                       "-m", "matrix and not slow", *pytest_args, check=False)
+            if code != 0:
+                failed.append(f"torch {version}: tests failed")
+    for line in failed:
+        say(line)
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in ("demo", "test", "wheel"):
+    if task not in ("demo", "test", "wheel", "matrix"):
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
     if task == "wheel":
         return build_wheel()
+    if task == "matrix":
+        return matrix(argv[1:])
     setup()
     if task == "demo":
         code = run(BIN / "gradtrace", "show", DEMO, check=False)

@@ -21,6 +21,8 @@ import gradtrace.compat.typer  # noqa: F401  (each compat module declares its pr
 from gradtrace import compat
 from gradtrace.compat.torch import error_kind
 
+pytestmark = pytest.mark.matrix
+
 COMPAT = ROOT / "gradtrace" / "compat"
 # Private by their underscore, public by the documentation: namedtuple's API
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})

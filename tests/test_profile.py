@@ -214,6 +214,7 @@ def _grads(data: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("scenario", ["mlp_modules.py", "retain_grad.py",
                                       "profile/slow_function.py"])
+@pytest.mark.matrix
 def test_grads_passes_and_output_are_the_same_with_profile(scenario: str) -> None:
     plain = json.loads(shared_invoke("show", str(SCENARIOS / scenario), "--json").stdout)
     profiled = json.loads(shared_invoke("show", str(SCENARIOS / scenario), "--profile",
@@ -226,6 +227,7 @@ def test_grads_passes_and_output_are_the_same_with_profile(scenario: str) -> Non
     assert profiled["costs"]["nodes"]
 
 
+@pytest.mark.matrix
 def test_a_replayable_pass_is_replayed_and_a_retained_grad_is_not(tmp_path: Path) -> None:
     data = json.loads(shared_invoke("show", str(SCENARIOS / "mlp_modules.py"), "--profile",
                                     "--json").stdout)
@@ -248,6 +250,7 @@ def test_a_replayable_pass_is_replayed_and_a_retained_grad_is_not(tmp_path: Path
         retained["note"]
 
 
+@pytest.mark.matrix
 def test_hooks_run_once_per_pass_with_profile(tmp_path: Path) -> None:
     script = write_script(tmp_path, "import torch\n"
                           "calls = []\n"
@@ -277,6 +280,7 @@ print(round(loss.item(), 6))
 """
 
 
+@pytest.mark.matrix
 def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) -> None:
     script = write_script(tmp_path, LOOP)
     plain = json.loads(invoke("show", script, "--json").stdout)

@@ -47,6 +47,7 @@ def assert_same_norms(trace: dict[str, Any], expected: dict[str, float]) -> None
 
 @pytest.mark.parametrize("script", ["gpt_tiny.py", "checkpointed.py", "func_per_sample.py",
                                     "fused_conv_bn.py"])
+@pytest.mark.matrix
 def test_module_level_models_match_plain_pytorch(script: str, traced: Traced) -> None:
     expected = printed_norms(plain(script).stdout)
     assert_same_norms(traced(script), expected)
@@ -67,6 +68,7 @@ def test_an_argparse_script_gets_its_arguments(traced: Traced) -> None:
     assert len(traced("train_args.py", "--", "--epochs", "2")["passes"]) == 8
 
 
+@pytest.mark.matrix
 def test_a_training_loop_runs_to_its_end_unless_capped_with_passes(traced: Traced) -> None:
     full = traced("polynomial_loop.py")
     assert len(full["passes"]) == 1000 and len(full["steps"]["grads"]) == 1000
@@ -208,6 +210,7 @@ def assert_like_plain_python(script: str, trace: dict[str, Any], *args: str) -> 
     assert region["kind"] == "custom"
 
 
+@pytest.mark.matrix
 def test_a_compiled_model_is_traced_as_it_runs(traced: Traced) -> None:
     trace = traced("compiled_model.py")
     assert_like_plain_python("compiled_model.py", trace)
@@ -220,6 +223,7 @@ def test_a_compiled_model_is_traced_as_it_runs(traced: Traced) -> None:
     assert region["module"] == "model" and region["source"]["line"] == 28
 
 
+@pytest.mark.matrix
 def test_a_compiled_train_step_records_every_backward(traced: Traced) -> None:
     trace = traced("compile_tutorial.py")
     assert_like_plain_python("compile_tutorial.py", trace)
@@ -265,6 +269,7 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
     assert "gradtrace/" not in run.stderr
 
 
+@pytest.mark.matrix
 def test_compiled_autograd_runs_as_under_python_with_no_hook_of_gradtrace_s(
         traced: Traced) -> None:
     """Compiled autograd traces every hook of the backward graph: gradtrace's flow hooks broke
@@ -284,6 +289,7 @@ def test_compiled_autograd_runs_as_under_python_with_no_hook_of_gradtrace_s(
     assert finding["message"].startswith("4 pass(es) ran under compiled autograd, from pass 1")
 
 
+@pytest.mark.matrix
 def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:
     path = tmp_path / "bad.py"
     path.write_text("import torch\n"

@@ -9,6 +9,7 @@ import torch
 from helpers import SCENARIOS, grad, invoke, show_json, tensor
 
 approx = pytest.approx
+pytestmark = pytest.mark.matrix
 
 
 def changes(trace: dict, pass_index: int) -> dict:

@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._version import __version__
-from ..compat.typer import NO_SUCH_OPTION
+from ..compat.typer import CONTROL_FLOW, NO_SUCH_OPTION
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from ..render.escape import visible_console
 
@@ -162,7 +162,7 @@ class BoundedGroup(TyperGroup):
                 if sys.stdout is not None:
                     sys.stdout.flush()
                 print_compat_notes()
-        except (typer.Exit, typer.Abort, typer.TyperException):
+        except CONTROL_FLOW:
             raise  # the CLI's own control flow: exit codes, usage errors
         except GradtraceError as exc:
             if debugging(ctx):
