@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +33,30 @@ def code_files() -> list[Path]:
 UNDER_TORCHRUN = "distributed"
 DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz is installed by dev.py")
+
+
+# torch 2.11 and 2.12 crash (SIGSEGV in FakeTensorMode.__enter__) compiling in a thread once
+# another thread compiled and ended, under plain python too; gradtrace runs each scenario in
+# a thread of its own, so a second compiled run in one process needs torch 2.13 or later.
+COMPILE_CRASH = torch.__version__ < "2.13"
+compiles_once_per_process = pytest.mark.skipif(
+    COMPILE_CRASH, reason="torch < 2.13 crashes compiling in a second thread (plain too); "
+    "tests/test_every_torch.py runs the compiled steps in processes of their own")
+
+
+# A line torch's logging writes to stderr (torch._logging's format: level, date, time, pid,
+# file): gradtrace shows both of a script's streams, in the order written, as what it printed
+TORCH_LOG_LINE = re.compile(r"^[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ torch/")
+
+
+def printed_without_torch_logs(printed: str, plain_stderr: str) -> str:
+    """What a script printed under gradtrace, without torch's log lines, asserting each of
+    those was logged under plain python too (where it went to stderr)."""
+    logs = [line for line in printed.splitlines() if TORCH_LOG_LINE.match(line)]
+    plain_logs = [line for line in plain_stderr.splitlines() if TORCH_LOG_LINE.match(line)]
+    assert len(logs) <= len(plain_logs), logs
+    return "".join(line + "\n" for line in printed.splitlines()
+                   if not TORCH_LOG_LINE.match(line))
 
 
 def write_script(folder: Path, text: str, name: str = "s.py") -> Path:

@@ -246,7 +246,7 @@ def test_without_click_s_no_such_option_an_unknown_option_is_still_a_usage_error
     env = {**os.environ, "GRADTRACE_WITHOUT": "NoSuchOption"}
     done = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), "--lr",
                            "1"], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 2 and "No such option: --lr" in done.stderr
+    assert done.returncode == 2 and "No such option" in done.stderr and "--lr" in done.stderr
     assert "Traceback" not in done.stderr and "after `--`" not in done.stderr
 
 

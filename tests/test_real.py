@@ -12,7 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import SCENARIOS, as_read, invoke, tensor
+from helpers import (
+    SCENARIOS,
+    as_read,
+    compiles_once_per_process,
+    invoke,
+    printed_without_torch_logs,
+    tensor,
+)
 from plain_python import run_plain
 
 REAL = SCENARIOS / "real"
@@ -197,11 +204,7 @@ def assert_like_plain_python(script: str, trace: dict[str, Any], *args: str) -> 
     assert len(trace["passes"]) == COMPILED[script]
     assert {p["kind"] for p in trace["passes"]} == {"backward"}  # no AOTAutograd grad calls
     assert all(p["error"] is None for p in trace["passes"])
-    assert trace["stdout"].splitlines()[:len(run.stdout.splitlines())] \
-        == run.stdout.splitlines()
-    extra = trace["stdout"].splitlines()[len(run.stdout.splitlines()):]
-    assert all("Profiler record function" in line for line in extra), extra  # plain's stderr
-    assert "Profiler record function" in run.stderr or not extra
+    assert printed_without_torch_logs(trace["stdout"], run.stderr) == run.stdout
     for word in ("gradtrace", "Warning", "Traceback", "graph break"):
         assert word not in trace["stdout"], word
     assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]
@@ -211,6 +214,7 @@ def assert_like_plain_python(script: str, trace: dict[str, Any], *args: str) -> 
 
 
 @pytest.mark.matrix
+@compiles_once_per_process
 def test_a_compiled_model_is_traced_as_it_runs(traced: Traced) -> None:
     trace = traced("compiled_model.py")
     assert_like_plain_python("compiled_model.py", trace)
@@ -224,6 +228,7 @@ def test_a_compiled_model_is_traced_as_it_runs(traced: Traced) -> None:
 
 
 @pytest.mark.matrix
+@compiles_once_per_process
 def test_a_compiled_train_step_records_every_backward(traced: Traced) -> None:
     trace = traced("compile_tutorial.py")
     assert_like_plain_python("compile_tutorial.py", trace)
@@ -270,6 +275,7 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
 
 
 @pytest.mark.matrix
+@compiles_once_per_process
 def test_compiled_autograd_runs_as_under_python_with_no_hook_of_gradtrace_s(
         traced: Traced) -> None:
     """Compiled autograd traces every hook of the backward graph: gradtrace's flow hooks broke
@@ -290,6 +296,7 @@ def test_compiled_autograd_runs_as_under_python_with_no_hook_of_gradtrace_s(
 
 
 @pytest.mark.matrix
+@compiles_once_per_process
 def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path: Any) -> None:
     path = tmp_path / "bad.py"
     path.write_text("import torch\n"

@@ -383,7 +383,9 @@ def _profiled(run: Callable[[], Any], index: dict[int, int], cuda: bool,
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with _quiet_fd2():
-        with profile(activities=activities, profile_memory=True) as prof:
+        # acc_events: one cycle each either way; without it torch 2.11 and 2.12 warn (once,
+        # into the script's output) that events are cleared at the end of each cycle
+        with profile(activities=activities, profile_memory=True, acc_events=True) as prof:
             wall = _wall(run, cuda)
         events = list(prof.events())
     return _sample(events, index, wall, cuda, hooks_on)
