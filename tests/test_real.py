@@ -315,6 +315,25 @@ def test_an_error_inside_compiled_code_blames_the_script_not_gradtrace(tmp_path:
     assert "gradtrace/" not in result.stderr and "bug in gradtrace" not in result.stderr
 
 
+@pytest.mark.matrix
+@compiles_once_per_process
+def test_a_compile_failure_that_gradtrace_caused_is_said_to_be_gradtrace_s(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on torch 2.11 and 2.12, whose is_compiling() is False while AOTAutograd traces:
+    the pass wrapper touched real Parameters under FakeTensorMode and the compile failed.
+    That is gradtrace's fault, said so with its own file and line, never "fix the scenario"."""
+    from gradtrace.capture import patches
+
+    monkeypatch.setattr(patches, "compiling", lambda: False)
+    result = invoke("show", REAL / "compile_tutorial.py")
+    assert result.exit_code == 2
+    assert "gradtrace failed while running this line (in its own gradtrace/capture/" \
+        in result.stderr
+    assert "BackendCompilerFailed" in result.stderr and "train_opt(model, inp)" in result.stderr
+    assert "bug in gradtrace, not in your script" in result.stderr
+    assert "fix the scenario" not in result.stderr
+
+
 def test_module_backward_hooks_are_marked_with_what_they_changed(traced: Traced) -> None:
     printed = json.loads(plain("guided_backprop.py").stdout.splitlines()[-1])
     trace = traced("guided_backprop.py")

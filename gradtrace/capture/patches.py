@@ -36,6 +36,7 @@ from .modules import made_since
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
 from .scenario_thread import LEFT_BEHIND, StopWindow
+from .where import forwards
 
 
 @contextlib.contextmanager
@@ -98,6 +99,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if recorder.recording == threading.get_ident() or inside_backward() \
                 or recorder.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
@@ -119,6 +121,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         recording = None if ours is not None else sys.gettrace()  # a debugger's stays on
         backward = ours if ours is not None and create else recording
 
+        @forwards
         def call() -> Any:
             with window.released(), tracer_set(backward):
                 return original(*args, **kwargs)
@@ -137,6 +140,7 @@ def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: i
 
     @functools.wraps(original.__get__(None, torch.autograd.Function))
     @never_compiled
+    @forwards
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         out = original.__get__(None, cls)(*args, **kwargs)
         if compiling() or compiled_region(cls) or threading.current_thread() in LEFT_BEHIND:
@@ -160,6 +164,7 @@ def _node_noting(into: set[NodeKey], original: Callable[..., Any]) -> Callable[.
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def noting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if tensor.grad_fn is not None and not compiling():
             # its key, not the node: holding it would keep its graph (and what it saved)
@@ -176,6 +181,7 @@ def _settling(recorder: Recorder, original: Callable[..., Any]) -> Callable[...,
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def settling(*args: Any, **kwargs: Any) -> Any:
         if not compiling():
             recorder.settle()
@@ -189,6 +195,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling():
@@ -207,6 +214,7 @@ def _spawn_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     their work runs in them, where nothing records it."""
 
     @functools.wraps(original)
+    @forwards
     def spawning(fn: Any, args: Any = (), nprocs: int = 1, *rest: Any, **kwargs: Any) -> Any:
         line, code = recorder.caller_line()
         at = "a line outside the script" if line is None else f"line {line} `{code}`"
@@ -222,6 +230,7 @@ def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def handed(func: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         for t in (inputs,) if isinstance(inputs, torch.Tensor) else inputs:
             if isinstance(t, torch.Tensor):
@@ -235,6 +244,7 @@ def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def checkpoint(*args: Any, **kwargs: Any) -> Any:
         if compiling():
             return original(*args, **kwargs)
@@ -251,6 +261,7 @@ def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Ca
 
     @functools.wraps(original)
     @never_compiled
+    @forwards
     def checking(*args: Any, **kwargs: Any) -> Any:
         if compiling():
             return original(*args, **kwargs)

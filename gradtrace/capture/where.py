@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from collections.abc import Callable
+from types import CodeType
+from typing import Any, TypeVar
 
 from ..compat.cpython import caller_frame, thread_frame
 from ..errors import ScenarioError
@@ -21,6 +24,15 @@ def scenario_line(path: str, exc: BaseException) -> int | None:
 
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gradtrace package
+_FORWARDERS: set[CodeType] = set()
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def forwards(function: _Function) -> _Function:
+    """Mark a wrapper of gradtrace's that hands the script's call on to torch: an exception
+    torch raises under it is the script's (a second backward through a freed graph, say)."""
+    _FORWARDERS.add(function.__code__)
+    return function
 
 
 def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioError:
@@ -29,19 +41,42 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     gradtrace's (plain `python` would not fail)."""
     line = scenario_line(path, exc)
     where, shown = located(path, line), quoted(lines, line)
-    frames = list(traceback.walk_tb(exc.__traceback__))
-    # torch.compile tells where in Python it failed as text ("from user code: File …")
-    if frames and os.path.abspath(frames[-1][0].f_code.co_filename).startswith(_OURS + os.sep) \
-            or f'"{_OURS}{os.sep}' in str(exc):
+    ours = ours_below_the_scenario(path, exc)
+    if ours is not None:
         return ScenarioError(
-            f"{where}: gradtrace failed while running this line: "
+            f"{where}: gradtrace failed while running this line (in its own {ours}): "
             f"{type(exc).__name__}: {exc}{shown}",
-            "this is a bug in gradtrace, not in your script: please report it; "
-            "--debug shows the traceback", line)
+            f"this is a bug in gradtrace, not in your script (`python {path}` runs it): "
+            "please report it; --debug shows the traceback", line)
     return ScenarioError(
         f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
         "gradtrace stopped the script there, as python would have: fix the scenario; "
         f"`python {path}` shows the full traceback", line)
+
+
+def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:
+    """"gradtrace/capture/steps.py:97" when the innermost of gradtrace's frames below the
+    scenario's last one, as exc (or an exception it came from: torch.compile wraps what
+    failed while it compiled) was raised, is gradtrace's own work, not a wrapper handing the
+    script's call on to torch (forwards); None when the script's own code failed."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        frames = list(traceback.walk_tb(error.__traceback__))
+        last = max((i for i, (f, _) in enumerate(frames) if f.f_code.co_filename == path),
+                   default=-1)
+        ours = [(f, n) for f, n in frames[last + 1:]
+                if os.path.abspath(f.f_code.co_filename).startswith(_OURS + os.sep)]
+        if ours and ours[-1][0].f_code not in _FORWARDERS:
+            frame, lineno = ours[-1]
+            file = os.path.abspath(frame.f_code.co_filename)
+            return f"{os.path.relpath(file, os.path.dirname(_OURS))}:{lineno}"
+        # torch.compile tells where in Python it failed as text ("from user code: File …")
+        if f'"{_OURS}{os.sep}' in str(error):
+            return "code"
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def located(path: str, line: int | None) -> str:
