@@ -58,6 +58,9 @@ def foreign_private_names(tree: ast.AST, own: set[str]) -> list[tuple[int, str]]
     """(line, name) of each private name of another package the code touches: an attribute
     it reads, a module it imports, a string naming an attribute (getattr, hasattr)."""
     found: list[tuple[int, str]] = []
+    # the names the module binds: a TypeVar's name is no attribute of another package's
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr) \
                 and node.attr not in own and node.attr not in NAMEDTUPLE_API:
@@ -71,7 +74,7 @@ def foreign_private_names(tree: ast.AST, own: set[str]) -> list[tuple[int, str]]
             found.extend((node.lineno, a.name) for a in node.names if _private(a.name))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and node.value.isidentifier() and _private(node.value) \
-                and node.value not in own | NOT_NAMES | NAMEDTUPLE_API:
+                and node.value not in own | assigned | NOT_NAMES | NAMEDTUPLE_API:
             found.append((node.lineno, node.value))
     return found
 
@@ -158,15 +161,8 @@ import torch
 from torch.nn.utils import clip_grad_norm_
 
 class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
+    forward = staticmethod(lambda ctx, x: (ctx.save_for_backward(x), x * x)[1])
+    backward = staticmethod(lambda ctx, g: 2 * ctx.saved_tensors[0] * g)
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
