@@ -46,7 +46,7 @@ compiles_once_per_process = pytest.mark.skipif(
 
 # A line torch's logging writes to stderr (torch._logging's format: level, date, time, pid,
 # file): gradtrace shows both of a script's streams, in the order written, as what it printed
-TORCH_LOG_LINE = re.compile(r"^[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ torch/")
+TORCH_LOG_LINE = re.compile(r"^[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/")
 
 
 def printed_without_torch_logs(printed: str, plain_stderr: str) -> str:

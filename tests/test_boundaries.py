@@ -63,9 +63,10 @@ def test_readme_names_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
     assert ci_steps()[0] == "python3 dev.py test"
 
 
-def test_ci_runs_the_slow_tests_then_ruff_and_mypy_in_steps_of_their_own() -> None:
-    """Not in `python3 dev.py test` (mypy alone took 16 s of it): .ci/run runs them after."""
-    assert ci_steps()[1:] == ["python3 dev.py test -m slow",
+def test_ci_runs_the_slow_tests_the_matrix_then_ruff_and_mypy_in_steps_of_their_own() -> None:
+    """Not in `python3 dev.py test` (mypy alone took 16 s of it): .ci/run runs them after,
+    and the torch version matrix between."""
+    assert ci_steps()[1:] == ["python3 dev.py test -m slow", "python3 dev.py matrix",
                               ".venv/bin/python -m ruff check .",
                               ".venv/bin/python -m mypy gradtrace"]
     assert "-m 'not slow'" in (ROOT / "pyproject.toml").read_text()  # the default leaves them
