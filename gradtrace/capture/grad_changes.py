@@ -1,5 +1,6 @@
-"""Which named .grad a pass changed, from what to what: read before and after it, summarised
-when the pass is kept (a loop's let-go-of steps never are)."""
+"""Which named .grad a pass changed, from what to what: summarised on the tensors' device
+as the pass starts and ends (so later in-place changes of .grad cannot reach the numbers),
+read when the pass's detail is shown."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ from typing import NamedTuple
 import torch
 
 from ..compat.torch import tensor_version
-from ..extract.build import RawPass
-from ..extract.summary import summarize_all
+from ..extract.summary import Pending, read_summaries, summaries_now
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad
-from ..model.records import GradChange, GradSummary
+from ..model.records import GradChange
 
 
 class GradBefore(NamedTuple):
@@ -22,42 +22,37 @@ class GradBefore(NamedTuple):
     tensor: torch.Tensor
     grad: torch.Tensor | None
     version: int | None
-    summary: GradSummary | None
+    summary: Pending | None
+
+
+# A .grad change not read yet: the name, its summaries before and after (None: no .grad)
+PendingChange = tuple[str, Pending | None, Pending | None]
 
 
 def grads_before(named: Named) -> list[GradBefore]:
-    """Each named tensor's .grad as a pass starts, summarised in one go."""
+    """Each named tensor's .grad as a pass starts, summarised (not read) in one go."""
     grads = [(name, t, readable_grad(t)) for name, t in named]
-    held = iter(summarize_all([g for _, _, g in grads if g is not None]))
+    held = iter(summaries_now([g for _, _, g in grads if g is not None]))
     return [GradBefore(name, t, g, None if g is None else tensor_version(g),
                        None if g is None else next(held)) for name, t, g in grads]
 
 
-def changed_grads(before: list[GradBefore]) -> list[tuple[GradBefore, torch.Tensor | None]]:
-    """The named tensors whose .grad the pass changed, and their .grad now."""
+def changed_grads(before: list[GradBefore]) -> list[PendingChange]:
+    """The named tensors whose .grad the pass changed, with their .grad now summarised
+    (not read): called as the pass ends, before the code's next line runs."""
     changed = []
     for b in before:
         new = readable_grad(b.tensor)
         if not (new is b.grad and (new is None or tensor_version(new) == b.version)):
             changed.append((b, new))
-    return changed
+    after = iter(summaries_now([new for _, new in changed if new is not None]))
+    return [(b.name, b.summary, None if new is None else next(after)) for b, new in changed]
 
 
-def summarised(changed: list[tuple[GradBefore, torch.Tensor | None]]) -> list[GradChange]:
-    """The .grad changes, from what to what."""
-    after = iter(summarize_all([new for _, new in changed if new is not None]))
-    return [GradChange(b.name, b.summary, None if new is None else next(after))
-            for b, new in changed]
-
-
-def pending_summarised(p: RawPass) -> list[GradChange]:
-    """A pass's pending .grad changes summarised now; a .grad changed in place since (a
-    zero_grad(set_to_none=False)) is said to be so, not read as if it were the pass's."""
-    unchanged = [g for _, _, g, version in p.pending_changes
-                 if g is not None and tensor_version(g) == version]
-    after = iter(summarize_all(unchanged))
-    return [GradChange(name, before, None if g is None else next(after)
-                       if tensor_version(g) == version else GradSummary(
-                           tuple(g.shape), float("nan"), None, None, True, None,
-                           "values unavailable (changed in place after the pass)"))
-            for name, before, g, version in p.pending_changes]
+def read_changes(changes: list[PendingChange]) -> list[GradChange]:
+    """The .grad changes, from what to what, read in one go."""
+    pending = [s for _, before, after in changes for s in (before, after) if s is not None]
+    read = iter(read_summaries(pending))
+    return [GradChange(name, None if before is None else next(read),
+                       None if after is None else next(read))
+            for name, before, after in changes]

@@ -23,7 +23,6 @@ from ..compat.torch import (
     NodeKey,
     compiled_region,
     compiling,
-    grad_changing_calls,
     inside_backward,
     never_compiled,
     next_sequence_number,
@@ -65,8 +64,6 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     for owner in (torch.multiprocessing, spawn_module):
         patches.append((owner, "start_processes",
                         _spawn_noting(recorder, owner.start_processes)))
-    patches.extend((owner, name, _settling(recorder, getattr(owner, name)))
-                   for owner, name in grad_changing_calls())
     patches.append((torch.amp.GradScaler, "scale",
                     _scale_noting(recorder, torch.amp.GradScaler.scale)))
     functional = importlib.import_module("torch.autograd.functional")
@@ -173,21 +170,6 @@ def _node_noting(into: set[NodeKey], original: Callable[..., Any]) -> Callable[.
         return original(tensor, *args, **kwargs)
 
     return noting
-
-
-def _settling(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A call that changes .grad in place (a clip, an unscale), after the pending .grad
-    changes of the passes before it are summarised."""
-
-    @functools.wraps(original)
-    @never_compiled
-    @forwards
-    def settling(*args: Any, **kwargs: Any) -> Any:
-        if not compiling():
-            recorder.settle()
-        return original(*args, **kwargs)
-
-    return settling
 
 
 def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,6 +23,7 @@ from ..compat.torch import (
 )
 from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.costs import RawCosts
+from ..extract.summary import read_summaries
 from ..extract.tensors import Named
 from ..extract.walk import (
     SavedCache,
@@ -38,7 +39,7 @@ from ..model.records import Finding, GradSummary, PassBy, PassKind, SecondOrder,
 from .costs import CostRecorder, replay_call, replay_refusal
 from .flow import FlowCapture
 from .freed import FreedGraphs
-from .grad_changes import changed_grads, grads_before, pending_summarised, summarised
+from .grad_changes import changed_grads, grads_before, read_changes
 from .higher import second_derivatives
 from .inplace import changed_saved, inplace_finding
 from .names import ScenarioNames
@@ -150,8 +151,10 @@ class Recorder:
             if self.options.graph_pass == len(self.passes) + 1:
                 self.asked_roots = here
         before = grads_before(named)
-        if self.grad_before is None:
-            self.grad_before = {b.name: b.summary for b in before}
+        if self.grad_before is None:  # the first pass's: read once
+            read = iter(read_summaries([b.summary for b in before if b.summary is not None]))
+            self.grad_before = {b.name: None if b.summary is None else next(read)
+                                for b in before}
         if self.options.derivative_order == 2 and self.second_order is None and roots:
             # of the root asked for (--root), once it exists; else of this pass's first root
             asked = self.options.roots[0] if self.options.roots else None
@@ -217,16 +220,14 @@ class Recorder:
             changed = changed_grads(before)
             # inside torch.func transforms the root is a batched wrapper: no loss read
             self.steps.add(leaves, untouched, () if record.batched else roots,
-                           {b.name for b, _ in changed})
+                           {name for name, _, _ in changed})
             record.keep = len(self.passes) == 1 or record.error is not None \
                 or self._asked_for(len(self.passes)) or bool(self.hooked) \
                 or not all(s is None or s.finite for s in self.steps.rows[-1])
             if record.keep:
-                record.grad_changes = summarised(changed)
-            else:  # most are a loop's steps, let go of at the next: summarised only if kept
-                record.pending_changes = [
-                    (b.name, b.summary, new, -1 if new is None else tensor_version(new))
-                    for b, new in changed]
+                record.grad_changes = read_changes(changed)
+            else:  # most are a loop's steps, let go of at the next: read only if shown
+                record.pending_changes = changed
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, len(self.passes), line, code, root_nodes)
             if self.last_walk is not None:
@@ -283,12 +284,11 @@ class Recorder:
         previous.pending_changes = []
         previous.thinned = True
 
-    def settle(self) -> None:
-        """Summarise the pending .grad changes now: the code is about to change .grad in
-        place (a clip, GradScaler.unscale_), and a pass shows what its backward wrote."""
+    def _read_pending(self) -> None:
+        """Read the .grad changes of each graph's latest pass, summarised as it ended."""
         for p in self._latest_of.values():  # only a graph's latest pass can be pending
             if p.pending_changes:
-                p.grad_changes, p.pending_changes = pending_summarised(p), []
+                p.grad_changes, p.pending_changes = read_changes(p.pending_changes), []
 
     def graph_passes(self) -> list[RawPass]:
         """The passes whose graphs the trace shows: by default the latest pass over each
@@ -309,7 +309,7 @@ class Recorder:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
-        self.settle()
+        self._read_pending()
         return build_trace(
             scenario=scenario, named=named, earlier=earlier, outputs=outputs,
             root_reason=reason,

@@ -3,7 +3,6 @@ the releases it was checked on (compat.TORCH_CHECKED unless said) and a fallback
 
 from __future__ import annotations
 
-import importlib
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -114,28 +113,6 @@ def is_view_of(view: torch.Tensor, base: torch.Tensor) -> bool:
     if _base_of is None:
         return view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
     return _base_of(view) is base  # type: ignore[no-any-return]
-
-
-# clip_grad_norm_ clips through this private function, looked up where it is defined at every
-# call: replaced there, a call is seen however the script imported clip_grad_norm_.
-_clip_with_norm = _probe(
-    "torch.nn.utils.clip_grad._clip_grads_with_norm_",
-    lambda: importlib.import_module("torch.nn.utils.clip_grad")._clip_grads_with_norm_,
-    "clip_grad_norm_ is seen only when called as torch.nn.utils.clip_grad_norm_ (a clip "
-    "called otherwise may make its pass's .grad changes unavailable)")
-
-
-def grad_changing_calls() -> list[tuple[Any, str]]:
-    """(owner, name) of each torch call that changes .grad in place (a clip, an unscale),
-    to be replaced by one that first reads what backward wrote."""
-    clip = importlib.import_module("torch.nn.utils.clip_grad")
-    calls: list[tuple[Any, str]] = [(torch.amp.GradScaler, "unscale_"),
-                                    (clip, "clip_grad_value_"),
-                                    (torch.nn.utils, "clip_grad_value_"),
-                                    (torch.nn.utils, "clip_grads_with_norm_")]
-    if _clip_with_norm is not None:
-        return [*calls, (clip, "_clip_grads_with_norm_")]  # clip_grad_norm_ calls it
-    return [*calls, (clip, "clip_grad_norm_"), (torch.nn.utils, "clip_grad_norm_")]
 
 
 def is_function_node(node: Any) -> bool:

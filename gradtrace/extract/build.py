@@ -85,9 +85,8 @@ class RawPass:
     nodes: list[Any] = field(default_factory=list)  # its graph, held while its detail is kept
     thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)
     keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
-    # .grad changes not summarised yet: (name, before, the new .grad or None, its version)
-    pending_changes: list[tuple[str, GradSummary | None, Any, int]] = \
-        field(default_factory=list)
+    # .grad changes summarised as the pass ended, not read yet: (name, before, after)
+    pending_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
 
 
 @dataclass

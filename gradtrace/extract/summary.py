@@ -27,16 +27,19 @@ class StatsTable:
 
     FLUSH = 16 * 3
 
-    def __init__(self) -> None:
+    def __init__(self, flush: int | None = FLUSH) -> None:
+        """flush: how many pending tensors are copied out at once (None: all, when a row is
+        first read: a pass's .grads summarised as it ends, read later in one go)."""
         self._pending: list[torch.Tensor] = []
         self._floats: list[float] = []
+        self._flush_at = flush
 
     def add(self, square: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> int:
         """Keep one gradient's statistics; returns its row."""
         pending = self._pending
         pending += (square, lo, hi)
         row = (len(self._floats) + len(pending)) // 3 - 1
-        if len(pending) == self.FLUSH:
+        if len(pending) == self._flush_at:
             self._flush()
         return row
 
@@ -192,18 +195,39 @@ def summarize(t: torch.Tensor) -> GradSummary:
     return summary
 
 
-def summarize_all(tensors: Sequence[torch.Tensor]) -> list[GradSummary]:
-    """summarize() of each tensor, their statistics read in one go (a pass's .grads)."""
-    table = StatsTable()
-    raws: list[RawStats | GradSummary] = []
+# A summary as a pass ends: statistics computed where the tensor lives, not read yet
+Pending = RawStats | GradSummary
+
+
+def summaries_now(tensors: Sequence[torch.Tensor]) -> list[Pending]:
+    """Each tensor's statistics computed now, on its device, and not read (no sync): what
+    the code does to the tensors afterwards (zero_(), a clip, an optimizer step) cannot
+    reach them. read_summaries() reads them, all of one table in one go."""
+    table = StatsTable(flush=None)
+    pending: list[Pending] = []
     for t in tensors:
         try:
-            raws.append(grad_stats(t, table))
+            pending.append(grad_stats(t, table))
         except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash
-            raws.append(unavailable(t, exc))
-    made = iter(to_summaries([r for r in raws if isinstance(r, RawStats)]))
-    return [r if isinstance(r, GradSummary) else next(made) or unavailable(t, ValueError())
-            for r, t in zip(raws, tensors, strict=True)]
+            pending.append(unavailable(t, exc))
+    return pending
+
+
+def read_summaries(pending: Sequence[Pending]) -> list[GradSummary]:
+    """The GradSummaries of summaries_now() results."""
+    made = iter(to_summaries([p for p in pending if isinstance(p, RawStats)]))
+    return [p if isinstance(p, GradSummary) else next(made) or _unreadable(p)
+            for p in pending]
+
+
+def _unreadable(raw: RawStats) -> GradSummary:
+    return GradSummary(raw.shape, float("nan"), None, None, True, None,
+                       "values unavailable (ValueError)")
+
+
+def summarize_all(tensors: Sequence[torch.Tensor]) -> list[GradSummary]:
+    """summarize() of each tensor, their statistics read in one go (a pass's .grads)."""
+    return read_summaries(summaries_now(tensors))
 
 
 def unavailable(t: torch.Tensor, exc: Exception) -> GradSummary:
