@@ -7,6 +7,7 @@ import argparse
 from collections import namedtuple
 from typing import Any
 
+import pytest
 import torch
 
 from gradtrace.capture.names import ScenarioNames
@@ -83,13 +84,13 @@ def test_names_are_stable_across_passes_and_outlive_a_rebinding() -> None:
     names.namespace["short"] = [w]  # a shorter path appears: w keeps its name
     merged = names.merged()
     assert merged["net.params[0]"] is w and "short[0]" not in merged
-    names.remember([("net.params[0]", w)], merged)
+    names.remember([("net.params[0]", w)], merged, 7)
     names.namespace.clear()
     names.namespace["net"] = Holder(params=[v])  # bound again
     merged = names.merged()
     assert merged["net.params[0]"] is v
     earlier, _ = names.earlier([("net.params[0]", v)], merged)
-    assert earlier == [("net.params[0]", w)]
+    assert earlier == [("net.params[0]@7", w)]  # the name the pass at line 7 gave it
     del earlier, w  # names hold nothing alive
     assert names.earlier([("net.params[0]", v)], merged) == ([], [])
 
@@ -106,3 +107,89 @@ def test_a_plain_name_for_a_module_s_parameter_is_no_second_tensor() -> None:
     assert names == ["model.weight", "model.bias", "x"]
     assert [n for n, _ in named_tensors({"p": p, "model": model})] == ["model.weight",
                                                                        "model.bias"]
+
+
+# Public tutorials' shapes: a name bound twice (the PyTorch blitz's `x`), a whole model built
+# twice (the torch.compile tutorial's), a leaf in a list updated by a loop variable (d2l's
+# linear regression from scratch). Every name in the trace names one tensor; the plain name
+# is what python binds to it at the end; the numbers are plain python's.
+REBOUND = """import torch
+x = torch.ones(2, 2, requires_grad=True)
+out = (3 * (x + 2) ** 2).mean()
+out.backward()
+x = torch.randn(3, requires_grad=True)
+y = x * 2
+y.backward(torch.tensor([0.1, 1.0, 0.0001]))
+print(x.grad.tolist())
+"""
+BUILT_TWICE = """import torch
+torch.manual_seed(0)
+data = torch.randn(4, 3)
+model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+model(data).sum().backward()
+model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+(model(data) ** 2).sum().backward()
+print(model[0].weight.grad.norm().item())
+"""
+IN_A_LIST = """import torch
+torch.manual_seed(0)
+params = [torch.randn(3, requires_grad=True), torch.zeros(1, requires_grad=True)]
+X = torch.randn(8, 3)
+for epoch in range(3):
+    loss = ((X @ params[0] + params[1]) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            p -= 0.1 * p.grad
+            p.grad.zero_()
+"""
+
+
+def _trace_of(tmp_path: Any, text: str) -> dict[str, Any]:
+    from helpers import as_read, invoke, write_script
+
+    result = invoke("show", write_script(tmp_path, text), "--json")
+    assert result.exit_code == 0, result.stderr
+    return as_read(result.stdout)
+
+
+def _names(trace: dict[str, Any]) -> list[str]:
+    names = [t["name"] for t in trace["tensors"]]
+    assert len(names) == len(set(names)), names  # every name names one tensor
+    return names
+
+
+def test_a_name_bound_twice_names_the_last_tensor_and_the_first_by_its_pass_line(
+        tmp_path: Any) -> None:
+    trace = _trace_of(tmp_path, REBOUND)
+    names = _names(trace)
+    assert "x" in names and "x@4" in names  # the x the backward at line 4 saw
+    rows = {t["name"]: t for t in trace["tensors"]}
+    table = trace["gradients"]
+
+    def values(name: str) -> Any:
+        grad = rows[name]["grad"]
+        return (table[grad] if isinstance(grad, int) else grad)["values"]
+
+    assert values("x") == pytest.approx([0.2, 2.0, 0.0002])  # as python printed
+    assert values("x@4") == [[4.5, 4.5], [4.5, 4.5]]
+    assert trace["stdout"] == "[0.20000000298023224, 2.0, 0.00019999999494757503]\n"
+
+
+def test_a_model_built_twice_gives_its_plain_names_to_the_last_one(tmp_path: Any) -> None:
+    trace = _trace_of(tmp_path, BUILT_TWICE)
+    names = _names(trace)
+    assert {"model.0.weight", "model.0.bias", "model.0.weight@5", "model.0.bias@5"} \
+        <= set(names)
+    rows = {t["name"]: t for t in trace["tensors"]}
+    grad = rows["model.0.weight"]["grad"]
+    norm = (trace["gradients"][grad] if isinstance(grad, int) else grad)["norm"]
+    assert norm == pytest.approx(float(trace["stdout"]), rel=1e-6)  # python's model.0.weight
+
+
+def test_a_leaf_in_a_list_is_named_by_its_place_not_by_the_loop_variable(
+        tmp_path: Any) -> None:
+    trace = _trace_of(tmp_path, IN_A_LIST)
+    names = _names(trace)
+    assert "params[0]" in names and "params[1]" in names and "p" not in names
+    assert trace["steps"]["leaves"] == ["params[0]", "params[1]"]

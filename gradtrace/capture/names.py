@@ -4,6 +4,7 @@ and paths through the containers they hold (reach.py)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import weakref
@@ -22,6 +23,27 @@ _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, s
 def _installed(path: str) -> bool:
     """Whether path is in Python's installation or an installed package's folder."""
     return path.startswith(_INSTALLED) or "site-packages" in path
+
+def loop_targets(path: str | None) -> frozenset[str]:
+    """The names a script's module-level `for` statements bind (its loop variables): a
+    tensor under one is named by the container it came from (params[1], not p)."""
+    try:
+        with open(path or "", encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:  # module-level statements, into if/while/with/try/for bodies, not defs
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(names)
+
 
 # a name given once, and the object it named (weakly: naming never keeps an object alive)
 Given = dict[int, tuple[str, "weakref.ref[Any]"]]
@@ -63,6 +85,8 @@ class ScenarioNames:
         self._paths: Given = {}  # objects named through containers: each keeps its path
         self._leaves: Given = {}  # leaves named while passes ran: kept after a rebinding
         self._modules: Given = {}  # modules named while passes ran, likewise
+        self._named_at: dict[int, int | None] = {}  # id -> the line of the pass that named it
+        self._loop_names = loop_targets(path)
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package below it
@@ -112,21 +136,28 @@ class ScenarioNames:
         """Globals, then the locals seen so far under names the globals do not use, then
         the leaves and modules found inside their containers (an object keeps the path it
         was first found by, while it lives: names are stable across passes)."""
-        merged = dict(self.namespace)
+        loops = self._loop_names
+        merged = {n: v for n, v in self.namespace.items() if n not in loops}
         for name, value in self._seen.items():
             merged.setdefault(name, value)
         roots = [(n, v) for n, v in merged.items() if not n.startswith("__") and _nameable(v)]
         roots.sort(key=lambda root: root[0].rpartition(".")[2] == "self")  # `self.` last
         for path, value in reached(roots):
             merged.setdefault(_give(self._paths, path, value), value)
+        # a loop variable names what no other name or container path reaches
+        held = {id(v) for v in merged.values()}
+        for name in loops & self.namespace.keys():
+            value = self.namespace[name]
+            if id(value) not in held:
+                merged.setdefault(name, value)
         return merged
 
-    def remember(self, named: Named, merged: dict[str, Any]) -> None:
-        """Note the names a pass gave its leaves and modules: a name the code binds again
-        later still names, in that pass's graph, what it named then."""
+    def remember(self, named: Named, merged: dict[str, Any], line: int | None) -> None:
+        """Note the names a pass (at line) gave its leaves and modules: a name the code binds
+        again later still names, in that pass's graph, what it named then."""
         for name, t in named:
             if t.is_leaf and t.requires_grad:
-                _give(self._leaves, name, t)
+                self._note(self._leaves, name, t, line)
         for name, value in merged.items():
             if isinstance(value, torch.nn.Module) and not name.startswith("__"):
                 held = self._modules.get(id(value))
@@ -134,11 +165,37 @@ class ScenarioNames:
                     for sub, module in value.named_modules():
                         _give(self._modules, f"{name}.{sub}" if sub else name, module)
 
+    def _note(self, given: Given, name: str, value: Any, line: int | None) -> None:
+        """_give(), noting the line of the pass that first named value."""
+        held = given.get(id(value))
+        if held is None or held[1]() is not value:
+            self._named_at[id(value)] = line
+        _give(given, name, value)
+
     def earlier(self, named: Named, merged: dict[str, Any]) -> tuple[Named, list[tuple[str, Any]]]:
         """The leaves and modules named while passes ran that named and merged no longer
-        name (their names were bound again), under the names they had, while they live."""
-        return (_alive(self._leaves, {id(t) for _, t in named}),
+        name (their names were bound again), while they live, under the names they had; a
+        leaf's as NAME@LINE (the line of the pass that named it) where NAME now names another
+        tensor. (A module keeps its path: it labels nodes, and names no row.)"""
+        return (self._apart(_alive(self._leaves, {id(t) for _, t in named}),
+                            {n for n, _ in named}),
                 _alive(self._modules, {id(v) for v in merged.values()}))
+
+    def _apart(self, pairs: list[tuple[str, Any]], taken: set[str]) -> list[tuple[str, Any]]:
+        """pairs, each name that is taken (or given to one before it) made NAME@LINE, then
+        NAME@LINE#2 …: every name in the trace names one object."""
+        out = []
+        for name, value in pairs:
+            if name in taken:
+                line = self._named_at.get(id(value))
+                base = f"{name}@{line if line is not None else '?'}"
+                name, k = base, 1
+                while name in taken:
+                    k += 1
+                    name = f"{base}#{k}"
+            taken.add(name)
+            out.append((name, value))
+        return out
 
     def narrow(self, keep: Callable[[str, Any], bool]) -> None:
         """Forget the names whose (name, object) keep rejects."""
@@ -156,3 +213,4 @@ class ScenarioNames:
             del self.namespace[name]
         for given in (self._paths, self._leaves, self._modules):
             given.clear()
+        self._named_at.clear()

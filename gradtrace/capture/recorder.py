@@ -136,7 +136,7 @@ class Recorder:
         self.names.look(caller_frame())
         merged = self.names.merged()
         named = named_tensors(merged)
-        self.names.remember(named, merged)
+        self.names.remember(named, merged, line)
         root_names = names_of(roots, named)
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage: such
         # a pass is no step of a loop over an eager graph of the same ops, and its roots (the
