@@ -6,6 +6,11 @@ gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps), eac
 machine hits all three), and its best time counts; ratios are against the plain script of the
 same run. The design's goal for recording every pass of a loop is 1.3× the plain script.
 
+--in-loop times the loop itself instead, in steady state: a 1,000-step MLP (64 wide, AdamW,
+clip_grad_norm_, a cosine learning rate) that times its steps after 50 warm-up steps with
+time.perf_counter and prints the seconds, under `python` and under `gradtrace show`; torch's
+import and gradtrace's start and report are left out (whole processes dilute the loop's cost).
+
 --profile instead runs `gradtrace show SCENARIO --passes all` in this process under cProfile
 (every thread: the scenario runs in one of its own) and prints the 25 gradtrace functions with
 the largest cumulative time, then the largest self time. gradtrace's line log is a
@@ -17,7 +22,8 @@ Tiny models on a shared 2-core machine run far slower with two OpenMP threads th
 gradtrace's cost: every command runs with OMP_NUM_THREADS=1 unless --threads says otherwise.
 
     PYTHONPATH=. .venv/bin/python bench/loop_overhead.py [--repeat N] [--threads N]
-                                                         [--profile] [--scenario FILE]
+                                                         [--in-loop] [--profile]
+                                                         [--scenario FILE]
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import json
 import os
 import pstats
 import runpy
+import subprocess
 import sys
 import tempfile
 import threading
@@ -73,6 +81,55 @@ def table(scenario: Path, repeat: int) -> None:
     print(f"(best of {repeat}; peak RSS over plain: "
           f"{max(r[2] for r in runs['show --passes all']) - plain_mib:.0f} MiB; "
           f"JSON {json_bytes / 1024:.0f} KiB)")
+
+
+# The issue-39 loop: it times its own steps after WARM of them, and prints the seconds last.
+TIMED_LOOP = """import time
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                      nn.Linear(64, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 1000)
+x = torch.randn(4096, 64)
+y = x[:, :8].sum(dim=1, keepdim=True).sin()
+WARM = 50
+for step in range(1000):
+    if step == WARM:
+        start = time.perf_counter()
+    batch = torch.randint(0, len(x), (64,))
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(model(x[batch]), y[batch])
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+print(time.perf_counter() - start)
+"""
+
+
+def in_loop(repeat: int) -> None:
+    """The loop's own steady-state time under python and under gradtrace show, best of
+    repeat runs taken in turn."""
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "timed_loop.py"
+        script.write_text(TIMED_LOOP)
+        plain: list[float] = []
+        shown: list[float] = []
+        for _ in range(repeat):
+            out = subprocess.run([sys.executable, str(script)], capture_output=True,
+                                 text=True, check=True).stdout
+            plain.append(float(out.split()[-1]))
+            trace = json.loads(subprocess.run(
+                [sys.executable, "-m", "gradtrace", "show", str(script), "--json"],
+                capture_output=True, text=True, check=True).stdout)
+            shown.append(float(trace["stdout"].split()[-1]))
+    ratio = min(shown) / min(plain)
+    print(f"in-loop, 950 steps after 50 warm-up (best of {repeat}): python {min(plain):.2f} s, "
+          f"show {min(shown):.2f} s: {ratio:.2f}× ({(min(shown) - min(plain)) / 950 * 1e3:.2f} "
+          f"ms a step of gradtrace's own); goal ≤ {BUDGET}×: "
+          f"{'ok' if ratio <= BUDGET else 'over'}")
 
 
 @contextlib.contextmanager
@@ -137,6 +194,8 @@ def main() -> None:
                         help="run each command this many times in turn and keep the best")
     parser.add_argument("--threads", type=int, default=1,
                         help="OMP_NUM_THREADS for every run (default 1: see the docstring)")
+    parser.add_argument("--in-loop", action="store_true",
+                        help="time the loop itself in steady state instead (see above)")
     parser.add_argument("--profile", action="store_true",
                         help="profile show --passes all in this process instead")
     parser.add_argument("--scenario", type=Path, default=SCENARIO)
@@ -145,7 +204,9 @@ def main() -> None:
     scenario = args.scenario.resolve()
     print(f"{scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT) else scenario}"
           f"  ·  OMP_NUM_THREADS={args.threads}")
-    if args.profile:
+    if args.in_loop:
+        in_loop(args.repeat)
+    elif args.profile:
         profile(scenario, args.threads)
     else:
         table(scenario, args.repeat)
