@@ -177,7 +177,7 @@ def matrix(pytest_args: list[str]) -> int:
             say(f"torch {before}: the tests marked matrix")
             # -p no:cacheprovider: the checkout's .pytest_cache is the main suite's
             code = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                       "-m", "matrix and not slow", *pytest_args, check=False)
+                       "-m", "matrix", *pytest_args, check=False)
             if code != 0:
                 failed.append(f"torch {version}: tests failed")
     for line in failed:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import as_read, shared_invoke
+from helpers import EVERY_FEATURE, as_read, shared_invoke, show_without, trace_numbers, write_script
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,3 +51,14 @@ def shared_check(shared_run: Callable[..., Any]) -> Callable[..., tuple[int, dic
         return result.exit_code, json.loads(result.stdout)
 
     return check
+
+
+@pytest.fixture(scope="session")
+def every_feature(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """helpers.EVERY_FEATURE as a file, and its numbers with every compat probe there (the
+    compat tests force fallbacks and compare)."""
+    script = write_script(tmp_path_factory.mktemp("compat"), EVERY_FEATURE)
+    trace, stderr = show_without(script)
+    assert "info:" not in stderr  # every probe is there on this torch
+    assert trace["stdout"].startswith("hook calls 3 ")
+    return script, trace_numbers(trace)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -210,3 +213,57 @@ def module_from(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# One script that reaches every probe's feature: modules and their lines (sequence numbers),
+# a custom Function, a hook on a non-leaf, a clip imported by name, .grad zeroed in place, a
+# view of a leaf, a thread, warnings, a loop of steps.
+EVERY_FEATURE = """import threading
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+class Square(torch.autograd.Function):
+    forward = staticmethod(lambda ctx, x: (ctx.save_for_backward(x), x * x)[1])
+    backward = staticmethod(lambda ctx, g: 2 * ctx.saved_tensors[0] * g)
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.randn(16, 4)
+calls = []
+w = torch.ones(4, requires_grad=True)
+head = w[:2]
+for step in range(3):
+    opt.zero_grad()
+    hidden = model[0](data * w)
+    hidden.register_hook(lambda g: calls.append(1))
+    out = model[2](model[1](hidden))
+    loss = Square.apply(out).mean()
+    loss.backward()
+    clip_grad_norm_(model.parameters(), 0.5)
+    opt.step()
+    w.grad.zero_()
+worker = threading.Thread(target=lambda: None)
+worker.start()
+worker.join()
+print("hook calls", len(calls), round(loss.item(), 6))
+"""
+
+
+def show_without(script: Path, without: str = "", *more: str) -> tuple[dict[str, Any], str]:
+    """`gradtrace show script --json` in a process of its own with GRADTRACE_WITHOUT set:
+    the trace, and stderr."""
+    env = {**os.environ, "GRADTRACE_WITHOUT": without}
+    done = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), "--json",
+                           *more], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def trace_numbers(trace: dict[str, Any]) -> dict[str, Any]:
+    """What must not change: each tensor's .grad, the script's output, the steps' statistics
+    and each pass's .grad changes."""
+    return {"grads": {t["name"]: t["grad"] for t in trace["tensors"]},
+            "stdout": trace["stdout"], "steps": trace.get("steps"),
+            "changes": [p.get("grad_changes") for p in trace["passes"]]}

@@ -4,7 +4,6 @@ that costs a feature, never the run or a number, and says so in one line."""
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import ROOT, SCENARIOS, code_files, invoke, write_script
+from helpers import ROOT, SCENARIOS, code_files, invoke, show_without, trace_numbers, write_script
 
 import gradtrace.compat.cpython
 import gradtrace.compat.torch
@@ -153,87 +152,14 @@ def test_the_cli_prints_each_missing_probe_as_one_info_line(
         in result.stderr
 
 
-# One script that reaches every probe's feature: modules and their lines (sequence numbers),
-# a custom Function, a hook on a non-leaf, a clip imported by name, .grad zeroed in place, a
-# view of a leaf, a thread, warnings, a loop of steps.
-EVERY_FEATURE = """import threading
-import torch
-from torch.nn.utils import clip_grad_norm_
-
-class Square(torch.autograd.Function):
-    forward = staticmethod(lambda ctx, x: (ctx.save_for_backward(x), x * x)[1])
-    backward = staticmethod(lambda ctx, g: 2 * ctx.saved_tensors[0] * g)
-
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-data = torch.randn(16, 4)
-calls = []
-w = torch.ones(4, requires_grad=True)
-head = w[:2]
-for step in range(3):
-    opt.zero_grad()
-    hidden = model[0](data * w)
-    hidden.register_hook(lambda g: calls.append(1))
-    out = model[2](model[1](hidden))
-    loss = Square.apply(out).mean()
-    loss.backward()
-    clip_grad_norm_(model.parameters(), 0.5)
-    opt.step()
-    w.grad.zero_()
-worker = threading.Thread(target=lambda: None)
-worker.start()
-worker.join()
-print("hook calls", len(calls), round(loss.item(), 6))
-"""
-
-
-def _show(script: Path, without: str = "", *more: str) -> tuple[dict[str, Any], str]:
-    """`gradtrace show script --json` in a process of its own with GRADTRACE_WITHOUT set:
-    the trace, and stderr."""
-    env = {**os.environ, "GRADTRACE_WITHOUT": without}
-    done = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), "--json",
-                           *more], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout), done.stderr
-
-
-def _numbers(trace: dict[str, Any]) -> dict[str, Any]:
-    """What must not change: each tensor's .grad, the script's output, the steps' statistics
-    and each pass's .grad changes."""
-    return {"grads": {t["name"]: t["grad"] for t in trace["tensors"]},
-            "stdout": trace["stdout"], "steps": trace.get("steps"),
-            "changes": [p.get("grad_changes") for p in trace["passes"]]}
-
-
-@pytest.fixture(scope="module")
-def every_feature(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    script = write_script(tmp_path_factory.mktemp("compat"), EVERY_FEATURE)
-    trace, stderr = _show(script)
-    assert "info:" not in stderr  # every probe is there on this torch
-    assert trace["stdout"].startswith("hook calls 3 ")
-    return script, _numbers(trace)
-
-
 def test_every_fallback_at_once_keeps_every_number(
         every_feature: tuple[Path, dict[str, Any]]) -> None:
     script, numbers = every_feature
     probes = compat.declared()
-    trace, stderr = _show(script, ",".join(probes))
-    assert _numbers(trace) == numbers
+    trace, stderr = show_without(script, ",".join(probes))
+    assert trace_numbers(trace) == numbers
     for path in probes:
         assert f" has no {path} (checked on " in stderr, path
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", compat.declared())
-def test_each_fallback_alone_keeps_every_number(
-        every_feature: tuple[Path, dict[str, Any]], path: str) -> None:
-    script, numbers = every_feature
-    trace, stderr = _show(script, path)
-    assert _numbers(trace) == numbers
-    assert stderr.count("info: ") == 1 and f" has no {path} (checked on " in stderr
 
 
 def test_without_click_s_no_such_option_an_unknown_option_is_still_a_usage_error(

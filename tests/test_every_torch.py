@@ -130,6 +130,7 @@ y = Twice.apply(x).sum()
     assert result.exit_code == 1 and "Twice" in result.stdout
 
 
+@pytest.mark.slow  # a process each, compiling: the quick tier compiles in-process (test_real)
 @pytest.mark.parametrize(("script", "passes", "names"), [
     ("compile_tutorial.py", 4, {}), ("compiled_model.py", 3, {}),
     ("compiled_autograd.py", 4, {"hook.xh": "xh"}),  # the norms it prints, by its own names
@@ -154,8 +155,9 @@ def test_show_of_compiled_code_matches_plain_pytorch(script: str, passes: int,
     assert not [f for f in trace["findings"] if f["severity"] == "error"]
 
 
-@pytest.mark.parametrize("target", ["example:retain_grad", "example:tensor_hook", "LOOP",
-                                    "example:real/compile_tutorial"])
+@pytest.mark.parametrize("target", [
+    "example:retain_grad", "example:tensor_hook", "LOOP",
+    pytest.param("example:real/compile_tutorial", marks=pytest.mark.slow)])
 def test_profile_changes_no_number(target: str,
                                    loop: tuple[Path, list[dict[str, float]], str]) -> None:
     """--profile replays a pass only where nothing the script sees can change: each .grad,
