@@ -24,6 +24,7 @@ def _installed(path: str) -> bool:
     """Whether path is in Python's installation or an installed package's folder."""
     return path.startswith(_INSTALLED) or "site-packages" in path
 
+
 def loop_targets(path: str | None) -> frozenset[str]:
     """The names a script's module-level `for` statements bind (its loop variables): a
     tensor under one is named by the container it came from (params[1], not p)."""
@@ -136,18 +137,19 @@ class ScenarioNames:
         """Globals, then the locals seen so far under names the globals do not use, then
         the leaves and modules found inside their containers (an object keeps the path it
         was first found by, while it lives: names are stable across passes)."""
-        loops = self._loop_names
-        merged = {n: v for n, v in self.namespace.items() if n not in loops}
+        # a module-level loop variable (params[1] under `for p in params`) comes last
+        loops = [(n, v) for n, v in self.namespace.items() if n in self._loop_names]
+        merged = {n: v for n, v in self.namespace.items() if n not in self._loop_names}
         for name, value in self._seen.items():
             merged.setdefault(name, value)
         roots = [(n, v) for n, v in merged.items() if not n.startswith("__") and _nameable(v)]
         roots.sort(key=lambda root: root[0].rpartition(".")[2] == "self")  # `self.` last
+        # a loop variable's container (a batch dict) still names what it holds
+        roots += [(n, v) for n, v in loops if container(v)]
         for path, value in reached(roots):
             merged.setdefault(_give(self._paths, path, value), value)
-        # a loop variable names what no other name or container path reaches
         held = {id(v) for v in merged.values()}
-        for name in loops & self.namespace.keys():
-            value = self.namespace[name]
+        for name, value in loops:  # it names what no other name or path reaches
             if id(value) not in held:
                 merged.setdefault(name, value)
         return merged
