@@ -4,8 +4,6 @@ tests: `python3 dev.py matrix` runs this file on the oldest and the newest suppo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ from helpers import (
     TORCH_LOG_LINE,
     invoke,
     printed_without_torch_logs,
+    show_without,
     tensor,
     write_script,
 )
@@ -50,14 +49,11 @@ print("hook calls", len(calls))
 def _show(*args: str | Path, own_process: bool = False) -> dict[str, Any]:
     """The trace `gradtrace show ARGS --json` prints; own_process: run in a python of its own
     (a compiled scenario: helpers.COMPILE_CRASH)."""
-    if not own_process:
-        result = invoke("show", *args, "--json")
-        assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)
-    done = subprocess.run([sys.executable, "-m", "gradtrace", "show", *map(str, args),
-                           "--json"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    if own_process:
+        return show_without(args[0], "", *map(str, args[1:]))[0]
+    result = invoke("show", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def without_logs(printed: str) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import as_read, invoke, write_script
+from helpers import invoke, show_json, write_script
 from plain_python import run_plain
 
 pytestmark = pytest.mark.matrix
@@ -98,9 +98,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                           SNAPSHOT + PATTERNS[request.param] + END)
     plain = run_plain(script)
     assert plain.returncode == 0, plain.stderr
-    result = invoke("show", script, "--json")
-    assert result.exit_code == 0, result.stderr
-    trace = as_read(result.stdout)
+    trace = show_json(script)
     assert trace["stdout"] == plain.stdout  # the script saw what it sees under python
     return json.loads(plain.stdout.splitlines()[-1]), trace
 

@@ -146,11 +146,9 @@ for epoch in range(3):
 
 
 def _trace_of(tmp_path: Any, text: str) -> dict[str, Any]:
-    from helpers import as_read, invoke, write_script
+    from helpers import show_json, write_script
 
-    result = invoke("show", write_script(tmp_path, text), "--json")
-    assert result.exit_code == 0, result.stderr
-    return as_read(result.stdout)
+    return show_json(write_script(tmp_path, text))
 
 
 def _names(trace: dict[str, Any]) -> list[str]:

@@ -216,18 +216,12 @@ def summaries_now(tensors: Sequence[torch.Tensor]) -> list[Pending]:
 def read_summaries(pending: Sequence[Pending]) -> list[GradSummary]:
     """The GradSummaries of summaries_now() results."""
     made = iter(to_summaries([p for p in pending if isinstance(p, RawStats)]))
-    return [p if isinstance(p, GradSummary) else next(made) or _unreadable(p)
-            for p in pending]
-
-
-def _unreadable(raw: RawStats) -> GradSummary:
-    return GradSummary(raw.shape, float("nan"), None, None, True, None,
-                       "values unavailable (ValueError)")
-
-
-def summarize_all(tensors: Sequence[torch.Tensor]) -> list[GradSummary]:
-    """summarize() of each tensor, their statistics read in one go (a pass's .grads)."""
-    return read_summaries(summaries_now(tensors))
+    read = []
+    for p in pending:
+        summary = p if isinstance(p, GradSummary) else next(made)
+        assert summary is not None  # to_summaries gives one for each RawStats
+        read.append(summary)
+    return read
 
 
 def unavailable(t: torch.Tensor, exc: Exception) -> GradSummary:
