@@ -103,17 +103,38 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return json.loads(plain.stdout.splitlines()[-1]), trace
 
 
-def test_every_pass_s_light_statistics_are_what_backward_wrote(
-        ran: tuple[list[dict[str, list[float]]], dict[str, Any]]) -> None:
-    seen, trace = ran
-    steps = trace["steps"]
-    assert len(steps["grads"]) == len(seen) == 4
+def _assert_rows_are(seen: list[dict[str, list[float]]], steps: dict[str, Any]) -> None:
+    """Each pass's row of light statistics holds what plain python saw after that pass."""
+    assert len(steps["grads"]) == len(seen)
     for number, (row, after) in enumerate(zip(steps["grads"], seen, strict=True), 1):
         for short, values in after.items():
             norm, top, finite, _ = row[steps["leaves"].index(NAMES[short])]
             assert norm == pytest.approx(_norm(values), rel=1e-6), (number, short)
             assert top == pytest.approx(max(map(abs, values)), rel=1e-6), (number, short)
             assert finite
+
+
+def test_every_pass_s_light_statistics_are_what_backward_wrote(
+        ran: tuple[list[dict[str, list[float]]], dict[str, Any]]) -> None:
+    seen, trace = ran
+    assert len(seen) == 4
+    _assert_rows_are(seen, trace["steps"])
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_a_long_loop_s_light_passes_are_what_backward_wrote(name: str, tmp_path: Path) -> None:
+    """Past the passes recorded in detail, a loop's passes are light (statistics made on
+    the device as each ends, read in batches): each is still what python saw after it."""
+    script = write_script(tmp_path, SNAPSHOT + PATTERNS[name].replace("range(4)", "range(150)")
+                          + END)
+    plain = run_plain(script)
+    assert plain.returncode == 0, plain.stderr
+    trace = show_json(script)
+    assert trace["stdout"] == plain.stdout
+    # in detail: the first pass (kept) and the last of those planned in detail (pass 100)
+    assert [i for i, p in enumerate(trace["passes"], 1) if not p.get("light")] == [1, 100]
+    _assert_rows_are(json.loads(plain.stdout.splitlines()[-1]), trace["steps"])
+    assert "unavailable" not in json.dumps(trace)
 
 
 def test_each_shown_pass_s_grad_changes_are_what_backward_wrote(

@@ -88,9 +88,8 @@ def test_shared_raw_stats_are_summarised_once() -> None:
     assert a is b and none is None
 
 
-def test_stats_table_flushes_mixed_dtypes() -> None:
-    table = StatsTable()
-    table.FLUSH = 9  # three gradients a flush: float32 and float64 together
+def test_stats_table_stacks_mixed_dtypes() -> None:
+    table = StatsTable(stack=9)  # three gradients a stack: float32 and float64 together
     tensors = [LAYOUTS[name] for name in ("contiguous", "transposed", "float64", "int",
                                           "strided slice", "complex", "float16", "float64")]
     together = to_summaries([grad_stats(t, table) for t in tensors])

@@ -36,9 +36,9 @@ class ModuleHooks:
 
     @never_compiled  # as the module tracker's: torch.compile must not trace gradtrace
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if compiling():
-            return
         full, old = backward_hooks_of(module)
+        if not (full or old) or compiling():
+            return
         if full:  # its tensor args are already the BackwardHookFunction's outputs
             node = next((t.grad_fn for t in args if isinstance(t, torch.Tensor)
                          and t.grad_fn is not None

@@ -51,22 +51,35 @@ class ModuleTracker:
     def __init__(self) -> None:
         self.owner: dict[int, tuple[Any, torch.nn.Module]] = {}  # id(node) -> (node, module)
         self._starts: list[int] = []
+        self._handles: list[Any] = []  # the global hooks, while they are registered
+        self._tracking = False
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[None]:
-        hooks = torch.nn.modules.module
-        before = hooks.register_module_forward_pre_hook(self._pre)
-        after = hooks.register_module_forward_hook(self._post)
         # torch.compile(module) warns at every call while global hooks exist: these are
         # gradtrace's, and the script's output is to be what `python` prints
         warnings.filterwarnings("ignore", re.escape(GLOBAL_HOOKS_WARNING), UserWarning)
         quiet = warnings.filters[0]
+        self._tracking = True
+        self.follow(True)
         try:
             yield
         finally:
+            self._tracking = False
+            self.follow(False)
             remove_warning_filter(quiet)
-            after.remove()
-            before.remove()
+
+    def follow(self, on: bool) -> None:
+        """Track modules from now on, or not until told (a loop's light steps: nn.Module
+        calls take their slow path while any global hook exists)."""
+        if on and self._tracking and not self._handles:
+            hooks = torch.nn.modules.module
+            self._handles = [hooks.register_module_forward_pre_hook(self._pre),
+                             hooks.register_module_forward_hook(self._post)]
+        elif not on and self._handles:
+            for handle in reversed(self._handles):
+                handle.remove()
+            self._handles, self._starts = [], []
 
     def forget(self, nodes: list[Any]) -> None:
         """Let go of nodes (a loop step whose detail is no longer kept)."""

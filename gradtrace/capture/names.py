@@ -117,6 +117,8 @@ class ScenarioNames:
 
     def add(self, scopes: list[tuple[str, dict[str, Any]]]) -> None:
         """Name the tensors and modules of (function name, locals) scopes, innermost first."""
+        if not scopes:
+            return
         taken = {name: id(v) for name, v in self.namespace.items()
                  if not name.startswith("__") and _nameable(v)}
         snapshot: dict[str, Any] = {}
@@ -153,6 +155,16 @@ class ScenarioNames:
             if id(value) not in held:
                 merged.setdefault(name, value)
         return merged
+
+    def name_of(self, value: Any) -> str | None:
+        """The name a global or a local seen gives value (a quick look for one object: a
+        loop's light step names its root so)."""
+        for names in (self.namespace, self._seen):
+            for name, held in names.items():
+                if held is value and not name.startswith("__") \
+                        and name not in self._loop_names:
+                    return name
+        return None
 
     def remember(self, named: Named, merged: dict[str, Any], line: int | None) -> None:
         """Note the names a pass (at line) gave its leaves and modules: a name the code binds

@@ -125,9 +125,12 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
 
         # another thread's pass is recorded whole first (without the lock, one that started
         # while another was recorded ran unrecorded)
-        with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
-            return recorder.run_pass(kind, "scenario", roots, retain, create, call, every_leaf,
-                                     batched, given)
+        try:
+            with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
+                return recorder.run_pass(kind, "scenario", roots, retain, create, call,
+                                         every_leaf, batched, given)
+        finally:  # what the steps up to the next pass record
+            recorder.detail(recorder.detailed_next)
 
     return wrapper
 
@@ -181,7 +184,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling():
-            recorder.steps.note_scaled(scaled, scaler)
+            recorder.steps.note_scaled(scaled, outputs)
         return scaled
 
     return scale

@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import linecache
 import sys
+import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from ..compat.cpython import caller_frame
 from ..compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 from ..model.records import Source
 
@@ -39,9 +41,13 @@ def own_tracer() -> Callable[..., Any] | None:
     return tracer if isinstance(getattr(tracer, "__self__", None), LineLog) else None
 
 
+UNTRACED = -1  # where a stretch the log did not trace begins: its nodes have no line
+
+
 class LineLog:
     """The lines of own files in the order they ran, each with the sequence number the next
-    node would get then: a node was made by the last line that ran before its number."""
+    node would get then: a node was made by the last line that ran before its number (none
+    when that is where an untraced stretch began: a loop's light steps)."""
 
     def __init__(self, owns: Callable[[str], bool]) -> None:
         # Two arrays of machine integers, not lists of Python objects: a loop's lines run
@@ -53,6 +59,7 @@ class LineLog:
         self._owns = owns
         self._owned: dict[str, bool] = {}  # by file name: asked once per file
         self._sources: dict[tuple[str, int], Source] = {}
+        self._thread: int | None = None  # the thread traced, while tracing() runs
 
     @contextlib.contextmanager
     def tracing(self, frame: FrameType | None = None) -> Iterator[None]:
@@ -64,12 +71,32 @@ class LineLog:
         if frame is not None and self._call(frame, "call", None) is not None:
             frame.f_trace = self._line
         sys.settrace(self._call)
+        self._thread = threading.get_ident()
         try:
             yield
         finally:
+            self._thread = None
             sys.settrace(None)
             if frame is not None:
                 frame.f_trace = None
+
+    def follow(self, on: bool) -> None:
+        """Trace from now on, or not until told (a loop's light steps: with a tracer set,
+        CPython runs every call of the thread on its slow path). Only in the thread traced."""
+        if self._thread != threading.get_ident():
+            return
+        tracing = own_tracer() is not None
+        if on and not tracing and sys.gettrace() is None:
+            frame = caller_frame()  # the frames already running get their tracer back
+            while frame is not None:
+                if self._call(frame, "call", None) is not None:
+                    frame.f_trace = self._line
+                frame = frame.f_back
+            sys.settrace(self._call)
+        elif not on and tracing:
+            sys.settrace(None)
+            self.starts.append(next_sequence_number())
+            self.at.append(UNTRACED)
 
     @never_compiled  # trace functions are frames too: never rewritten by torch.compile
     def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -110,7 +137,7 @@ class LineLog:
         """The scenario line that made node; None for a leaf, or when no line is known."""
         number = sequence_number(node)
         i = bisect_right(self.starts, number) - 1
-        if i < 0 or number == NO_SEQUENCE:
+        if i < 0 or number == NO_SEQUENCE or self.at[i] == UNTRACED:
             return None
         return self.source_at(self.places[self.at[i]])
 

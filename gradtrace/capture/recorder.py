@@ -23,19 +23,20 @@ from ..compat.torch import (
 )
 from ..extract.build import RawCall, RawPass, build_trace
 from ..extract.costs import RawCosts
-from ..extract.summary import read_summaries
+from ..extract.summary import Pending, read_summaries
 from ..extract.tensors import Named
 from ..extract.walk import (
     SavedCache,
     Walk,
     indexed_walk,
+    node_kind,
     release,
     saved_reader,
     snapshot_saved,
     structure,
 )
 from ..gcpause import gc_paused
-from ..model.records import Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
+from ..model.records import LEAF, Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
 from .costs import CostRecorder, replay_call, replay_refusal
 from .flow import FlowCapture
 from .freed import FreedGraphs
@@ -44,9 +45,16 @@ from .higher import second_derivatives
 from .inplace import changed_saved, inplace_finding
 from .names import ScenarioNames
 from .options import CaptureOptions
+from .readback import Readback
 from .roots import named_tensors, names_of
 from .steps import StepLog
 from .where import running_line
+
+# Which passes are recorded in detail (flow, .grad changes, saved tensors, the lines and
+# modules that made their nodes): the first ones, then one in every DETAILED_EVERY (a loop's
+# other steps are light: their statistics only, made on the device and read in batches).
+DETAILED_FIRST = 32
+DETAILED_EVERY = 100
 
 
 class PassLimit(BaseException):
@@ -74,7 +82,7 @@ class Recorder:
         self.asked_roots: list[tuple[str | None, Any]] = []
         self.calls: list[RawCall] = []
         self.saved_before: SavedCache = {}  # holds the nodes: released by release()
-        self.grad_before: dict[str, GradSummary | None] | None = None
+        self.grad_before: dict[str, Pending | None] | None = None  # read with the trace
         self.second_order: SecondOrder | None = None
         # the code's own gradcheck calls, and saved tensors changed in place
         self.findings: list[Finding] = []
@@ -92,7 +100,16 @@ class Recorder:
         self.capped_at: str | None = None  # where the pass limit stopped it: "line 12 `…`"
         self.capped_line: int | None = None
         self.spawned: list[str] = []  # "line 12 `mp.spawn(…)` started 2 processes"
-        self.steps = StepLog()
+        self.readback = Readback()
+        self.steps = StepLog(self.readback)
+        # whether the next pass is recorded in detail (its forward's lines and modules, too,
+        # when told so through detail(), after each pass)
+        self.detailed_next = True
+        self.detail: Callable[[bool], None] = lambda on: None
+        self._detailed_signatures: set[int] = set()  # graphs some pass showed in detail
+        self._undecided: list[RawPass] = []  # repeated passes in detail, not read yet
+        # the leaves the latest full naming found (a light step names no more than these)
+        self._leaf_names: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
         # the sequence numbers of nodes made while create_graph passes ran: [start, end)
         self.grad_graph_spans: list[tuple[int, int]] = []
         self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
@@ -133,28 +150,38 @@ class Recorder:
                 raise PassLimit
             self.scenario_passes += 1
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
-        self.names.look(caller_frame())
-        merged = self.names.merged()
-        named = named_tensors(merged)
-        self.names.remember(named, merged, line)
-        root_names = names_of(roots, named)
         # inside vmap/grad/jacrev the gradients are functorch wrappers without storage: such
         # a pass is no step of a loop over an eager graph of the same ops, and its roots (the
         # transform's own graph) are the default ones only while no eager pass ran
         batched = batched or inside_torch_func_transform()
+        walked = Walk(root_nodes, *indexed_walk(root_nodes))
+        nodes, edges = walked.order, walked.edges
+        signature = structure(nodes, edges)
+        signature = hash((signature, batched)) if batched else signature
+        number = len(self.passes) + 1
+        new_graph = signature not in self._detailed_signatures
+        detailed = self.detailed_next or self._asked_for(number) or bool(self.hooked) \
+            or new_graph
+        self.names.look(caller_frame())
+        named = None if detailed or self.second_order is None \
+            and self.options.derivative_order == 2 else self._light_named(nodes)
+        if named is None:
+            merged = self.names.merged()
+            named = named_tensors(merged)
+            self.names.remember(named, merged, line)
+            self._leaf_names = [(n, weakref.ref(t)) for n, t in named
+                                if t.is_leaf and t.requires_grad]
+            root_names = names_of(roots, named)
+        else:  # a loop's light step over the leaves named before: its roots by a quick look
+            root_names = [self.names.name_of(t) for t in roots]
         if by == "scenario":
             here = [(n, t) for n, t in zip(root_names, roots, strict=True)
                     if isinstance(t, torch.Tensor)]
             if not batched or self.last_roots_batched or not self.last_roots:
                 self.last_roots, self.last_roots_batched = here, batched
                 self.last_roots_line = line
-            if self.options.graph_pass == len(self.passes) + 1:
+            if self.options.graph_pass == number:
                 self.asked_roots = here
-        before = grads_before(named)
-        if self.grad_before is None:  # the first pass's: read once
-            read = iter(read_summaries([b.summary for b in before if b.summary is not None]))
-            self.grad_before = {b.name: None if b.summary is None else next(read)
-                                for b in before}
         if self.options.derivative_order == 2 and self.second_order is None and roots:
             # of the root asked for (--root), once it exists; else of this pass's first root
             asked = self.options.roots[0] if self.options.roots else None
@@ -167,16 +194,17 @@ class Recorder:
                     self.second_order = second_derivatives(root, name, named)
                 finally:
                     self.muted -= 1
-        walked = Walk(root_nodes, *indexed_walk(root_nodes))
-        nodes, edges = walked.order, walked.edges
-        signature = structure(nodes, edges)
-        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
-                         signature=hash((signature, batched)) if batched else signature,
-                         nodes=list(nodes), batched=batched)
-        self._let_go_of_repeat(record)
-        if self.options.saved:
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, number, line, code,
+                         signature=signature, nodes=list(nodes), batched=batched)
+        before = grads_before(named, summarised=detailed)
+        if self.grad_before is None:  # the first pass's (read with the trace)
+            self.grad_before = {b.name: b.summary for b in before}
+        if detailed:
+            self._detailed_signatures.add(record.signature)
+            self._let_go_of_repeat(record)
+        if self.options.saved and detailed:
             snapshot_saved(self.saved_before, nodes)
-        self._check_inplace(nodes, named)  # before the pass runs: a pre-flight finding
+        self._check_inplace(nodes, named, detailed=detailed)  # before the pass: pre-flight
         self.passes.append(record)
         leaves = self.steps.leaves_of(named)
         untouched = self.steps.untouched(leaves)
@@ -188,7 +216,8 @@ class Recorder:
         timing = self._timing(record, kind, roots, create, given) \
             if self.costs is not None and not unhookable else None
         capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
-            if self.options.flow and not unhookable and timing != "step" else None
+            if self.options.flow and detailed and not unhookable and timing != "step" \
+            else None
         self.recording = threading.get_ident()
         start = next_sequence_number()
         try:
@@ -201,6 +230,8 @@ class Recorder:
             record.error = f"{type(exc).__name__}: {exc}"
             self.failed = exc
             record.error_kind = error_kind(exc)
+            if not detailed:  # the findings name what they can
+                named = named_tensors(self.names.merged())
             if record.error_kind == "inplace":
                 self._check_inplace(nodes, named, force=True)
             elif record.error_kind == "graph-freed":
@@ -217,23 +248,45 @@ class Recorder:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
-            changed = changed_grads(before)
+            changed = changed_grads(before, summarised=detailed)
             # inside torch.func transforms the root is a batched wrapper: no loss read
             self.steps.add(leaves, untouched, () if record.batched else roots,
                            {name for name, _, _ in changed})
-            record.keep = len(self.passes) == 1 or record.error is not None \
-                or self._asked_for(len(self.passes)) or bool(self.hooked) \
-                or not all(s is None or s.finite for s in self.steps.rows[-1])
-            if record.keep:
-                record.grad_changes = read_changes(changed)
-            else:  # most are a loop's steps, let go of at the next: read only if shown
+            record.keep = number == 1 or record.error is not None \
+                or self._asked_for(number) or bool(self.hooked)
+            if detailed:  # read with the trace, if it is shown then
                 record.pending_changes = changed
+            else:  # a loop's light step: its statistics are all it keeps
+                record.roots, record.nodes, record.thinned = [], [], True
             if not retain and record.error is None:  # its saved tensors are gone now
-                self.freed.note(nodes, len(self.passes), line, code, root_nodes)
+                self.freed.note(nodes, number, line, code, root_nodes)
             if self.last_walk is not None:
                 release(self.last_walk.order)
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
+            # a new graph met in a light stretch: the next pass (most likely its repeat)
+            # is recorded in detail, its lines and modules too
+            self.detailed_next = self._detailed(number + 1) or (new_graph
+                                                                and not self.detailed_next)
         return result
+
+    def _light_named(self, nodes: list[Any]) -> Named | None:
+        """The leaves the latest full naming named, when they live and every leaf this pass
+        reaches is one of them (None: name everything again: a model built anew)."""
+        if self._leaf_names is None:
+            return None
+        named = [(name, ref()) for name, ref in self._leaf_names]
+        known = {id(t) for _, t in named if t is not None}
+        if len(known) != len(named):
+            return None
+        for node in nodes:
+            if node_kind(node) == LEAF and id(node.variable) not in known:
+                return None
+        return named  # type: ignore[return-value]  # each one lives: checked above
+
+    def _detailed(self, number: int) -> bool:
+        """Whether the pass numbered so is planned to be recorded in detail."""
+        return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
+            or self._asked_for(number) or self.options.graph_pass == "all"
 
     def _timing(self, record: RawPass, kind: PassKind, roots: list[Any], create: bool,
                 given: dict[str, Any] | None) -> str | None:
@@ -268,27 +321,47 @@ class Recorder:
 
     def _let_go_of_repeat(self, newest: RawPass) -> None:
         """A loop's passes repeat one graph: the detail (graph, saved tensors, flow, .grad
-        changes) of the previous pass over the newest's graph structure is let go of, unless
-        that pass is kept (the first, a failed one, one asked for, one whose gradients were not
-        finite, or any while the code has tensor hooks); its light statistics stay. So memory
-        does not grow with the steps."""
+        changes) of the previous pass in detail over the newest's graph structure is let go
+        of, unless that pass is kept (the first, a failed one, one asked for, one whose
+        gradients were not finite, or any while the code has tensor hooks); its light
+        statistics stay. So memory does not grow with the steps."""
         previous = self._latest_of.get(newest.signature)
         self._latest_of[newest.signature] = newest
-        if previous is None or previous.keep:
-            return
-        for node in previous.nodes:
-            self.saved_before.pop(node, None)
-        self.forget(previous.nodes)
-        release(previous.nodes)
-        previous.roots, previous.flow, previous.grad_changes = [], {}, []
-        previous.pending_changes = []
-        previous.thinned = True
+        if previous is not None and not previous.keep:
+            self._undecided.append(previous)
+        self._settle()
 
-    def _read_pending(self) -> None:
-        """Read the .grad changes of each graph's latest pass, summarised as it ended."""
-        for p in self._latest_of.values():  # only a graph's latest pass can be pending
+    def _settle(self) -> None:
+        """Let go of the detail of each pass repeated since, as soon as its statistics are
+        read (in their batch: never a read of its own) and say its .grads were finite."""
+        waiting = []
+        for p in self._undecided:
+            finite = self.steps.finite(p.number - 1)
+            if finite is None:
+                waiting.append(p)
+            elif finite:
+                self._let_go(p)
+        self._undecided = waiting
+
+    def _let_go(self, p: RawPass) -> None:
+        for node in p.nodes:
+            self.saved_before.pop(node, None)
+        self.forget(p.nodes)
+        release(p.nodes)
+        p.roots, p.flow, p.grad_changes, p.pending_changes = [], {}, [], []
+        p.thinned = True
+
+    def _read_pending(self) -> dict[str, GradSummary | None]:
+        """Read what passes in detail summarised as they ran: .grad changes, and the .grads
+        before the first pass (returned)."""
+        self.readback.read()
+        self._settle()
+        for p in self.passes:
             if p.pending_changes:
                 p.grad_changes, p.pending_changes = read_changes(p.pending_changes), []
+        before = self.grad_before or {}
+        read = iter(read_summaries([s for s in before.values() if s is not None]))
+        return {name: None if s is None else next(read) for name, s in before.items()}
 
     def graph_passes(self) -> list[RawPass]:
         """The passes whose graphs the trace shows: by default the latest pass over each
@@ -309,13 +382,13 @@ class Recorder:
         """The Trace of what was recorded: the graph from outputs, the passes, the calls
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
-        self._read_pending()
+        grad_before = self._read_pending()
         return build_trace(
             scenario=scenario, named=named, earlier=earlier, outputs=outputs,
             root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
             saved_before=self.saved_before if self.options.saved else None,
-            grad_before=self.grad_before or {}, stdout=stdout, second_order=self.second_order,
+            grad_before=grad_before, stdout=stdout, second_order=self.second_order,
             modules=modules, recomputed=self.recomputed, source_of=self.source_of, hooks=hooks,
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
@@ -366,11 +439,13 @@ class Recorder:
             return frozenset()
         return frozenset(id(n) for n in nodes if node_key(n) in self.hooked)
 
-    def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False) -> None:
+    def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False,
+                       detailed: bool = True) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read
-        anyway, when a named non-leaf was changed in place, or when the pass failed so."""
-        if not (force or self.options.saved or any(tensor_version(t) and not t.is_leaf
-                                                for _, t in named)):
+        anyway (a pass in detail), when a named non-leaf was changed in place, or when the
+        pass failed so."""
+        if not (force or (self.options.saved and detailed)
+                or any(tensor_version(t) and not t.is_leaf for _, t in named)):
             return
         changed = changed_saved(nodes, saved_reader(self.saved_before))
         # a tensor saved twice (its op's output, another op's input): one finding, the

@@ -35,7 +35,7 @@ class Reducers:
 
     @never_compiled
     def _pre(self, module: Any, args: Any) -> None:
-        if DDP is None or compiling() or not isinstance(module, DDP):
+        if DDP is None or not isinstance(module, DDP) or compiling():
             return
         world = int(module.process_group.size()), not module.find_unused_parameters
         for parameter in module.module.parameters():

@@ -69,6 +69,12 @@ class CaptureSession:
         self.recorder = Recorder(path or "<python>", lines, self.names, options,
                                  self._source_of, self._forget)
         self.module_hooks = ModuleHooks(self.recorder)
+        self.recorder.detail = self._detail
+
+    def _detail(self, on: bool) -> None:
+        """Note the lines and modules that make nodes from now on, or not (light steps)."""
+        self.line_log.follow(on)
+        self.tracker.follow(on)
 
     def _source_of(self, node: Any) -> Source | None:
         """The line that made node. Inside a compiled function no line runs as such: its

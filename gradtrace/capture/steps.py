@@ -1,6 +1,8 @@
 """The light statistics of every pass: each named leaf's .grad after it (norm, max |g|,
 finite, and whether the pass added to a .grad nothing had reset), the loss, and how many
-optimizer steps were taken since the pass before. Cheap enough for every step of a loop."""
+optimizer steps were taken since the pass before. Computed on the gradients' device as the
+pass ends (what the code does to .grad afterwards cannot reach them) and read in batches:
+cheap enough for every step of a loop, with no host-device synchronisation."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import contextlib
 import math
 import weakref
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -16,30 +19,37 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from ..compat.torch import foreach_norms, never_compiled, tensor_version
 from ..extract.tensors import Named
 from ..model.records import LeafStep, Steps
+from .readback import Readback
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
 GradState = tuple["weakref.ref[torch.Tensor]", int] | None
-# A leaf's values when first seen: the tensor (weakly), its version and the sum of its values.
-Fingerprint = tuple["weakref.ref[torch.Tensor]", int, str | None]
+# A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
+# as text (None until read, or when it has none)]
+Fingerprint = list[Any]
+# A row's entry while its numbers are on the device, and one that repeats the row before's
+_PENDING = object()
+_SAME = object()
 
 
 class StepLog:
     """A row per pass, a column per named leaf that requires grad (in the order first seen)."""
 
-    def __init__(self) -> None:
+    def __init__(self, readback: Readback) -> None:
+        self.readback = readback  # reads the rows' numbers, in batches
         self.columns: dict[str, int] = {}  # leaf name -> its column
         self.leaf_ids: list[int] = []  # id() of each column's latest tensor: its module
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
-        self.rows: list[list[LeafStep | None]] = []
+        # LeafStep, None (no .grad, or none readable), _PENDING or _SAME until steps()
+        self.rows: list[list[Any]] = []
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
-        # the latest GradScaler.scale(loss) output and its scaler: the loss is its value
-        # divided by the scale, as the script computed it
-        self._scaled: tuple[weakref.ref[torch.Tensor], Any] | None = None
+        # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
+        # that output has that loss
+        self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
 
     @contextlib.contextmanager
     def counting_optimizer_steps(self) -> Iterator[None]:
@@ -54,22 +64,30 @@ class StepLog:
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stepped += 1
 
-    def note_scaled(self, output: Any, scaler: Any) -> None:
-        """GradScaler.scale(loss) returned output: a pass from it has the loss × the scale."""
-        if isinstance(output, torch.Tensor):
-            self._scaled = (weakref.ref(output), scaler)
+    def note_scaled(self, output: Any, loss: Any) -> None:
+        """GradScaler.scale(loss) returned output: a pass from it has loss (not output's
+        loss × the scale)."""
+        if isinstance(output, torch.Tensor) and isinstance(loss, torch.Tensor):
+            self._scaled = (weakref.ref(output), loss.detach())
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
         """The named leaves that require grad, each given its column."""
         leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+        summed: dict[torch.device, list[tuple[Fingerprint, torch.Tensor]]] = {}
         for name, t in leaves:
             column = self.columns.get(name)
             if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
-                self._first[name] = _fingerprint(t)
+                first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
+                total = _sum_now(t)
+                if total is not None:
+                    summed.setdefault(total.device, []).append((first, total))
             else:  # the latest tensor under the name (bound again: a new model's)
                 self.leaf_ids[column] = id(t)
+        for sums in summed.values():  # the values as first seen, read with the rows
+            self.readback.later(torch.stack([total for _, total in sums]),
+                                partial(_fill_sums, [first for first, _ in sums]))
         return leaves
 
     def untouched(self, leaves: list[tuple[str, torch.Tensor]]) -> list[GradState]:
@@ -84,11 +102,12 @@ class StepLog:
 
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
             roots: Sequence[Any], changed: set[str]) -> None:
-        """The row of the pass that just ran; changed: the leaves whose .grad it changed (a
-        .grad it left alone keeps its last row's statistics)."""
-        row: list[LeafStep | None] = [None] * len(self.columns)
+        """The row of the pass that just ran, computed on the gradients' device and read
+        later; changed: the leaves whose .grad it changed (a .grad it left alone keeps its
+        last row's statistics)."""
+        row: list[Any] = [None] * len(self.columns)
         last = self.rows[-1] if self.rows else []
-        read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept): read now
+        read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept)
         for (name, t), start in zip(leaves, untouched, strict=True):
             g, column = t.grad, self.columns[name]
             self._at_end[name] = None if g is None else _state(g)
@@ -97,26 +116,31 @@ class StepLog:
             previous = last[column] if column < len(last) else None
             if name not in changed and previous is not None and start is not None:
                 # untouched since the last pass ended, and by this one: the same values
-                row[column] = previous._replace(kept=False)
+                row[column] = _SAME
                 continue
             # the same tensor, added to: autograd accumulated into what the last pass left
             read.append((column, g, start is not None and start[0]() is g
                          and tensor_version(g) != start[1]))
-        for (column, _, kept), brief in zip(read, _briefs([g for _, g, _ in read]),
-                                            strict=True):
-            row[column] = None if brief is None else LeafStep(*brief, kept=kept)
         self.rows.append(row)
-        self.loss.append(_loss(roots, self._scaled))
+        self.loss.append(None)
+        loss = _loss_of(roots, self._scaled)
+        for values, indices, with_loss in _briefs_now([g for _, g, _ in read], loss):
+            chosen = [(read[i][0], read[i][2]) for i in indices]
+            for column, _ in chosen:
+                row[column] = _PENDING
+            self.readback.later(values, partial(_fill_row, row, chosen, self.loss
+                                                if with_loss else None, len(self.rows) - 1))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
 
     def changed(self, named: Named) -> frozenset[str]:
         """The leaves whose values are not what they were when a pass first named them
         (same tensor, a new version or sum): trained, or updated without autograd."""
+        self.readback.read()
         changed = set()
         for name, t in named:
             first = self._first.get(name)
-            if first is not None and first[0]() is t and _fingerprint(t)[1:] != first[1:]:
+            if first is not None and first[0]() is t and _fingerprint(t) != tuple(first[1:]):
                 changed.add(name)
         return frozenset(changed)
 
@@ -124,106 +148,159 @@ class StepLog:
         """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
         if not self.rows:
             return None
+        self.readback.read()
         width = len(self.columns)
+        grads: list[tuple[LeafStep | None, ...]] = []
+        last: tuple[LeafStep | None, ...] = ()
+        for row in self.rows:
+            last = tuple(_resolved(entry, last[column] if column < len(last) else None)
+                         for column, entry in enumerate(row)) + (None,) * (width - len(row))
+            grads.append(last)
         return Steps(
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
-            grads=tuple(tuple(row) + (None,) * (width - len(row)) for row in self.rows),
-            optimizer_steps_after=self._stepped - self._stepped_at_last_pass)
+            grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass)
+
+    def finite(self, row: int) -> bool | None:
+        """Whether every .grad of the row is finite (None: not read yet)."""
+        entries = self.rows[row]
+        if any(entry is _PENDING for entry in entries):
+            return None
+        return all(not isinstance(entry, LeafStep) or entry.finite for entry in entries)
 
 
-def _fingerprint(t: torch.Tensor) -> Fingerprint:
-    """The tensor (weakly), its version, and the sum of its values as text ("nan" equals
-    itself): `.data` writes keep the version, so the sum tells those apart."""
+def _fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
+    """The tensor's version, and the sum of its values as text ("nan" equals itself):
+    `.data` writes keep the version, so the sum tells those apart."""
+    total = _sum_now(t)
+    try:
+        return tensor_version(t), None if total is None else repr(float(total))
+    except Exception:  # noqa: BLE001 - a subclass whose float() raises: no sum to compare
+        return tensor_version(t), None
+
+
+def _sum_now(t: torch.Tensor) -> torch.Tensor | None:
+    """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
     d = t.detach()
+    if d.is_meta:
+        return None
     try:
         d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
-        total = repr(float(d.sum(dtype=torch.float64)))
+        return d.sum(dtype=torch.float64)
     except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
-        total = None
-    return weakref.ref(t), tensor_version(t), total
+        return None
+
+
+def _resolved(entry: Any, before: LeafStep | None) -> LeafStep | None:
+    """A row's entry as read: _SAME is the row before's, not kept."""
+    if entry is _SAME:
+        return None if before is None else before._replace(kept=False)
+    return None if entry is _PENDING else entry
 
 
 def _state(g: torch.Tensor) -> GradState:
     return weakref.ref(g), tensor_version(g)
 
 
-def _loss(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None = None
-          ) -> float | None:
-    """The pass's one root's value, when it is one real number; divided by the scale when
-    the root is a GradScaler's scaled loss (scaled: the latest, with its scaler)."""
+def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None
+             ) -> torch.Tensor | None:
+    """The pass's one root, when it is one real number, as a 0-d tensor (not a copy: the
+    statistics stack it as the pass ends); the loss GradScaler.scale() was given when the
+    root is its output (scaled: the latest output, with that loss)."""
     if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
         return None
     root = roots[0]
+    if scaled is not None and scaled[0]() is root:
+        root = scaled[1]
     if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
         return None
-    if scaled is not None and scaled[0]() is root:
-        return float(root.detach()) / scaled[1].get_scale()
-    return float(root.detach())
+    return root.detach().reshape(())
 
 
-def _briefs(grads: list[torch.Tensor]) -> list[tuple[float, float, bool] | None]:
-    """(norm, max |g|, finite) of each gradient, read in one go (None: values that cannot be
-    read: meta, quantized)."""
-    out: list[tuple[float, float, bool] | None] = [None] * len(grads)
-    together = [i for i, g in enumerate(grads) if _plain(g, grads[0].device)]
-    if len(together) < 2 or not _read_together(grads, together, out):
-        together = []
-    taken = set(together)
-    norms: list[torch.Tensor] = []  # float64, one per gradient read
-    ends: list[torch.Tensor] = []  # [min, max] as float64, one pair per gradient read
-    where: list[int] = []
-    for i in range(len(grads)):
+def _fill_row(row: list[Any], chosen: list[tuple[int, bool]], losses: list[float | None] | None,
+              at: int, values: list[float]) -> None:
+    """Put the read (norms..., max |g|s...) of the chosen (column, kept) into row, and the
+    loss after them into losses[at] (losses: None when the vector holds no loss)."""
+    count = len(chosen)
+    for (column, kept), norm, top in zip(chosen, values[:count], values[count:2 * count],
+                                         strict=True):
+        row[column] = LeafStep(norm, top, math.isfinite(top), kept)
+    if losses is not None:
+        losses[at] = values[2 * count]
+
+
+def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
+    """Put each read sum, as text, into its fingerprint."""
+    for fingerprint, total in zip(first, values, strict=True):
+        fingerprint[2] = repr(total)
+
+
+def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
+                ) -> list[tuple[torch.Tensor, list[int], bool]]:
+    """(norms..., max |g|s..., the loss, if it is in this one) of the gradients as float64
+    vectors on their devices, each with the indices into grads it covers (a gradient whose
+    values cannot be read: in none) and whether it holds the loss (one does, if given)."""
+    groups = []
+    taken: set[int] = set()
+    device = grads[0].device if grads else None if loss is None else loss.device
+    plain = [i for i, g in enumerate(grads) if _plain(g, device)]
+    with_loss = loss is not None and loss.device == device
+    together = _together([grads[i] for i in plain], loss if with_loss else None)
+    if together is not None:
+        groups.append((together, plain, with_loss))
+        taken.update(plain)
+    else:
+        with_loss = False
+    by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+    for i, g in enumerate(grads):
         if i in taken:
             continue
         try:
-            read = _norm_and_ends(grads[i])
+            pair = _norm_and_top(g)
         # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
         # the run; its row says it has no statistics.
         except Exception:  # noqa: BLE001
-            read = None
-        if read is not None:
-            norms.append(read[0])
-            ends.append(read[1])
-            where.append(i)
-    if where:
-        read_norms = torch.stack(norms).tolist()
-        read_ends = torch.stack(ends).tolist()
-        for i, norm, (lo, hi) in zip(where, read_norms, read_ends, strict=True):
-            finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
-            top = max(hi, -lo) if lo == lo and hi == hi else math.nan
-            out[i] = (norm, top, finite)
-    return out
+            pair = None
+        if pair is not None:
+            by_device.setdefault(pair.device, []).append((i, pair))
+    for pairs in by_device.values():
+        stacked = torch.stack([pair for _, pair in pairs])  # a (norm, max |g|) row each
+        groups.append((stacked.t().reshape(-1), [i for i, _ in pairs], False))
+    if loss is not None and not with_loss:  # the loss alone
+        groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
+    return groups
 
 
-def _plain(g: torch.Tensor, device: torch.device) -> bool:
-    """A dense tensor of real numbers on device, of torch's own type: its norms can be read
+def _plain(g: torch.Tensor, device: torch.device | None) -> bool:
+    """A dense tensor of real numbers on device, of torch's own type: its norms can be made
     with the others' in one call."""
     return type(g) is torch.Tensor and g.layout == torch.strided and g.device == device \
         and g.is_floating_point() and g.numel() > 0 and not g.is_meta
 
 
-def _read_together(grads: list[torch.Tensor], where: list[int],
-                   out: list[tuple[float, float, bool] | None]) -> bool:
-    """Fill out[i] for i in where with (norm, max |g|, finite), read in two calls; False when
-    this torch cannot."""
-    chosen = [grads[i] for i in where]
+def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Tensor | None:
+    """(norms..., max |g|s..., loss) of plain gradients on one device (and the loss, when
+    given, on it too) in four calls; None when this torch cannot."""
     try:
+        if not chosen:
+            return None if loss is None else loss.reshape(1).to(torch.float64, copy=True)
         norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
-        tops = foreach_norms(chosen, math.inf, torch.float64)  # NaN and inf propagate
+        tops = foreach_norms(chosen, math.inf)  # exact in any dtype; NaN and inf propagate
         if norms is None or tops is None:
-            return False
-        read = zip(torch.stack(norms).tolist(), torch.stack(tops).tolist(), strict=True)
+            return None
+        if loss is not None and loss.dtype == tops[0].dtype:  # stacked exactly, with them
+            tops, loss = [*tops, loss], None
+        parts = [torch.stack(norms), torch.stack(tops).to(torch.float64)]
+        if loss is not None:
+            parts.append(loss.reshape(1).to(torch.float64))
+        return torch.cat(parts)
     except Exception:  # noqa: BLE001 - one tensor at a time then, as for any odd .grad
-        return False
-    for i, (norm, top) in zip(where, read, strict=True):
-        out[i] = (norm, top, math.isfinite(top))
-    return True
+        return None
 
 
-def _norm_and_ends(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """A gradient's norm (float64, so it cannot overflow) and its [min, max] (of |g| when
-    complex; of the stored values when sparse), as CPU tensors."""
+def _norm_and_top(g: torch.Tensor) -> torch.Tensor | None:
+    """A gradient's (norm, max |g|) as a float64 pair on its device (of |g| when complex; of
+    the stored values when sparse; NaN propagates); None for a meta or quantized one."""
     if g.is_meta or g.is_quantized:
         return None
     g = g.detach()
@@ -232,9 +309,8 @@ def _norm_and_ends(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     if g.is_complex():
         g = g.abs()
     if not g.numel():
-        zero = torch.zeros((), dtype=torch.float64)
-        return zero, torch.zeros(2, dtype=torch.float64)
+        return torch.zeros(2, dtype=torch.float64, device=g.device)
     flat = g.reshape(-1)
     lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
-    return (torch.linalg.vector_norm(flat, dtype=torch.float64).cpu(),
-            torch.stack((lo, hi)).to(torch.float64).cpu())
+    top = torch.maximum(hi.to(torch.float64), -lo.to(torch.float64))
+    return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64), top))

@@ -17,36 +17,41 @@ _BLAS = (torch.float32, torch.float64)
 
 
 class StatsTable:
-    """(squared norm, min, max) of many gradients, kept as Python floats.
+    """(squared norm, min, max) of many gradients: computed where the gradients live, read
+    as Python floats in one go when a row is first asked for (never one read per gradient).
 
-    Why not keep three 0-d tensors per gradient: in a backward hook, hundreds of small tensors
-    kept alive between the engine's gradient buffers fragment the heap, and every large
-    gradient after them lands on fresh pages (page faults cost more than the statistics).
-    So every few gradients the pending 0-d tensors are copied out in one go and freed.
+    Why not keep three 0-d tensors per gradient until then: in a backward hook, hundreds of
+    small tensors kept alive between the engine's gradient buffers fragment the heap, and
+    every large gradient after them lands on fresh pages (page faults cost more than the
+    statistics). So every few gradients the pending 0-d tensors are stacked into one (on
+    their device, not read) and freed.
     """
 
-    FLUSH = 16 * 3
+    STACK = 16 * 3
 
-    def __init__(self, flush: int | None = FLUSH) -> None:
-        """flush: how many pending tensors are copied out at once (None: all, when a row is
-        first read: a pass's .grads summarised as it ends, read later in one go)."""
+    def __init__(self, stack: int | None = STACK) -> None:
+        """stack: how many pending tensors are stacked into one at once (None: none until
+        read: a pass's few .grads summarised as it ends)."""
         self._pending: list[torch.Tensor] = []
-        self._floats: list[float] = []
-        self._flush_at = flush
+        self._stacked: list[torch.Tensor] = []  # float64 vectors, not read yet
+        self._floats: list[float] = []  # the rows read
+        self._size = 0  # how many statistics were added (3 a row)
+        self._stack_at = stack
 
     def add(self, square: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> int:
         """Keep one gradient's statistics; returns its row."""
         pending = self._pending
         pending += (square, lo, hi)
-        row = (len(self._floats) + len(pending)) // 3 - 1
-        if len(pending) == self._flush_at:
-            self._flush()
+        row = self._size // 3
+        self._size += 3
+        if len(pending) == self._stack_at:
+            self._stack()
         return row
 
     def row(self, i: int) -> list[float]:
         """Squared norm, min and max of row i."""
-        if self._pending:
-            self._flush()
+        if self._pending or self._stacked:
+            self._read()
         return self._floats[3 * i:3 * i + 3]
 
     def with_zeros(self, i: int) -> int:
@@ -55,14 +60,25 @@ class StatsTable:
         square, lo, hi = self.row(i)
         self._floats += (square, lo if lo != lo else min(lo, 0.0),
                          hi if hi != hi else max(hi, 0.0))
-        return len(self._floats) // 3 - 1
+        self._size += 3
+        return self._size // 3 - 1
 
-    def _flush(self) -> None:
+    def _stack(self) -> None:
         pending = self._pending
         if len({t.dtype for t in pending}) > 1:  # torch.stack wants one dtype
             pending = [t.double() for t in pending]
-        self._floats += torch.stack(pending).tolist()
+        self._stacked.append(torch.stack(pending).to(torch.float64))
         self._pending = []
+
+    def _read(self) -> None:
+        """Every row not read yet, read: one copy for all when they share a device."""
+        if self._pending:
+            self._stack()
+        stacked, self._stacked = self._stacked, []
+        if len({t.device for t in stacked}) == 1:
+            stacked = [torch.cat(stacked)]
+        for values in stacked:
+            self._floats += values.tolist()
 
 
 class StatsRow(NamedTuple):
@@ -203,7 +219,7 @@ def summaries_now(tensors: Sequence[torch.Tensor]) -> list[Pending]:
     """Each tensor's statistics computed now, on its device, and not read (no sync): what
     the code does to the tensors afterwards (zero_(), a clip, an optimizer step) cannot
     reach them. read_summaries() reads them, all of one table in one go."""
-    table = StatsTable(flush=None)
+    table = StatsTable(stack=None)
     pending: list[Pending] = []
     for t in tensors:
         try:
