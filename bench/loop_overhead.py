@@ -1,15 +1,17 @@
 """A training loop under gradtrace against the plain script: time, peak RSS, and where it goes.
 
-gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps), each as a new process:
+By default both of these, the loop's own time first:
+
+The loop itself, in steady state: a 1,000-step MLP (64 wide, AdamW, clip_grad_norm_, a
+cosine learning rate) that times its steps after 50 warm-up steps with time.perf_counter and
+prints the seconds, under `python` and under `gradtrace show`; torch's import and gradtrace's
+start and report are left out (whole processes dilute the loop's cost). --in-loop: this only.
+
+Whole processes: gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps):
 `python mlp_1000_steps.py`, `gradtrace show mlp_1000_steps.py --passes all` and the same with
 --json. With --repeat N each runs N times, in turn with the others (so a slow spell of the
 machine hits all three), and its best time counts; ratios are against the plain script of the
 same run. The design's goal for recording every pass of a loop is 1.3× the plain script.
-
---in-loop times the loop itself instead, in steady state: a 1,000-step MLP (64 wide, AdamW,
-clip_grad_norm_, a cosine learning rate) that times its steps after 50 warm-up steps with
-time.perf_counter and prints the seconds, under `python` and under `gradtrace show`; torch's
-import and gradtrace's start and report are left out (whole processes dilute the loop's cost).
 
 --profile instead runs `gradtrace show SCENARIO --passes all` in this process under cProfile
 (every thread: the scenario runs in one of its own) and prints the 25 gradtrace functions with
@@ -195,7 +197,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="OMP_NUM_THREADS for every run (default 1: see the docstring)")
     parser.add_argument("--in-loop", action="store_true",
-                        help="time the loop itself in steady state instead (see above)")
+                        help="time only the loop itself, in steady state (see above)")
     parser.add_argument("--profile", action="store_true",
                         help="profile show --passes all in this process instead")
     parser.add_argument("--scenario", type=Path, default=SCENARIO)
@@ -204,11 +206,11 @@ def main() -> None:
     scenario = args.scenario.resolve()
     print(f"{scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT) else scenario}"
           f"  ·  OMP_NUM_THREADS={args.threads}")
-    if args.in_loop:
-        in_loop(args.repeat)
-    elif args.profile:
+    if args.profile:
         profile(scenario, args.threads)
-    else:
+        return
+    in_loop(args.repeat)
+    if not args.in_loop:
         table(scenario, args.repeat)
 
 

@@ -90,10 +90,14 @@ def tracers_kept() -> Iterator[None]:
     try:
         yield
     finally:
-        sys.settrace(saved[0])
-        sys.setprofile(saved[1])
-        threading.settrace(saved[2])  # type: ignore[arg-type]
-        threading.setprofile(saved[3])  # type: ignore[arg-type]
+        # each set again only when changed: cProfile's profiler, for one, is installed in C
+        # and cannot be set again from Python (its object is no profile function)
+        for get, put, before in ((sys.gettrace, sys.settrace, saved[0]),
+                                 (sys.getprofile, sys.setprofile, saved[1]),
+                                 (threading.gettrace, threading.settrace, saved[2]),
+                                 (threading.getprofile, threading.setprofile, saved[3])):
+            if get() is not before:
+                put(before)  # type: ignore[operator, arg-type]
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ batches: one copy per device per batch, never a host-device synchronisation per 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -14,12 +15,14 @@ Reader = Callable[[list[float]], None]
 class Readback:
     """Float64 vectors kept on their device until read: every `every` vectors (a loop's
     steps) or when read() is called. On a CUDA device a batch is copied without blocking into
-    pinned memory and handed over at the next batch, when the copy has long finished."""
+    pinned memory and handed over at the next batch, when the copy has long finished; on the
+    CPU it is handed over at once."""
 
     def __init__(self, every: int = 64) -> None:
         self.every = every
         self._waiting: list[tuple[torch.Tensor, Reader]] = []
-        self._copying: list[tuple[torch.Tensor, list[int], list[Reader], object]] = []
+        # accelerator batches being copied: (pinned host tensor, sizes, readers, event)
+        self._copying: list[tuple[torch.Tensor, list[int], list[Reader], Any]] = []
 
     def later(self, values: torch.Tensor, reader: Reader) -> None:
         """Hand values (a 1-D float64 tensor) to reader once they are read (never, when they
@@ -44,39 +47,42 @@ class Readback:
             by_device.setdefault(values.device, []).append((values, reader))
         self._waiting = []
         for device, batch in by_device.items():
+            sizes = [values.numel() for values, _ in batch]
+            readers = [reader for _, reader in batch]
             try:
                 joined = torch.cat([values for values, _ in batch])
             except Exception:  # noqa: BLE001 - a subclass's own cat: each read alone then
-                self._copying += [(values, [values.numel()], [reader], None)
-                                  for values, reader in batch]
+                for values, reader in batch:
+                    _hand_out(values, [values.numel()], [reader])
                 continue
-            sizes = [values.numel() for values, _ in batch]
-            readers = [reader for _, reader in batch]
             if device.type == "cuda":
                 host = torch.empty(joined.shape, dtype=joined.dtype, pin_memory=True)
                 host.copy_(joined, non_blocking=True)
                 done = torch.cuda.Event()
                 done.record(torch.cuda.current_stream(device))
                 self._copying.append((host, sizes, readers, done))
-            else:  # the CPU (or a device without events): the values are there
-                self._copying.append((joined, sizes, readers, None))
+            else:  # the CPU (or a device without events): nothing to wait for
+                _hand_out(joined, sizes, readers)
 
     def _finish(self) -> None:
         """Hand out the batches started (waiting for a copy only if it has not finished)."""
         copying, self._copying = self._copying, []
         for host, sizes, readers, done in copying:
-            if done is not None:
-                done.synchronize()  # type: ignore[attr-defined]
-            try:
-                read, at = host.tolist(), 0
-            # Any tensor may be a .grad or a leaf (a subclass whose methods raise): its
-            # numbers stay unread (no statistics), the others' are read alone.
-            except Exception:  # noqa: BLE001
-                if len(readers) > 1:
-                    self._copying = [(values, [size], [reader], None) for values, size, reader
-                                     in zip(host.split(sizes), sizes, readers, strict=True)]
-                    self._finish()
-                continue
-            for size, reader in zip(sizes, readers, strict=True):
-                reader(read[at:at + size])
-                at += size
+            done.synchronize()
+            _hand_out(host, sizes, readers)
+
+
+def _hand_out(values: torch.Tensor, sizes: list[int], readers: list[Reader]) -> None:
+    """Read values, and hand each reader its part (sizes: the parts' lengths, in order)."""
+    try:
+        read, at = values.tolist(), 0
+    # Any tensor may be a .grad or a leaf (a subclass whose methods raise): its numbers stay
+    # unread (no statistics), the others' are read alone.
+    except Exception:  # noqa: BLE001
+        if len(readers) > 1:
+            for part, size, reader in zip(values.split(sizes), sizes, readers, strict=True):
+                _hand_out(part, [size], [reader])
+        return
+    for size, reader in zip(sizes, readers, strict=True):
+        reader(read[at:at + size])
+        at += size

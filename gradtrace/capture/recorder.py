@@ -55,6 +55,9 @@ from .where import running_line
 # other steps are light: their statistics only, made on the device and read in batches).
 DETAILED_FIRST = 32
 DETAILED_EVERY = 100
+# Once a light step's .grad is read not finite, the next passes are in detail, so that one
+# whose gradients are not finite most likely keeps its flow (told where NaN or inf arose).
+DETAILED_AFTER_NOT_FINITE = 8
 
 
 class PassLimit(BaseException):
@@ -108,11 +111,13 @@ class Recorder:
         self.detail: Callable[[bool], None] = lambda on: None
         self._detailed_signatures: set[int] = set()  # graphs some pass showed in detail
         self._undecided: list[RawPass] = []  # repeated passes in detail, not read yet
+        self._chase_until: int | None = None  # in detail up to this pass: see above
         # the leaves the latest full naming found (a light step names no more than these)
         self._leaf_names: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
         # the sequence numbers of nodes made while create_graph passes ran: [start, end)
         self.grad_graph_spans: list[tuple[int, int]] = []
-        self._latest_of: dict[int, RawPass] = {}  # the latest pass over each graph structure
+        self._latest_of: dict[int, RawPass] = {}  # the latest pass in detail over each graph
+        self._last_of: dict[int, RawPass] = {}  # the latest pass over each graph, light or not
         self.scenario_passes = 0
         # the thread whose pass is being recorded (backward calls within are not passes);
         # other threads' passes wait for it to end, each recorded whole
@@ -256,8 +261,14 @@ class Recorder:
                 or self._asked_for(number) or bool(self.hooked)
             if detailed:  # read with the trace, if it is shown then
                 record.pending_changes = changed
-            else:  # a loop's light step: its statistics are all it keeps
-                record.roots, record.nodes, record.thinned = [], [], True
+            else:  # a loop's light step: its statistics (and its roots, while it is the
+                # latest pass over its graph: the trace's graph, if it is the last) are all
+                # it keeps
+                record.nodes, record.thinned = [], True
+            last = self._last_of.get(record.signature)
+            if last is not None and last.thinned:
+                last.roots = []
+            self._last_of[record.signature] = record
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, number, line, code, root_nodes)
             if self.last_walk is not None:
@@ -265,6 +276,8 @@ class Recorder:
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
             # a new graph met in a light stretch: the next pass (most likely its repeat)
             # is recorded in detail, its lines and modules too
+            if self.steps.not_finite_read and self._chase_until is None:
+                self._chase_until = number + DETAILED_AFTER_NOT_FINITE
             self.detailed_next = self._detailed(number + 1) or (new_graph
                                                                 and not self.detailed_next)
         return result
@@ -286,7 +299,8 @@ class Recorder:
     def _detailed(self, number: int) -> bool:
         """Whether the pass numbered so is planned to be recorded in detail."""
         return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
-            or self._asked_for(number) or self.options.graph_pass == "all"
+            or self._asked_for(number) or self.options.graph_pass == "all" \
+            or number <= (self._chase_until or 0)
 
     def _timing(self, record: RawPass, kind: PassKind, roots: list[Any], create: bool,
                 given: dict[str, Any] | None) -> str | None:
@@ -371,7 +385,7 @@ class Recorder:
             return list(self.passes)
         if isinstance(asked, int):
             return self.passes[asked - 1:asked]
-        return [p for p in self.passes if self._latest_of.get(p.signature) is p]
+        return [p for p in self.passes if self._last_of.get(p.signature) is p]
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
@@ -383,18 +397,34 @@ class Recorder:
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         grad_before = self._read_pending()
+        twins = self._twins(walked)
+        if twins:  # a graph made in a light stretch: its lines and modules are its twin's
+            modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
+                       **modules}
+        source_of = self.source_of if not twins else \
+            lambda node: self.source_of(node) or self.source_of(twins.get(id(node)))
         return build_trace(
             scenario=scenario, named=named, earlier=earlier, outputs=outputs,
             root_reason=reason,
             passes=self.passes, calls=self.calls, findings=findings,
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=grad_before, stdout=stdout, second_order=self.second_order,
-            modules=modules, recomputed=self.recomputed, source_of=self.source_of, hooks=hooks,
+            modules=modules, recomputed=self.recomputed, source_of=source_of, hooks=hooks,
             walked=walked, graph_passes=self.graph_passes(),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
             handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
             reduced=reduced or {}, costs=self._raw_costs(module_objects or {}))
+
+    def _twins(self, walked: Walk | None) -> dict[int, Any]:
+        """id(node) -> its twin, for the nodes of the last pass's walk when that pass was
+        light: the i-th node of the latest pass in detail over a graph alike, whose lines and
+        modules were noted (a light step's forward runs without the line log and tracker)."""
+        last = self.passes[-1] if self.passes else None
+        twin = None if last is None or not last.thinned else self._latest_of.get(last.signature)
+        if walked is None or twin is None or len(twin.nodes) != len(walked.order):
+            return {}
+        return {id(node): same for node, same in zip(walked.order, twin.nodes, strict=True)}
 
     def _raw_costs(self, paths: dict[int, str]) -> RawCosts | None:
         """--profile's samples for the pass asked for (--pass N), else the last pass."""
@@ -425,6 +455,7 @@ class Recorder:
         for p in self.passes:  # root first, as release() frees: a deep graph dies node by node
             release(p.nodes)
         self._latest_of.clear()
+        self._last_of.clear()
         self.recomputed.clear()
         self.last_roots.clear()
         self.asked_roots.clear()

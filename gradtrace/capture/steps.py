@@ -45,6 +45,7 @@ class StepLog:
         self.rows: list[list[Any]] = []
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
+        self.not_finite_read = False  # some row read so far holds a .grad not finite
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
         # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
@@ -128,10 +129,22 @@ class StepLog:
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
                 row[column] = _PENDING
-            self.readback.later(values, partial(_fill_row, row, chosen, self.loss
+            self.readback.later(values, partial(self._fill_row, row, chosen, self.loss
                                                 if with_loss else None, len(self.rows) - 1))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
+
+    def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool]],
+                  losses: list[float | None] | None, at: int, values: list[float]) -> None:
+        """Put the read (norms..., max |g|s...) of the chosen (column, kept) into row, and the
+        loss after them into losses[at] (losses: None when the vector holds no loss)."""
+        count = len(chosen)
+        for (column, kept), norm, top in zip(chosen, values[:count], values[count:2 * count],
+                                             strict=True):
+            row[column] = LeafStep(norm, top, math.isfinite(top), kept)
+            self.not_finite_read = self.not_finite_read or not math.isfinite(top)
+        if losses is not None:
+            losses[at] = values[2 * count]
 
     def changed(self, named: Named) -> frozenset[str]:
         """The leaves whose values are not what they were when a pass first named them
@@ -215,18 +228,6 @@ def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any]
     if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
         return None
     return root.detach().reshape(())
-
-
-def _fill_row(row: list[Any], chosen: list[tuple[int, bool]], losses: list[float | None] | None,
-              at: int, values: list[float]) -> None:
-    """Put the read (norms..., max |g|s...) of the chosen (column, kept) into row, and the
-    loss after them into losses[at] (losses: None when the vector holds no loss)."""
-    count = len(chosen)
-    for (column, kept), norm, top in zip(chosen, values[:count], values[count:2 * count],
-                                         strict=True):
-        row[column] = LeafStep(norm, top, math.isfinite(top), kept)
-    if losses is not None:
-        losses[at] = values[2 * count]
 
 
 def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
