@@ -29,27 +29,22 @@ class GradBefore(NamedTuple):
 PendingChange = tuple[str, Pending | None, Pending | None]
 
 
-def grads_before(named: Named, summarised: bool = True) -> list[GradBefore]:
-    """Each named tensor's .grad as a pass starts, summarised (not read) in one go, unless
-    only whether the pass changes it is asked (summarised=False: a loop's light step)."""
+def grads_before(named: Named) -> list[GradBefore]:
+    """Each named tensor's .grad as a pass starts, summarised (not read) in one go."""
     grads = [(name, t, readable_grad(t)) for name, t in named]
-    held = iter(summaries_now([g for _, _, g in grads if g is not None]) if summarised
-                else ())
+    held = iter(summaries_now([g for _, _, g in grads if g is not None]))
     return [GradBefore(name, t, g, None if g is None else tensor_version(g),
-                       None if g is None else next(held, None)) for name, t, g in grads]
+                       None if g is None else next(held)) for name, t, g in grads]
 
 
-def changed_grads(before: list[GradBefore], summarised: bool = True) -> list[PendingChange]:
+def changed_grads(before: list[GradBefore]) -> list[PendingChange]:
     """The named tensors whose .grad the pass changed, with their .grad now summarised
-    (not read; not at all when not summarised): called as the pass ends, before the code's
-    next line runs."""
+    (not read): called as the pass ends, before the code's next line runs."""
     changed = []
     for b in before:
         new = readable_grad(b.tensor)
         if not (new is b.grad and (new is None or tensor_version(new) == b.version)):
             changed.append((b, new))
-    if not summarised:
-        return [(b.name, None, None) for b, _ in changed]
     after = iter(summaries_now([new for _, new in changed if new is not None]))
     return [(b.name, b.summary, None if new is None else next(after)) for b, new in changed]
 

@@ -5,8 +5,6 @@ and shows what the node sent before a hook replaced it."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -14,6 +12,7 @@ import torch
 
 from ..compat.torch import backward_hooks_of, compiling, never_compiled, node_key
 from ..model.records import BACKWARD_HOOK_NODE
+from .global_hooks import PausableHooks
 from .recorder import Recorder
 
 
@@ -25,14 +24,9 @@ class ModuleHooks:
         self.recorder = recorder
         # id(node) -> (node, module, the hooks' functions)
         self.on: dict[int, tuple[Any, torch.nn.Module, tuple[Any, ...]]] = {}
+        self.hooks = PausableHooks(
+            lambda: [torch.nn.modules.module.register_module_forward_hook(self._post)])
 
-    @contextlib.contextmanager
-    def tracking(self) -> Iterator[None]:
-        handle = torch.nn.modules.module.register_module_forward_hook(self._post)
-        try:
-            yield
-        finally:
-            handle.remove()
 
     @never_compiled  # as the module tracker's: torch.compile must not trace gradtrace
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:

@@ -20,6 +20,7 @@ from ..compat.torch import (
     next_sequence_number,
     sequence_number,
 )
+from .global_hooks import PausableHooks
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -51,8 +52,10 @@ class ModuleTracker:
     def __init__(self) -> None:
         self.owner: dict[int, tuple[Any, torch.nn.Module]] = {}  # id(node) -> (node, module)
         self._starts: list[int] = []
-        self._handles: list[Any] = []  # the global hooks, while they are registered
-        self._tracking = False
+        hooks = torch.nn.modules.module
+        self.hooks = PausableHooks(lambda: [hooks.register_module_forward_pre_hook(self._pre),
+                                            hooks.register_module_forward_hook(self._post)],
+                                   self._starts.clear)
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[None]:
@@ -60,26 +63,11 @@ class ModuleTracker:
         # gradtrace's, and the script's output is to be what `python` prints
         warnings.filterwarnings("ignore", re.escape(GLOBAL_HOOKS_WARNING), UserWarning)
         quiet = warnings.filters[0]
-        self._tracking = True
-        self.follow(True)
         try:
-            yield
+            with self.hooks.tracking():
+                yield
         finally:
-            self._tracking = False
-            self.follow(False)
             remove_warning_filter(quiet)
-
-    def follow(self, on: bool) -> None:
-        """Track modules from now on, or not until told (a loop's light steps: nn.Module
-        calls take their slow path while any global hook exists)."""
-        if on and self._tracking and not self._handles:
-            hooks = torch.nn.modules.module
-            self._handles = [hooks.register_module_forward_pre_hook(self._pre),
-                             hooks.register_module_forward_hook(self._post)]
-        elif not on and self._handles:
-            for handle in reversed(self._handles):
-                handle.remove()
-            self._handles, self._starts = [], []
 
     def forget(self, nodes: list[Any]) -> None:
         """Let go of nodes (a loop step whose detail is no longer kept)."""

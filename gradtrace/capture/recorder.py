@@ -201,7 +201,7 @@ class Recorder:
                     self.muted -= 1
         record = RawPass(kind, by, root_nodes, root_names, retain, create, number, line, code,
                          signature=signature, nodes=list(nodes), batched=batched)
-        before = grads_before(named, summarised=detailed)
+        before = grads_before(named) if detailed else []  # a light step keeps no changes
         if self.grad_before is None:  # the first pass's (read with the trace)
             self.grad_before = {b.name: b.summary for b in before}
         if detailed:
@@ -253,10 +253,9 @@ class Recorder:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
-            changed = changed_grads(before, summarised=detailed)
+            changed = changed_grads(before)
             # inside torch.func transforms the root is a batched wrapper: no loss read
-            self.steps.add(leaves, untouched, () if record.batched else roots,
-                           {name for name, _, _ in changed})
+            self.steps.add(leaves, untouched, () if record.batched else roots)
             record.keep = number == 1 or record.error is not None \
                 or self._asked_for(number) or bool(self.hooked)
             if detailed:  # read with the trace, if it is shown then

@@ -3,15 +3,14 @@ AccumulateGrad is this rank's own gradient, their .grad after backward the ranks
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ..compat.torch import compiling, never_compiled
 from ..extract.tensors import Named
+from .global_hooks import PausableHooks
 
 # absent from builds without torch.distributed
 DDP: Any = getattr(torch.nn.parallel, "DistributedDataParallel", None)
@@ -24,14 +23,9 @@ class Reducers:
         self._params: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         # id(parameter) -> the ranks that average it, and whether DDP waits for its gradient
         self._world: dict[int, tuple[int, bool]] = {}
+        self.hooks = PausableHooks(
+            lambda: [torch.nn.modules.module.register_module_forward_pre_hook(self._pre)])
 
-    @contextlib.contextmanager
-    def tracking(self) -> Iterator[None]:
-        hook = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
-        try:
-            yield
-        finally:
-            hook.remove()
 
     @never_compiled
     def _pre(self, module: Any, args: Any) -> None:

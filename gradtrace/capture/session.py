@@ -72,9 +72,11 @@ class CaptureSession:
         self.recorder.detail = self._detail
 
     def _detail(self, on: bool) -> None:
-        """Note the lines and modules that make nodes from now on, or not (light steps)."""
+        """Note the lines, modules, module hooks and DDP modules of the forwards from now on,
+        or not (a loop's light steps)."""
         self.line_log.follow(on)
-        self.tracker.follow(on)
+        for hooks in (self.tracker.hooks, self.module_hooks.hooks, self.reducers.hooks):
+            hooks.follow(on)
 
     def _source_of(self, node: Any) -> Source | None:
         """The line that made node. Inside a compiled function no line runs as such: its
@@ -93,8 +95,8 @@ class CaptureSession:
         clock = self.recorder.costs.clock.ticking() if self.recorder.costs is not None \
             else contextlib.nullcontext()
         with patched(self.recorder, self.window), self.tracker.tracking(), clock, \
-                self.reducers.tracking(), \
-                self.module_hooks.tracking(), self.line_log.tracing(frame), \
+                self.reducers.hooks.tracking(), \
+                self.module_hooks.hooks.tracking(), self.line_log.tracing(frame), \
                 self.recorder.steps.counting_optimizer_steps():
             yield
 

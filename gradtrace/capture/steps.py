@@ -102,10 +102,10 @@ class StepLog:
         return states
 
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
-            roots: Sequence[Any], changed: set[str]) -> None:
+            roots: Sequence[Any]) -> None:
         """The row of the pass that just ran, computed on the gradients' device and read
-        later; changed: the leaves whose .grad it changed (a .grad it left alone keeps its
-        last row's statistics)."""
+        later (a .grad untouched since the last pass ended, and by this one, keeps its last
+        row's statistics)."""
         row: list[Any] = [None] * len(self.columns)
         last = self.rows[-1] if self.rows else []
         read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept)
@@ -115,13 +115,14 @@ class StepLog:
             if g is None:
                 continue
             previous = last[column] if column < len(last) else None
-            if name not in changed and previous is not None and start is not None:
-                # untouched since the last pass ended, and by this one: the same values
-                row[column] = _SAME
+            # the same tensor as the last pass left, untouched since (start), and by this one
+            untouched_too = start is not None and start[0]() is g
+            added_to = start is not None and untouched_too and tensor_version(g) != start[1]
+            if untouched_too and not added_to and previous is not None:
+                row[column] = _SAME  # the same values
                 continue
-            # the same tensor, added to: autograd accumulated into what the last pass left
-            read.append((column, g, start is not None and start[0]() is g
-                         and tensor_version(g) != start[1]))
+            # added to: autograd accumulated into what the last pass left
+            read.append((column, g, added_to))
         self.rows.append(row)
         self.loss.append(None)
         loss = _loss_of(roots, self._scaled)
