@@ -170,6 +170,7 @@ class Recorder:
         self.names.look(caller_frame())
         named = None if detailed or self.second_order is None \
             and self.options.derivative_order == 2 else self._light_named(nodes)
+        leaves_only = named is not None
         if named is None:
             merged = self.names.merged()
             named = named_tensors(merged)
@@ -209,7 +210,8 @@ class Recorder:
             self._let_go_of_repeat(record)
         if self.options.saved and detailed:
             snapshot_saved(self.saved_before, nodes)
-        self._check_inplace(nodes, named, detailed=detailed)  # before the pass: pre-flight
+        if not leaves_only:  # (a leaf changed in place fails autograd itself)
+            self._check_inplace(nodes, named, detailed=detailed)  # before the pass: pre-flight
         self.passes.append(record)
         leaves = self.steps.leaves_of(named)
         untouched = self.steps.untouched(leaves)
@@ -253,7 +255,7 @@ class Recorder:
                 capture.remove()
                 record.flow = capture.records
                 record.flow_failures = capture.failures
-            changed = changed_grads(before)
+            changed = changed_grads(before) if detailed else []
             # inside torch.func transforms the root is a batched wrapper: no loss read
             self.steps.add(leaves, untouched, () if record.batched else roots)
             record.keep = number == 1 or record.error is not None \

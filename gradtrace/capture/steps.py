@@ -137,15 +137,17 @@ class StepLog:
 
     def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool]],
                   losses: list[float | None] | None, at: int, values: list[float]) -> None:
-        """Put the read (norms..., max |g|s...) of the chosen (column, kept) into row, and the
-        loss after them into losses[at] (losses: None when the vector holds no loss)."""
+        """Put the read (norms..., (min, max) of each...) of the chosen (column, kept) into
+        row, and the loss after them into losses[at] (None: the vector holds no loss)."""
         count = len(chosen)
-        for (column, kept), norm, top in zip(chosen, values[:count], values[count:2 * count],
-                                             strict=True):
-            row[column] = LeafStep(norm, top, math.isfinite(top), kept)
-            self.not_finite_read = self.not_finite_read or not math.isfinite(top)
+        for k, (column, kept) in enumerate(chosen):
+            lo, hi = values[count + 2 * k], values[count + 2 * k + 1]
+            finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
+            row[column] = LeafStep(values[k], max(hi, -lo) if lo == lo and hi == hi
+                                   else math.nan, finite, kept)
+            self.not_finite_read = self.not_finite_read or not finite
         if losses is not None:
-            losses[at] = values[2 * count]
+            losses[at] = values[3 * count]
 
     def changed(self, named: Named) -> frozenset[str]:
         """The leaves whose values are not what they were when a pass first named them
@@ -228,7 +230,8 @@ def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any]
         root = scaled[1]
     if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
         return None
-    return root.detach().reshape(())
+    root = root.detach()
+    return root if not root.dim() else root.reshape(())
 
 
 def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
@@ -239,9 +242,10 @@ def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
 
 def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
                 ) -> list[tuple[torch.Tensor, list[int], bool]]:
-    """(norms..., max |g|s..., the loss, if it is in this one) of the gradients as float64
-    vectors on their devices, each with the indices into grads it covers (a gradient whose
-    values cannot be read: in none) and whether it holds the loss (one does, if given)."""
+    """(norms..., (min, max) of each..., the loss, if it is in this one) of the gradients
+    as float64 vectors on their devices, each with the indices into grads it covers (a
+    gradient whose values cannot be read: in none) and whether it holds the loss (one does,
+    if given)."""
     groups = []
     taken: set[int] = set()
     device = grads[0].device if grads else None if loss is None else loss.device
@@ -258,16 +262,17 @@ def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
         if i in taken:
             continue
         try:
-            pair = _norm_and_top(g)
+            brief = _norm_and_ends(g)
         # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
         # the run; its row says it has no statistics.
         except Exception:  # noqa: BLE001
-            pair = None
-        if pair is not None:
-            by_device.setdefault(pair.device, []).append((i, pair))
-    for pairs in by_device.values():
-        stacked = torch.stack([pair for _, pair in pairs])  # a (norm, max |g|) row each
-        groups.append((stacked.t().reshape(-1), [i for i, _ in pairs], False))
+            brief = None
+        if brief is not None:
+            by_device.setdefault(brief.device, []).append((i, brief))
+    for briefs in by_device.values():
+        stacked = torch.stack([brief for _, brief in briefs])  # a (norm, min, max) row each
+        groups.append((torch.cat((stacked[:, 0], stacked[:, 1:].reshape(-1))),
+                       [i for i, _ in briefs], False))
     if loss is not None and not with_loss:  # the loss alone
         groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
     return groups
@@ -281,18 +286,26 @@ def _plain(g: torch.Tensor, device: torch.device | None) -> bool:
 
 
 def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Tensor | None:
-    """(norms..., max |g|s..., loss) of plain gradients on one device (and the loss, when
-    given, on it too) in four calls; None when this torch cannot."""
+    """(norms..., (min, max) of each..., loss) of plain gradients on one device (and the
+    loss, when given, on it too) in few calls; None when this torch cannot."""
     try:
         if not chosen:
             return None if loss is None else loss.reshape(1).to(torch.float64, copy=True)
         norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
-        tops = foreach_norms(chosen, math.inf)  # exact in any dtype; NaN and inf propagate
-        if norms is None or tops is None:
+        if norms is None:
             return None
-        if loss is not None and loss.dtype == tops[0].dtype:  # stacked exactly, with them
-            tops, loss = [*tops, loss], None
-        parts = [torch.stack(norms), torch.stack(tops).to(torch.float64)]
+        if chosen[0].is_cpu:
+            # no fused kernels on the CPU: min and max in one pass over each gradient cost
+            # less than the foreach max |g| (itself a pass over each, several times slower)
+            ends = [end for g in chosen for end in torch.aminmax(g)]
+        else:  # one fused kernel: max |g|, which is both ends as far as statistics go
+            tops = foreach_norms(chosen, math.inf)  # exact in any dtype; NaN propagates
+            if tops is None:
+                return None
+            ends = [end for top in tops for end in (-top, top)]
+        if loss is not None and loss.dtype == ends[0].dtype:  # stacked exactly, with them
+            ends, loss = [*ends, loss], None
+        parts = [torch.stack(norms), torch.stack(ends)]  # cat makes them all float64
         if loss is not None:
             parts.append(loss.reshape(1).to(torch.float64))
         return torch.cat(parts)
@@ -300,9 +313,9 @@ def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Te
         return None
 
 
-def _norm_and_top(g: torch.Tensor) -> torch.Tensor | None:
-    """A gradient's (norm, max |g|) as a float64 pair on its device (of |g| when complex; of
-    the stored values when sparse; NaN propagates); None for a meta or quantized one."""
+def _norm_and_ends(g: torch.Tensor) -> torch.Tensor | None:
+    """A gradient's (norm, min, max) as float64 on its device (of |g| when complex; of the
+    stored values when sparse; NaN propagates); None for a meta or quantized one."""
     if g.is_meta or g.is_quantized:
         return None
     g = g.detach()
@@ -311,8 +324,8 @@ def _norm_and_top(g: torch.Tensor) -> torch.Tensor | None:
     if g.is_complex():
         g = g.abs()
     if not g.numel():
-        return torch.zeros(2, dtype=torch.float64, device=g.device)
+        return torch.zeros(3, dtype=torch.float64, device=g.device)
     flat = g.reshape(-1)
     lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
-    top = torch.maximum(hi.to(torch.float64), -lo.to(torch.float64))
-    return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64), top))
+    return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64),
+                        lo.to(torch.float64), hi.to(torch.float64)))
