@@ -86,12 +86,65 @@ for step in range(150):
 
 
 def test_gradients_read_not_finite_put_the_next_passes_in_detail(tmp_path: Path) -> None:
-    """Pass 41's NaN is read with its batch (64 rows, after pass 63): the 8 passes after
-    that are recorded in detail, flow included, and kept (their gradients are NaN too)."""
+    """Pass 41's NaN is read with its batch (64 vectors at most): the 8 passes after that
+    are recorded in detail, flow included, and kept (their gradients are NaN too)."""
     trace = show_json(write_script(tmp_path, NOT_FINITE))
     detailed = [i for i, p in enumerate(trace["passes"], 1) if not p.get("light")]
-    assert detailed == [1, *range(64, 72), 100]
+    chased = [i for i in detailed if i > 41][:8]  # (pass 100 is in detail anyway)
+    assert chased == list(range(chased[0], chased[0] + 8)) and chased[0] <= 41 + 64
     born = [f for f in trace["findings"] if f["code"] == "nan-gradient"]
-    assert born and born[0]["message"].startswith("pass 64: ")
+    assert born and born[0]["message"].startswith(f"pass {chased[0]}: ")
     exploding = [f for f in trace["findings"] if f["code"] == "exploding-gradient"]
     assert any("at pass 41" in f["message"] for f in exploding)
+
+
+TWO_GRAPHS = """import torch
+torch.manual_seed(0)
+critic = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+maker = torch.nn.Linear(4, 2)
+c_opt = torch.optim.SGD(critic.parameters(), lr=0.01)
+m_opt = torch.optim.SGD(maker.parameters(), lr=0.01)
+real = torch.randn(16, 2)
+for step in range(120):
+    c_opt.zero_grad()
+    c_loss = critic(maker(torch.randn(16, 4)).detach()).mean() - critic(real).mean()
+    c_loss.backward()
+    c_opt.step()
+    m_opt.zero_grad()
+    m_loss = -critic(maker(torch.randn(16, 4))).mean()
+    m_loss.backward()
+    m_opt.step()
+"""
+
+
+def test_each_graph_light_steps_ran_over_keeps_its_lines_and_modules(tmp_path: Path) -> None:
+    """A GAN's two graphs, each last run by a light pass: both are shown with the lines and
+    modules of the latest pass in detail over each."""
+    trace = show_json(write_script(tmp_path, TWO_GRAPHS))
+    assert trace["passes"][-1].get("light") and trace["passes"][-2].get("light")
+    ops = [n for n in trace["nodes"] if n["kind"] == "op"]
+    lines = {n["source"]["line"] for n in ops if n["source"] is not None}
+    assert all(n["source"] is not None for n in ops), [n["type"] for n in ops if not n["source"]]
+    assert lines == {10, 14}
+    assert {n["module"] for n in ops} >= {"critic.0", "critic.2", "maker"}
+
+
+HOOKED = """import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+data = torch.randn(8, 3)
+for step in range(60):
+    model.zero_grad()
+    hidden = model[0](data)
+    hidden.register_hook(lambda g: g * 0.5)
+    loss = model[2](model[1](hidden)).pow(2).mean()
+    loss.backward()
+"""
+
+
+def test_a_loop_with_tensor_hooks_is_recorded_in_detail_forwards_included(
+        tmp_path: Path) -> None:
+    trace = show_json(write_script(tmp_path, HOOKED))
+    assert not any(p.get("light") for p in trace["passes"][-1:])
+    ops = [n for n in trace["nodes"] if n["kind"] == "op"]
+    assert ops and all(n["source"] is not None for n in ops)

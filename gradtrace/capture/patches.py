@@ -95,6 +95,8 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     root_param = next(iter(signature.parameters))  # self / tensors / outputs
     defaults = {name: p.default for name, p in signature.parameters.items()
                 if p.default is not inspect.Parameter.empty}
+    # one argument binds alone when every other parameter has a default (backward's do)
+    one_binds = len(defaults) == len(signature.parameters) - 1
 
     @functools.wraps(original)
     @never_compiled
@@ -103,7 +105,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         if recorder.recording == threading.get_ident() or inside_backward() \
                 or recorder.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
-        if len(args) == 1 and not kwargs:  # loss.backward(): what binding would give, faster
+        if one_binds and len(args) == 1 and not kwargs:  # loss.backward(): binding, faster
             given = {**defaults, root_param: args[0]}
         else:
             bound = signature.bind(*args, **kwargs)

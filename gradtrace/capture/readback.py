@@ -21,6 +21,8 @@ class Readback:
     def __init__(self, every: int = 64) -> None:
         self.every = every
         self._waiting: list[tuple[torch.Tensor, Reader]] = []
+        self._streams: dict[torch.device, set[object]] = {}  # the streams that made them
+        self.batches = 0  # how many batches were handed out
         # accelerator batches being copied: (pinned host tensor, sizes, readers, event)
         self._copying: list[tuple[torch.Tensor, list[int], list[Reader], Any]] = []
 
@@ -29,6 +31,9 @@ class Readback:
         cannot be: a meta tensor's, a subclass's that refuses)."""
         if values.is_meta:
             return
+        if values.is_cuda:  # made on this stream: the batch's copy waits for it
+            self._streams.setdefault(values.device, set()).add(
+                torch.cuda.current_stream(values.device))
         self._waiting.append((values, reader))
         if len(self._waiting) >= self.every:
             self._start()
@@ -54,8 +59,15 @@ class Readback:
             except Exception:  # noqa: BLE001 - a subclass's own cat: each read alone then
                 for values, reader in batch:
                     _hand_out(values, [values.numel()], [reader])
+                self.batches += 1
                 continue
             if device.type == "cuda":
+                stream = torch.cuda.current_stream(device)
+                for made_on in self._streams.pop(device, ()):
+                    if made_on != stream:
+                        stream.wait_stream(made_on)  # type: ignore[arg-type]
+                for values, _ in batch:  # their memory is not reused before the cat ran
+                    values.record_stream(stream)
                 host = torch.empty(joined.shape, dtype=joined.dtype, pin_memory=True)
                 host.copy_(joined, non_blocking=True)
                 done = torch.cuda.Event()
@@ -63,6 +75,7 @@ class Readback:
                 self._copying.append((host, sizes, readers, done))
             else:  # the CPU (or a device without events): nothing to wait for
                 _hand_out(joined, sizes, readers)
+                self.batches += 1
 
     def _finish(self) -> None:
         """Hand out the batches started (waiting for a copy only if it has not finished)."""
@@ -70,6 +83,7 @@ class Readback:
         for host, sizes, readers, done in copying:
             done.synchronize()
             _hand_out(host, sizes, readers)
+            self.batches += 1
 
 
 def _hand_out(values: torch.Tensor, sizes: list[int], readers: list[Reader]) -> None:

@@ -34,6 +34,7 @@ from ..extract.walk import (
     saved_reader,
     snapshot_saved,
     structure,
+    walk,
 )
 from ..gcpause import gc_paused
 from ..model.records import LEAF, Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
@@ -56,8 +57,13 @@ from .where import running_line
 DETAILED_FIRST = 32
 DETAILED_EVERY = 100
 # Once a light step's .grad is read not finite, the next passes are in detail, so that one
-# whose gradients are not finite most likely keeps its flow (told where NaN or inf arose).
+# whose gradients are not finite most likely keeps its flow (told where NaN or inf arose);
+# again for a later batch's, CHASES times in all.
 DETAILED_AFTER_NOT_FINITE = 8
+CHASES = 4
+# The passes in detail repeated since, held until their statistics are read (say whether
+# their .grads were finite): past this many, read now.
+UNDECIDED = 8
 
 
 class PassLimit(BaseException):
@@ -112,6 +118,9 @@ class Recorder:
         self._detailed_signatures: set[int] = set()  # graphs some pass showed in detail
         self._undecided: list[RawPass] = []  # repeated passes in detail, not read yet
         self._chase_until: int | None = None  # in detail up to this pass: see above
+        self._chases = 0
+        self._not_finite_chased = 0  # the not-finite rows read when the last chase began
+        self._settled_at = 0  # the readback's batches when _settle last ran
         # the leaves the latest full naming found (a light step names no more than these)
         self._leaf_names: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
         # the sequence numbers of nodes made while create_graph passes ran: [start, end)
@@ -257,6 +266,7 @@ class Recorder:
                 record.flow_failures = capture.failures
             changed = changed_grads(before) if detailed else []
             # inside torch.func transforms the root is a batched wrapper: no loss read
+            record.row = len(self.steps.rows)
             self.steps.add(leaves, untouched, () if record.batched else roots)
             record.keep = number == 1 or record.error is not None \
                 or self._asked_for(number) or bool(self.hooked)
@@ -277,8 +287,16 @@ class Recorder:
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
             # a new graph met in a light stretch: the next pass (most likely its repeat)
             # is recorded in detail, its lines and modules too
-            if self.steps.not_finite_read and self._chase_until is None:
+            if self.steps.not_finite_read > self._not_finite_chased \
+                    and number > (self._chase_until or 0) and self._chases < CHASES:
+                self._not_finite_chased = self.steps.not_finite_read
                 self._chase_until = number + DETAILED_AFTER_NOT_FINITE
+                self._chases += 1
+            if len(self._undecided) > UNDECIDED or self.readback.batches != self._settled_at:
+                if len(self._undecided) > UNDECIDED:
+                    self.readback.read()  # rare: a loop's first passes, all in detail
+                self._settled_at = self.readback.batches
+                self._settle()
             self.detailed_next = self._detailed(number + 1) or (new_graph
                                                                 and not self.detailed_next)
         return result
@@ -301,7 +319,7 @@ class Recorder:
         """Whether the pass numbered so is planned to be recorded in detail."""
         return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
             or self._asked_for(number) or self.options.graph_pass == "all" \
-            or number <= (self._chase_until or 0)
+            or bool(self.hooked) or number <= (self._chase_until or 0)
 
     def _timing(self, record: RawPass, kind: PassKind, roots: list[Any], create: bool,
                 given: dict[str, Any] | None) -> str | None:
@@ -351,7 +369,7 @@ class Recorder:
         read (in their batch: never a read of its own) and say its .grads were finite."""
         waiting = []
         for p in self._undecided:
-            finite = self.steps.finite(p.number - 1)
+            finite = True if p.row is None else self.steps.finite(p.row)
             if finite is None:
                 waiting.append(p)
             elif finite:
@@ -398,12 +416,15 @@ class Recorder:
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         grad_before = self._read_pending()
-        twins = self._twins(walked)
-        if twins:  # a graph made in a light stretch: its lines and modules are its twin's
+        twins = self._twins()
+        if twins:  # graphs made in a light stretch: their lines and modules are their twins'
             modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
                        **modules}
-        source_of = self.source_of if not twins else \
-            lambda node: self.source_of(node) or self.source_of(twins.get(id(node)))
+
+        def source_of(node: Any) -> Source | None:
+            twin = twins.get(id(node))
+            return self.source_of(node) or (None if twin is None else self.source_of(twin))
+
         return build_trace(
             scenario=scenario, named=named, earlier=earlier, outputs=outputs,
             root_reason=reason,
@@ -417,15 +438,21 @@ class Recorder:
             handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
             reduced=reduced or {}, costs=self._raw_costs(module_objects or {}))
 
-    def _twins(self, walked: Walk | None) -> dict[int, Any]:
-        """id(node) -> its twin, for the nodes of the last pass's walk when that pass was
-        light: the i-th node of the latest pass in detail over a graph alike, whose lines and
-        modules were noted (a light step's forward runs without the line log and tracker)."""
-        last = self.passes[-1] if self.passes else None
-        twin = None if last is None or not last.thinned else self._latest_of.get(last.signature)
-        if walked is None or twin is None or len(twin.nodes) != len(walked.order):
-            return {}
-        return {id(node): same for node, same in zip(walked.order, twin.nodes, strict=True)}
+    def _twins(self) -> dict[int, Any]:
+        """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
+        i-th node of the latest pass in detail over a graph alike, whose lines and modules
+        were noted (a light step's forward runs without the line log and tracker)."""
+        twins: dict[int, Any] = {}
+        for p in self.graph_passes():
+            twin = self._latest_of.get(p.signature) if p.thinned and p.roots else None
+            if twin is None or not twin.nodes:
+                continue
+            order = walk(p.roots)[0]  # its nodes live while p holds its roots
+            if len(order) == len(twin.nodes):
+                twins.update((id(node), same) for node, same in zip(order, twin.nodes,
+                                                                    strict=True))
+            release(order)
+        return twins
 
     def _raw_costs(self, paths: dict[int, str]) -> RawCosts | None:
         """--profile's samples for the pass asked for (--pass N), else the last pass."""

@@ -45,7 +45,7 @@ class StepLog:
         self.rows: list[list[Any]] = []
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
-        self.not_finite_read = False  # some row read so far holds a .grad not finite
+        self.not_finite_read = 0  # rows read so far that hold a .grad not finite
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
         # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
@@ -140,12 +140,14 @@ class StepLog:
         """Put the read (norms..., (min, max) of each...) of the chosen (column, kept) into
         row, and the loss after them into losses[at] (None: the vector holds no loss)."""
         count = len(chosen)
+        all_finite = True
         for k, (column, kept) in enumerate(chosen):
             lo, hi = values[count + 2 * k], values[count + 2 * k + 1]
             finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
             row[column] = LeafStep(values[k], max(hi, -lo) if lo == lo and hi == hi
                                    else math.nan, finite, kept)
-            self.not_finite_read = self.not_finite_read or not finite
+            all_finite = all_finite and finite
+        self.not_finite_read += not all_finite
         if losses is not None:
             losses[at] = values[3 * count]
 
@@ -179,10 +181,16 @@ class StepLog:
 
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
-        entries = self.rows[row]
-        if any(entry is _PENDING for entry in entries):
-            return None
-        return all(not isinstance(entry, LeafStep) or entry.finite for entry in entries)
+        finite = True
+        for column, entry in enumerate(self.rows[row]):
+            back = row
+            while entry is _SAME:  # the row before's (a row of the first pass is none)
+                back -= 1
+                entry = self.rows[back][column]
+            if entry is _PENDING:
+                return None
+            finite = finite and (not isinstance(entry, LeafStep) or entry.finite)
+        return finite
 
 
 def _fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
@@ -270,11 +278,17 @@ def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
         if brief is not None:
             by_device.setdefault(brief.device, []).append((i, brief))
     for briefs in by_device.values():
-        stacked = torch.stack([brief for _, brief in briefs])  # a (norm, min, max) row each
-        groups.append((torch.cat((stacked[:, 0], stacked[:, 1:].reshape(-1))),
-                       [i for i, _ in briefs], False))
+        try:
+            stacked = torch.stack([brief for _, brief in briefs])  # a (norm, min, max) row each
+            groups.append((torch.cat((stacked[:, 0], stacked[:, 1:].reshape(-1))),
+                           [i for i, _ in briefs], False))
+        except Exception:  # noqa: BLE001 - subclasses that refuse: no statistics for them
+            continue
     if loss is not None and not with_loss:  # the loss alone
-        groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
+        try:
+            groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
+        except Exception:  # noqa: BLE001 - a subclass's that refuses: no loss
+            pass
     return groups
 
 

@@ -88,6 +88,7 @@ class RawPass:
     keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
     # .grad changes summarised as the pass ended, not read yet: (name, before, after)
     pending_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    row: int | None = None  # its row of the steps' statistics (None: none was made)
 
 
 @dataclass
