@@ -27,7 +27,6 @@ class ModuleHooks:
         self.hooks = PausableHooks(
             lambda: [torch.nn.modules.module.register_module_forward_hook(self._post)])
 
-
     @never_compiled  # as the module tracker's: torch.compile must not trace gradtrace
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         full, old = backward_hooks_of(module)

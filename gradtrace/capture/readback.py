@@ -71,7 +71,7 @@ class Readback:
                 host = torch.empty(joined.shape, dtype=joined.dtype, pin_memory=True)
                 host.copy_(joined, non_blocking=True)
                 done = torch.cuda.Event()
-                done.record(torch.cuda.current_stream(device))
+                done.record(stream)
                 self._copying.append((host, sizes, readers, done))
             else:  # the CPU (or a device without events): nothing to wait for
                 _hand_out(joined, sizes, readers)

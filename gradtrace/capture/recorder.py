@@ -209,7 +209,7 @@ class Recorder:
                     self.second_order = second_derivatives(root, name, named)
                 finally:
                     self.muted -= 1
-        record = RawPass(kind, by, root_nodes, root_names, retain, create, number, line, code,
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
                          signature=signature, nodes=list(nodes), batched=batched)
         before = grads_before(named) if detailed else []  # a light step keeps no changes
         if self.grad_before is None:  # the first pass's (read with the trace)
@@ -285,21 +285,26 @@ class Recorder:
             if self.last_walk is not None:
                 release(self.last_walk.order)
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
-            # a new graph met in a light stretch: the next pass (most likely its repeat)
-            # is recorded in detail, its lines and modules too
-            if self.steps.not_finite_read > self._not_finite_chased \
-                    and number > (self._chase_until or 0) and self._chases < CHASES:
-                self._not_finite_chased = self.steps.not_finite_read
-                self._chase_until = number + DETAILED_AFTER_NOT_FINITE
-                self._chases += 1
-            if len(self._undecided) > UNDECIDED or self.readback.batches != self._settled_at:
-                if len(self._undecided) > UNDECIDED:
-                    self.readback.read()  # rare: a loop's first passes, all in detail
-                self._settled_at = self.readback.batches
-                self._settle()
-            self.detailed_next = self._detailed(number + 1) or (new_graph
-                                                                and not self.detailed_next)
+            self._plan_next(number, new_graph)
         return result
+
+    def _plan_next(self, number: int, new_graph: bool) -> None:
+        """After pass `number`: chase a .grad read not finite, let go of what was read
+        finite, and decide whether the next pass is recorded in detail."""
+        if self.steps.not_finite_read > self._not_finite_chased \
+                and number > (self._chase_until or 0) and self._chases < CHASES:
+            self._not_finite_chased = self.steps.not_finite_read
+            self._chase_until = number + DETAILED_AFTER_NOT_FINITE
+            self._chases += 1
+        if len(self._undecided) > UNDECIDED or self.readback.batches != self._settled_at:
+            if len(self._undecided) > UNDECIDED:
+                self.readback.read()  # rare: a loop's first passes, all in detail
+            self._settled_at = self.readback.batches
+            self._settle()
+        # a new graph met in a light stretch: the next pass (most likely its repeat) is
+        # recorded in detail, its lines and modules too
+        self.detailed_next = self._detailed(number + 1) or (new_graph
+                                                            and not self.detailed_next)
 
     def _light_named(self, nodes: list[Any]) -> Named | None:
         """The leaves the latest full naming named, when they live and every leaf this pass

@@ -26,7 +26,6 @@ class Reducers:
         self.hooks = PausableHooks(
             lambda: [torch.nn.modules.module.register_module_forward_pre_hook(self._pre)])
 
-
     @never_compiled
     def _pre(self, module: Any, args: Any) -> None:
         if DDP is None or not isinstance(module, DDP) or compiling():

@@ -259,7 +259,8 @@ def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
     device = grads[0].device if grads else None if loss is None else loss.device
     plain = [i for i, g in enumerate(grads) if _plain(g, device)]
     with_loss = loss is not None and loss.device == device
-    together = _together([grads[i] for i in plain], loss if with_loss else None)
+    together = _together([grads[i] for i in plain], loss if with_loss else None) \
+        if plain else None
     if together is not None:
         groups.append((together, plain, with_loss))
         taken.update(plain)
@@ -300,11 +301,9 @@ def _plain(g: torch.Tensor, device: torch.device | None) -> bool:
 
 
 def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Tensor | None:
-    """(norms..., (min, max) of each..., loss) of plain gradients on one device (and the
-    loss, when given, on it too) in few calls; None when this torch cannot."""
+    """(norms..., (min, max) of each..., loss) of plain gradients (at least one) on one
+    device (and the loss, when given, on it too) in few calls; None when this torch cannot."""
     try:
-        if not chosen:
-            return None if loss is None else loss.reshape(1).to(torch.float64, copy=True)
         norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
         if norms is None:
             return None

@@ -72,7 +72,6 @@ class RawPass:
     root_names: list[str | None]
     retain_graph: bool
     create_graph: bool
-    number: int = 0  # from 1, in the order passes began
     line: int | None = None
     code: str | None = None
     error: str | None = None
