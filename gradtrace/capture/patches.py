@@ -125,11 +125,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         recording = None if ours is not None else sys.gettrace()  # a debugger's stays on
         backward = ours if ours is not None and create else recording
 
-        @forwards
-        def call() -> Any:
-            with window.released(), tracer_set(backward):
-                return original(*args, **kwargs)
-
+        call = functools.partial(_forwarded, window, backward, original, args, kwargs)
         # another thread's pass is recorded whole first (without the lock, one that started
         # while another was recorded ran unrecorded)
         try:
@@ -140,6 +136,16 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
             recorder.detail(recorder.detailed_next)
 
     return wrapper
+
+
+@forwards
+def _forwarded(window: StopWindow, tracer: Callable[..., Any] | None,
+               original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> Any:
+    """The script's own backward or grad call, which a stop may cut, with tracer set."""
+    with window.released(), tracer_set(tracer):
+        return original(*args, **kwargs)
+
 
 def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: ignore[type-arg]
     """Function.apply, noting each call (original: the classmethod as Function's __dict__

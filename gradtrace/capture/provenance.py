@@ -19,19 +19,23 @@ from ..compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, se
 from ..model.records import Source
 
 
-@contextlib.contextmanager
-def tracer_set(tracer: Callable[..., Any] | None) -> Iterator[None]:
+class tracer_set:  # noqa: N801 - used as a function is: `with tracer_set(t):`
     """sys.settrace(tracer) inside the block, this thread's tracer before it afterwards.
 
     gradtrace's own bookkeeping runs with the line log's tracer off: while any tracer is set,
     CPython 3.11 runs every frame of the thread on its slow path (a training loop's passes
-    took twice as long)."""
-    before = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        yield
-    finally:
-        sys.settrace(before)
+    took twice as long). A class, not a generator: every pass enters two."""
+
+    def __init__(self, tracer: Callable[..., Any] | None) -> None:
+        self._tracer = tracer
+        self._before: Callable[..., Any] | None = None
+
+    def __enter__(self) -> None:
+        self._before = sys.gettrace()
+        sys.settrace(self._tracer)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(self._before)
 
 
 def own_tracer() -> Callable[..., Any] | None:

@@ -3,13 +3,16 @@ batches: one copy per device per batch, never a host-device synchronisation per 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 # What a batch's numbers are handed to: the values of the vector given to later(), as floats
 Reader = Callable[[list[float]], None]
+# A vector: 1-D parts on one device, of any real dtypes, joined (as float64) only in its batch
+Parts = tuple[torch.Tensor, ...]
 
 
 class Readback:
@@ -20,21 +23,23 @@ class Readback:
 
     def __init__(self, every: int = 64) -> None:
         self.every = every
-        self._waiting: list[tuple[torch.Tensor, Reader]] = []
+        self._waiting: list[tuple[Parts, Reader]] = []
         self._streams: dict[torch.device, set[object]] = {}  # the streams that made them
         self.batches = 0  # how many batches were handed out
         # accelerator batches being copied: (pinned host tensor, sizes, readers, event)
         self._copying: list[tuple[torch.Tensor, list[int], list[Reader], Any]] = []
 
-    def later(self, values: torch.Tensor, reader: Reader) -> None:
-        """Hand values (a 1-D float64 tensor) to reader once they are read (never, when they
-        cannot be: a meta tensor's, a subclass's that refuses)."""
-        if values.is_meta:
+    def later(self, values: torch.Tensor | Sequence[torch.Tensor], reader: Reader) -> None:
+        """Hand values (a 1-D tensor, or 1-D parts on one device: joined in the batch, one
+        op fewer a pass) to reader once they are read (never, when they cannot be: a meta
+        tensor's, a subclass's that refuses)."""
+        parts = (values,) if isinstance(values, torch.Tensor) else tuple(values)
+        if parts[0].is_meta:
             return
-        if values.is_cuda:  # made on this stream: the batch's copy waits for it
-            self._streams.setdefault(values.device, set()).add(
-                torch.cuda.current_stream(values.device))
-        self._waiting.append((values, reader))
+        if parts[0].is_cuda:  # made on this stream: the batch's copy waits for it
+            self._streams.setdefault(parts[0].device, set()).add(
+                torch.cuda.current_stream(parts[0].device))
+        self._waiting.append((parts, reader))
         if len(self._waiting) >= self.every:
             self._start()
 
@@ -47,18 +52,19 @@ class Readback:
         """Copy the waiting vectors to the host, a batch per device: on the CPU read now; on
         an accelerator started (a copy into pinned memory and an event), read at the next."""
         self._finish()
-        by_device: dict[torch.device, list[tuple[torch.Tensor, Reader]]] = {}
-        for values, reader in self._waiting:
-            by_device.setdefault(values.device, []).append((values, reader))
+        by_device: dict[torch.device, list[tuple[Parts, Reader]]] = {}
+        for parts, reader in self._waiting:
+            by_device.setdefault(parts[0].device, []).append((parts, reader))
         self._waiting = []
         for device, batch in by_device.items():
-            sizes = [values.numel() for values, _ in batch]
+            sizes = [sum(part.numel() for part in parts) for parts, _ in batch]
             readers = [reader for _, reader in batch]
-            try:
-                joined = torch.cat([values for values, _ in batch])
+            try:  # float64 holds every real dtype's values exactly
+                joined = torch.cat([part for parts, _ in batch for part in parts]).double()
             except Exception:  # noqa: BLE001 - a subclass's own cat: each read alone then
-                for values, reader in batch:
-                    _hand_out(values, [values.numel()], [reader])
+                for (parts, reader), size in zip(batch, sizes, strict=True):
+                    with contextlib.suppress(Exception):
+                        _hand_out(torch.cat(parts), [size], [reader])
                 self.batches += 1
                 continue
             if device.type == "cuda":
@@ -66,8 +72,9 @@ class Readback:
                 for made_on in self._streams.pop(device, ()):
                     if made_on != stream:
                         stream.wait_stream(made_on)  # type: ignore[arg-type]
-                for values, _ in batch:  # their memory is not reused before the cat ran
-                    values.record_stream(stream)
+                for parts, _ in batch:  # their memory is not reused before the cat ran
+                    for part in parts:
+                        part.record_stream(stream)
                 host = torch.empty(joined.shape, dtype=joined.dtype, pin_memory=True)
                 host.copy_(joined, non_blocking=True)
                 done = torch.cuda.Event()

@@ -224,18 +224,18 @@ class Recorder:
         self.passes.append(record)
         leaves = self.steps.leaves_of(named)
         untouched = self.steps.untouched(leaves)
-        watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
-            | self._hooked_in(nodes)
         record.compiled = compiled_autograd_on()
         # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
         unhookable = record.batched or record.compiled
         timing = self._timing(record, kind, roots, create, given) \
             if self.costs is not None and not unhookable else None
-        capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked) \
-            if self.options.flow and detailed and not unhookable and timing != "step" \
-            else None
+        capture = None
+        if self.options.flow and detailed and not unhookable and timing != "step":
+            watched = frozenset(id(t.grad_fn) for _, t in named if t.grad_fn is not None) \
+                | self._hooked_in(nodes)
+            capture = FlowCapture(nodes, edges, every_leaf, watched, self.unhooked)
         self.recording = threading.get_ident()
-        start = next_sequence_number()
+        start = next_sequence_number() if create else 0
         try:
             if timing is None or self.costs is None:
                 result = call()

@@ -249,12 +249,12 @@ def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
 
 
 def _briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
-                ) -> list[tuple[torch.Tensor, list[int], bool]]:
+                ) -> list[tuple[torch.Tensor | list[torch.Tensor], list[int], bool]]:
     """(norms..., (min, max) of each..., the loss, if it is in this one) of the gradients
-    as float64 vectors on their devices, each with the indices into grads it covers (a
-    gradient whose values cannot be read: in none) and whether it holds the loss (one does,
-    if given)."""
-    groups = []
+    as vectors on their devices (or parts of one, joined as float64 when read), each with
+    the indices into grads it covers (a gradient whose values cannot be read: in none) and
+    whether it holds the loss (one does, if given)."""
+    groups: list[tuple[torch.Tensor | list[torch.Tensor], list[int], bool]] = []
     taken: set[int] = set()
     device = grads[0].device if grads else None if loss is None else loss.device
     plain = [i for i, g in enumerate(grads) if _plain(g, device)]
@@ -300,9 +300,11 @@ def _plain(g: torch.Tensor, device: torch.device | None) -> bool:
         and g.is_floating_point() and g.numel() > 0 and not g.is_meta
 
 
-def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Tensor | None:
+def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None
+              ) -> list[torch.Tensor] | None:
     """(norms..., (min, max) of each..., loss) of plain gradients (at least one) on one
-    device (and the loss, when given, on it too) in few calls; None when this torch cannot."""
+    device (and the loss, when given, on it too) in few calls, as parts the batch joins;
+    None when this torch cannot."""
     try:
         norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
         if norms is None:
@@ -318,10 +320,10 @@ def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None) -> torch.Te
             ends = [end for top in tops for end in (-top, top)]
         if loss is not None and loss.dtype == ends[0].dtype:  # stacked exactly, with them
             ends, loss = [*ends, loss], None
-        parts = [torch.stack(norms), torch.stack(ends)]  # cat makes them all float64
+        parts = [torch.stack(norms), torch.stack(ends)]  # joined (as float64) in the batch
         if loss is not None:
-            parts.append(loss.reshape(1).to(torch.float64))
-        return torch.cat(parts)
+            parts.append(loss.reshape(1).to(torch.float64, copy=True))
+        return parts
     except Exception:  # noqa: BLE001 - one tensor at a time then, as for any odd .grad
         return None
 
