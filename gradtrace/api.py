@@ -5,6 +5,7 @@ Importing it does not import torch; tracing does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -94,25 +95,28 @@ def load_scenario(path: str, roots: list[str] | None = None, backward: bool = Tr
                                                        profile=profile)))
 
 
-def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool = False,
+def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool | None = None,
           saved: bool = True, profile: bool = False) -> TraceView:
     """The trace of the graph behind output tensors, or of a scenario file given by its path.
 
     names maps names to tensors or modules for labels; by default the caller's variables are
     used, as a scenario's module-level names are. backward=True also runs backward (ones for
-    non-scalar outputs) and records its gradient flow; by default no .grad is touched.
-    saved=False skips reading saved tensors, which is faster on big graphs. profile=True
-    times each backward node (as `show --profile`; a graph of tensors needs backward=True).
+    non-scalar outputs) and records its gradient flow. The default is the one rule of every
+    entry point: gradtrace runs a backward of its own only in a script it runs itself (a path
+    here, `show`, load_scenario) and only when the script ran none; tensors handed to it
+    keep their .grad untouched. saved=False skips reading saved tensors, which is faster on
+    big graphs. profile=True times each backward node (as `show --profile`; a graph of
+    tensors needs backward=True).
     """
     if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):
-        return load_scenario(os.fspath(outputs[0]), backward=backward, saved=saved,
-                             profile=profile)
+        return load_scenario(os.fspath(outputs[0]), backward=backward is not False,
+                             saved=saved, profile=profile)
     from .capture.live import trace_tensors
 
     if names is None:
         caller = caller_frame()
         names = {} if caller is None else {**caller.f_globals, **caller.f_locals}
-    return TraceView(trace_tensors(list(outputs), names, backward, saved, profile))
+    return TraceView(trace_tensors(list(outputs), names, bool(backward), saved, profile))
 
 
 class Recording(TraceView):
@@ -134,9 +138,12 @@ class Recording(TraceView):
         return self
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        trace = self._block.stop(build=kind is None)  # an error in the block goes on up
+        trace = self._block.stop(error)  # an error in the block goes on up, with the trace
         if trace is not None:
             self.trace = trace
+            if error is not None:
+                with contextlib.suppress(AttributeError, TypeError):  # an exception's slots
+                    error.gradtrace_trace = self
 
     def __repr__(self) -> str:
         return super().__repr__() if "trace" in self.__dict__ else "<gradtrace recording>"

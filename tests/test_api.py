@@ -102,3 +102,40 @@ def test_an_error_in_the_block_goes_on_up_and_torch_is_restored() -> None:
     with gradtrace.record(), pytest.raises(gradtrace.errors.ScenarioError, match="inside"), \
             gradtrace.record():
         pass
+
+
+def test_a_block_that_raises_hands_on_what_it_recorded_before() -> None:
+    import gradtrace
+
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="after one pass") as raised, \
+            gradtrace.record() as rec:
+        (x * 3).sum().backward()
+        raise ValueError("after one pass")
+    partial = raised.value.gradtrace_trace  # type: ignore[attr-defined]
+    assert partial is rec and len(rec.passes) == 1
+    assert next(t for t in rec.tensors if t.name == "x").grad is not None
+    stopped = [f for f in rec.findings if f.code == "scenario-stopped"]
+    assert len(stopped) == 1 and "ValueError: after one pass" in stopped[0].message
+    assert stopped[0].line is not None
+
+
+def test_trace_of_tensors_finds_an_in_place_change_without_a_backward() -> None:
+    import gradtrace
+
+    a = torch.randn(3, requires_grad=True)
+    b = a.sigmoid()
+    c = b * 2
+    b.add_(1)
+    traced = gradtrace.trace(c.sum())
+    assert a.grad is None and traced.passes == ()
+    assert [f.code for f in traced.findings] == ["inplace-modified"]
+    assert traced.findings[0].tensor == "b"
+
+
+def test_trace_of_a_path_runs_a_backward_as_show_does() -> None:
+    import gradtrace
+
+    shown = gradtrace.trace("example:mlp_modules")  # a script that runs no backward
+    assert [p.by for p in shown.passes] == ["gradtrace"]
+    assert gradtrace.trace("example:mlp_modules", backward=False).passes == ()

@@ -17,7 +17,8 @@ from ..model.records import Trace
 from .options import CaptureOptions
 from .roots import named_tensors
 from .scenario_thread import RUN_LOCK
-from .session import CaptureSession
+from .session import CaptureSession, ScenarioStopped
+from .where import scenario_line
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -67,18 +68,31 @@ class BlockRecorder:
         self._recording.callback(RUN_LOCK.release)
         self._recording.enter_context(self.session.recording(self.frame))
 
-    def stop(self, build: bool = True) -> Trace | None:
-        """Stop recording; the Trace of the block (None when build is False)."""
+    def stop(self, raised: BaseException | None = None) -> Trace | None:
+        """Stop recording; the Trace of the block: up to where it raised, when it raised an
+        Exception (None for an interrupt, or when it recorded nothing before it raised)."""
         try:
             self._recording.close()
-            if not build or self.frame is None:
+            if self.frame is None or raised is not None and not isinstance(raised, Exception):
                 return None
             names = self.session.names
             names.namespace.update({**self.frame.f_globals, **self.frame.f_locals})
             names.narrow(self._of_the_block(names.merged()))
-            return self.session.finish(
-                self.label, (self.session.recorder.last_roots,
-                             "the roots of the block's last backward pass"), empty_ok=True)
+            roots = (self.session.recorder.last_roots,
+                     "the roots of the block's last backward pass")
+            if raised is None:
+                return self.session.finish(self.label, roots, empty_ok=True)
+            line = scenario_line(self.session.path or "", raised)
+            stopped = ScenarioError(f"the block raised {type(raised).__name__}: {raised}",
+                                    "the trace shows what the block did before it raised",
+                                    line)
+            try:
+                self.session.finish(self.label, roots, stopped=stopped, empty_ok=True)
+            except ScenarioStopped as partial:
+                return partial.trace
+            except ScenarioError:  # nothing was recorded before the error
+                return None
+            return None
         finally:
             self.frame = None
             self.session.close()

@@ -503,6 +503,12 @@ class Recorder:
             return frozenset()
         return frozenset(id(n) for n in nodes if node_key(n) in self.hooked)
 
+    def check_inplace_from(self, roots: list[Any], named: Named) -> None:
+        """A finding for each saved tensor changed in place in the graph behind roots."""
+        order = walk([t.grad_fn for t in roots if isinstance(t, torch.Tensor)])[0]
+        self._check_inplace(order, named, force=True)
+        release(order)
+
     def _check_inplace(self, nodes: list[Any], named: Named, force: bool = False,
                        detailed: bool = True) -> None:
         """A finding for each saved tensor changed in place: read when saved tensors are read

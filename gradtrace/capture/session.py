@@ -157,6 +157,9 @@ class CaptureSession:
                 f"stopped after {self.options.pass_limit} backward passes, at the next one "
                 f"({recorder.capped_at})", hint="without --passes the script runs to its end",
                 line=recorder.capped_line))
+        if outputs and not recorder.passes and self.options.saved:
+            # no pass read the graph's saved tensors: what the trace reads, its findings say
+            recorder.check_inplace_from([t for _, t in outputs], named)
         findings.extend(recorder.findings)
         findings.extend(pass_cuts(recorder.passes, self.lines, statements))
         findings.extend(pass_findings(recorder.passes))
