@@ -133,7 +133,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                 return recorder.run_pass(kind, "scenario", roots, retain, create, call,
                                          every_leaf, batched, given)
         finally:  # what the steps up to the next pass record
-            recorder.detail(recorder.detailed_next)
+            recorder.detail(recorder.plan.next)
 
     return wrapper
 

@@ -39,6 +39,7 @@ from ..extract.walk import (
 from ..gcpause import gc_paused
 from ..model.records import LEAF, Finding, GradSummary, PassBy, PassKind, SecondOrder, Source, Trace
 from .costs import CostRecorder, replay_call, replay_refusal
+from .detail import DetailPlan
 from .flow import FlowCapture
 from .freed import FreedGraphs
 from .grad_changes import changed_grads, grads_before, read_changes
@@ -50,20 +51,6 @@ from .readback import Readback
 from .roots import named_tensors, names_of
 from .steps import StepLog
 from .where import running_line
-
-# Which passes are recorded in detail (flow, .grad changes, saved tensors, the lines and
-# modules that made their nodes): the first ones, then one in every DETAILED_EVERY (a loop's
-# other steps are light: their statistics only, made on the device and read in batches).
-DETAILED_FIRST = 32
-DETAILED_EVERY = 100
-# Once a light step's .grad is read not finite, the next passes are in detail, so that one
-# whose gradients are not finite most likely keeps its flow (told where NaN or inf arose);
-# again for a later batch's, CHASES times in all.
-DETAILED_AFTER_NOT_FINITE = 8
-CHASES = 4
-# The passes in detail repeated since, held until their statistics are read (say whether
-# their .grads were finite): past this many, read now.
-UNDECIDED = 8
 
 
 class PassLimit(BaseException):
@@ -111,22 +98,13 @@ class Recorder:
         self.spawned: list[str] = []  # "line 12 `mp.spawn(…)` started 2 processes"
         self.readback = Readback()
         self.steps = StepLog(self.readback)
-        # whether the next pass is recorded in detail (its forward's lines and modules, too,
-        # when told so through detail(), after each pass)
-        self.detailed_next = True
+        self.plan = DetailPlan(options, self.steps, self.readback, self._let_go)
+        # told after each pass whether the next is in detail: its forward's lines and modules
         self.detail: Callable[[bool], None] = lambda on: None
-        self._detailed_signatures: set[int] = set()  # graphs some pass showed in detail
-        self._undecided: list[RawPass] = []  # repeated passes in detail, not read yet
-        self._chase_until: int | None = None  # in detail up to this pass: see above
-        self._chases = 0
-        self._not_finite_chased = 0  # the not-finite rows read when the last chase began
-        self._settled_at = 0  # the readback's batches when _settle last ran
         # the leaves the latest full naming found (a light step names no more than these)
         self._leaf_names: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
         # the sequence numbers of nodes made while create_graph passes ran: [start, end)
         self.grad_graph_spans: list[tuple[int, int]] = []
-        self._latest_of: dict[int, RawPass] = {}  # the latest pass in detail over each graph
-        self._last_of: dict[int, RawPass] = {}  # the latest pass over each graph, light or not
         self.scenario_passes = 0
         # the thread whose pass is being recorded (backward calls within are not passes);
         # other threads' passes wait for it to end, each recorded whole
@@ -173,8 +151,8 @@ class Recorder:
         signature = structure(nodes, edges)
         signature = hash((signature, batched)) if batched else signature
         number = len(self.passes) + 1
-        new_graph = signature not in self._detailed_signatures
-        detailed = self.detailed_next or self._asked_for(number) or bool(self.hooked) \
+        new_graph = self.plan.new_graph(signature)
+        detailed = self.plan.next or self.plan.asked_for(number) or bool(self.hooked) \
             or new_graph
         self.names.look(caller_frame())
         named = None if detailed or self.second_order is None \
@@ -215,8 +193,7 @@ class Recorder:
         if self.grad_before is None:  # the first pass's (read with the trace)
             self.grad_before = {b.name: b.summary for b in before}
         if detailed:
-            self._detailed_signatures.add(record.signature)
-            self._let_go_of_repeat(record)
+            self.plan.began(record)
         if self.options.saved and detailed:
             snapshot_saved(self.saved_before, nodes)
         if not leaves_only:  # (a leaf changed in place fails autograd itself)
@@ -269,42 +246,20 @@ class Recorder:
             record.row = len(self.steps.rows)
             self.steps.add(leaves, untouched, () if record.batched else roots)
             record.keep = number == 1 or record.error is not None \
-                or self._asked_for(number) or bool(self.hooked)
+                or self.plan.asked_for(number) or bool(self.hooked)
             if detailed:  # read with the trace, if it is shown then
                 record.pending_changes = changed
             else:  # a loop's light step: its statistics (and its roots, while it is the
                 # latest pass over its graph: the trace's graph, if it is the last) are all
                 # it keeps
                 record.nodes, record.thinned = [], True
-            last = self._last_of.get(record.signature)
-            if last is not None and last.thinned:
-                last.roots = []
-            self._last_of[record.signature] = record
             if not retain and record.error is None:  # its saved tensors are gone now
                 self.freed.note(nodes, number, line, code, root_nodes)
             if self.last_walk is not None:
                 release(self.last_walk.order)
             self.last_walk = walked  # the trace's walk, when it starts from the same roots
-            self._plan_next(number, new_graph)
+            self.plan.ended(record, number, new_graph, bool(self.hooked))
         return result
-
-    def _plan_next(self, number: int, new_graph: bool) -> None:
-        """After pass `number`: chase a .grad read not finite, let go of what was read
-        finite, and decide whether the next pass is recorded in detail."""
-        if self.steps.not_finite_read > self._not_finite_chased \
-                and number > (self._chase_until or 0) and self._chases < CHASES:
-            self._not_finite_chased = self.steps.not_finite_read
-            self._chase_until = number + DETAILED_AFTER_NOT_FINITE
-            self._chases += 1
-        if len(self._undecided) > UNDECIDED or self.readback.batches != self._settled_at:
-            if len(self._undecided) > UNDECIDED:
-                self.readback.read()  # rare: a loop's first passes, all in detail
-            self._settled_at = self.readback.batches
-            self._settle()
-        # a new graph met in a light stretch: the next pass (most likely its repeat) is
-        # recorded in detail, its lines and modules too
-        self.detailed_next = self._detailed(number + 1) or (new_graph
-                                                            and not self.detailed_next)
 
     def _light_named(self, nodes: list[Any]) -> Named | None:
         """The leaves the latest full naming named, when they live and every leaf this pass
@@ -319,12 +274,6 @@ class Recorder:
             if node_kind(node) == LEAF and id(node.variable) not in known:
                 return None
         return named  # type: ignore[return-value]  # each one lives: checked above
-
-    def _detailed(self, number: int) -> bool:
-        """Whether the pass numbered so is planned to be recorded in detail."""
-        return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
-            or self._asked_for(number) or self.options.graph_pass == "all" \
-            or bool(self.hooked) or number <= (self._chase_until or 0)
 
     def _timing(self, record: RawPass, kind: PassKind, roots: list[Any], create: bool,
                 given: dict[str, Any] | None) -> str | None:
@@ -353,34 +302,6 @@ class Recorder:
             self.muted -= 1
         return None if replayed else "once"
 
-    def _asked_for(self, number: int) -> bool:
-        """Whether the pass numbered so is one whose graph is to be shown in full."""
-        return self.options.graph_pass in (number, "all")
-
-    def _let_go_of_repeat(self, newest: RawPass) -> None:
-        """A loop's passes repeat one graph: the detail (graph, saved tensors, flow, .grad
-        changes) of the previous pass in detail over the newest's graph structure is let go
-        of, unless that pass is kept (the first, a failed one, one asked for, one whose
-        gradients were not finite, or any while the code has tensor hooks); its light
-        statistics stay. So memory does not grow with the steps."""
-        previous = self._latest_of.get(newest.signature)
-        self._latest_of[newest.signature] = newest
-        if previous is not None and not previous.keep:
-            self._undecided.append(previous)
-        self._settle()
-
-    def _settle(self) -> None:
-        """Let go of the detail of each pass repeated since, as soon as its statistics are
-        read (in their batch: never a read of its own) and say its .grads were finite."""
-        waiting = []
-        for p in self._undecided:
-            finite = True if p.row is None else self.steps.finite(p.row)
-            if finite is None:
-                waiting.append(p)
-            elif finite:
-                self._let_go(p)
-        self._undecided = waiting
-
     def _let_go(self, p: RawPass) -> None:
         for node in p.nodes:
             self.saved_before.pop(node, None)
@@ -393,23 +314,13 @@ class Recorder:
         """Read what passes in detail summarised as they ran: .grad changes, and the .grads
         before the first pass (returned)."""
         self.readback.read()
-        self._settle()
+        self.plan.settle()
         for p in self.passes:
             if p.pending_changes:
                 p.grad_changes, p.pending_changes = read_changes(p.pending_changes), []
         before = self.grad_before or {}
         read = iter(read_summaries([s for s in before.values() if s is not None]))
         return {name: None if s is None else next(read) for name, s in before.items()}
-
-    def graph_passes(self) -> list[RawPass]:
-        """The passes whose graphs the trace shows: by default the latest pass over each
-        distinct graph (a loop's last step); the one asked for (--pass N); or every one."""
-        asked = self.options.graph_pass
-        if asked == "all":
-            return list(self.passes)
-        if isinstance(asked, int):
-            return self.passes[asked - 1:asked]
-        return [p for p in self.passes if self._last_of.get(p.signature) is p]
 
     def trace(self, scenario: str | None, named: Named, outputs: Named, reason: str,
               findings: list[Finding], modules: dict[int, str], stdout: str = "",
@@ -437,7 +348,7 @@ class Recorder:
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=grad_before, stdout=stdout, second_order=self.second_order,
             modules=modules, recomputed=self.recomputed, source_of=source_of, hooks=hooks,
-            walked=walked, graph_passes=self.graph_passes(),
+            walked=walked, graph_passes=self.plan.shown(self.passes),
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
             handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
@@ -448,8 +359,8 @@ class Recorder:
         i-th node of the latest pass in detail over a graph alike, whose lines and modules
         were noted (a light step's forward runs without the line log and tracker)."""
         twins: dict[int, Any] = {}
-        for p in self.graph_passes():
-            twin = self._latest_of.get(p.signature) if p.thinned and p.roots else None
+        for p in self.plan.shown(self.passes):
+            twin = self.plan.latest_of.get(p.signature) if p.thinned and p.roots else None
             if twin is None or not twin.nodes:
                 continue
             order = walk(p.roots)[0]  # its nodes live while p holds its roots
@@ -487,8 +398,7 @@ class Recorder:
             self.last_walk = None
         for p in self.passes:  # root first, as release() frees: a deep graph dies node by node
             release(p.nodes)
-        self._latest_of.clear()
-        self._last_of.clear()
+        self.plan.clear()
         self.recomputed.clear()
         self.last_roots.clear()
         self.asked_roots.clear()
