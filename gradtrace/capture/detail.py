@@ -57,8 +57,7 @@ class DetailPlan:
         """Whether the pass numbered so is planned to be recorded in detail (hooked: the code
         has tensor or module hooks, which every pass records)."""
         return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
-            or self.asked_for(number) or self.options.graph_pass == "all" \
-            or hooked or number <= (self._chase_until or 0)
+            or self.asked_for(number) or hooked or number <= (self._chase_until or 0)
 
     def began(self, record: RawPass) -> None:
         """A pass in detail began: the detail of the previous one over its graph is let go

@@ -332,7 +332,8 @@ class Recorder:
         (earlier: leaves named in passes under names bound again since; reduced: DDP's)."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         grad_before = self._read_pending()
-        twins = self._twins()
+        shown = self.plan.shown(self.passes)
+        twins = self._twins(shown)
         if twins:  # graphs made in a light stretch: their lines and modules are their twins'
             modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
                        **modules}
@@ -348,18 +349,18 @@ class Recorder:
             saved_before=self.saved_before if self.options.saved else None,
             grad_before=grad_before, stdout=stdout, second_order=self.second_order,
             modules=modules, recomputed=self.recomputed, source_of=source_of, hooks=hooks,
-            walked=walked, graph_passes=self.plan.shown(self.passes),
+            walked=walked, graph_passes=shown,
             grad_graph=self._in_grad_graph if self.grad_graph_spans else None,
             steps=self.steps.steps(modules), updated=self.steps.changed(named),
             handed=frozenset(n for n, t in named if self.handed.get(id(t)) is t),
             reduced=reduced or {}, costs=self._raw_costs(module_objects or {}))
 
-    def _twins(self) -> dict[int, Any]:
+    def _twins(self, shown: list[RawPass]) -> dict[int, Any]:
         """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
         i-th node of the latest pass in detail over a graph alike, whose lines and modules
         were noted (a light step's forward runs without the line log and tracker)."""
         twins: dict[int, Any] = {}
-        for p in self.plan.shown(self.passes):
+        for p in shown:
             twin = self.plan.latest_of.get(p.signature) if p.thinned and p.roots else None
             if twin is None or not twin.nodes:
                 continue
