@@ -78,7 +78,8 @@ def instrumented(clock: Clock) -> list[tuple[Any, str, Any]]:
     targets: list[tuple[Any, str]] = [
         (names.ScenarioNames, "look"), (names.ScenarioNames, "merged"),
         (names.ScenarioNames, "remember"), (names.ScenarioNames, "earlier"),
-        (recorder, "named_tensors"), (session, "named_tensors"), (session, "module_paths")]
+        (names, "named_tensors"), (recorder, "named_tensors"), (session, "named_tensors"),
+        (session, "module_paths")]
     saved = [(owner, attribute, getattr(owner, attribute)) for owner, attribute in targets]
     for owner, attribute, original in saved:
         setattr(owner, attribute, clock.wrap(original))

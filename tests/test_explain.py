@@ -15,7 +15,7 @@ from helpers import (
     stopped_by_its_call,
 )
 
-from gradtrace.capture.inplace import out_of_place
+from gradtrace.findings.recorded import out_of_place
 
 EXPLAINED = SCENARIOS / "explained"
 

@@ -8,15 +8,16 @@ from dataclasses import replace
 
 from ..extract.build import RawPass
 from ..findings.graph import unreached
-from ..findings.registry import GRAPH_CUT
-from ..model.records import Finding, Trace
+from ..findings.recorded import findings_of
+from ..model.facts import LeafCut, PassCut
+from ..model.records import Trace
 from .statements import Statement, bound_at, graph_cut, leaf_cut
 
 Statements = list[Statement]
 
 
 def pass_cuts(passes: Sequence[RawPass], lines: list[str],
-              statements: Callable[[], Statements]) -> list[Finding]:
+              statements: Callable[[], Statements]) -> list[PassCut]:
     """For each pass whose root had no graph ("does not require grad"): the line that lost
     it, from the statements that ran."""
     found = []
@@ -27,11 +28,7 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
             cut = graph_cut(name, statements())
             if cut is not None:
                 line, why = cut
-                found.append(GRAPH_CUT.finding(
-                    f"pass {number}: {name} has no graph because line {line} "
-                    f"`{lines[line - 1].strip()}` made it so: {why}", tensor=name, line=line,
-                    hint="compute it with tensor ops outside no_grad, from tensors that "
-                    "require grad (keep .detach(), .item() and torch.tensor() out of it)"))
+                found.append(PassCut(number, name, line, lines[line - 1].strip(), why))
     return found
 
 
@@ -45,6 +42,7 @@ def place_leaf_findings(trace: Trace, path: str, lines: list[str],
     placed = [replace(f, file=path, line=line)
               if f.tensor and f.line is None and (line := bound_at(f.tensor, statements()))
               else f for f in trace.findings]
+    cuts: list[LeafCut] = []
     by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
     for leaf in lost:
         by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
@@ -53,12 +51,6 @@ def place_leaf_findings(trace: Trace, path: str, lines: list[str],
         if cut is None:
             continue
         line, why, through = cut
-        who = leaves[0] if len(leaves) == 1 else f"{len(leaves)} tensors of {name} ({leaves[0]}, …)"
-        via = "it" if through == leaves[0] else f"{through} (computed from {name})"
-        placed.append(GRAPH_CUT.finding(
-            f"{who} reach{'es' if len(leaves) == 1 else ''} no root because line {line} "
-            f"`{lines[line - 1].strip()}` took {via} without its graph: {why}",
-            severity="warning", tensor=leaves[0], file=path, line=line,
-            hint="use the tensor itself where the loss needs its gradient; detach only what "
-            "should not learn"))
-    return replace(trace, findings=tuple(placed))
+        cuts.append(LeafCut(tuple(leaves), name, line, lines[line - 1].strip(), why, through,
+                            path))
+    return replace(trace, findings=(*placed, *findings_of(cuts)))

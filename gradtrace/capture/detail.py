@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from ..extract.build import RawPass
 from .options import CaptureOptions
-from .readback import Readback
 from .steps import StepLog
 
 # The passes in detail: the first ones, then one in every DETAILED_EVERY.
@@ -27,11 +26,11 @@ UNDECIDED = 8
 class DetailPlan:
     """Plans each pass as detailed or light, and keeps the latest pass over each graph."""
 
-    def __init__(self, options: CaptureOptions, steps: StepLog, readback: Readback,
+    def __init__(self, options: CaptureOptions, steps: StepLog,
                  let_go: Callable[[RawPass], None]) -> None:
         self.options = options
         self.steps = steps
-        self.readback = readback
+        self.readback = steps.readback
         self.let_go = let_go  # drops a pass's detail, keeping its statistics
         # whether the next pass is in detail (its forward's lines and modules too, when the
         # recorder tells the session so after each pass)

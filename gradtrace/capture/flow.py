@@ -22,6 +22,7 @@ from .flow_shortcuts import (
     passes_on,
     received_shape,
 )
+from .observing import Observer, PassState, Recording
 
 Key = tuple[Any, ...]  # what content_key returns: compared for equality only
 Targets = tuple[tuple[int, int] | None, ...]  # by slot: (id of the input fed, output_nr)
@@ -267,3 +268,26 @@ class FlowCapture:
         self._unhooked.clear()
         if self._collecting:
             gc.enable()
+
+
+class GradientFlow(Observer):
+    """What every node of a pass in detail received and sent (hooks on its nodes)."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self._capture: FlowCapture | None = None
+
+    def start(self, p: PassState) -> None:
+        if not (self.recorder.options.flow and p.detailed) or p.plain:
+            return
+        marks = self.recorder.marks
+        watched = frozenset(id(t.grad_fn) for _, t in p.named if t.grad_fn is not None) \
+            | marks.hooked_in(p.nodes)
+        self._capture = FlowCapture(p.nodes, p.edges, p.every_leaf, watched, marks.unhooked)
+
+    def finish(self, p: PassState) -> None:
+        if self._capture is not None:
+            self._capture.remove()
+            p.record.flow = self._capture.records
+            p.record.flow_failures = self._capture.failures
+            self._capture = None

@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 from ..compat.torch import NO_SEQUENCE, sequence_number
 from ..extract.tensors import Named
 from ..extract.walk import node_type
-from ..findings.registry import GRAPH_FREED
-from ..model.records import Finding, Source
+from ..model.facts import GraphFreed
+from ..model.records import Source
+from .observing import Observer, PassState, Recording
 
 
 class FreedPass(NamedTuple):
@@ -25,15 +26,26 @@ class FreedPass(NamedTuple):
     nodes: set[int]
 
 
-class FreedGraphs:
+class FreedGraphs(Observer):
     """The latest passes without retain_graph, and the nodes each freed. A backward through
     a freed graph meets a recent pass's (the step before, in a loop that carries a tensor
     over): the last REMEMBERED passes are kept, so a long loop costs no more."""
 
     REMEMBERED = 16
 
-    def __init__(self) -> None:
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
         self._passes: deque[FreedPass] = deque(maxlen=self.REMEMBERED)
+
+    def finish(self, p: PassState) -> None:
+        record = p.record
+        if record.error_kind == "graph-freed":
+            fact = self.fact(p.nodes, p.number, record.roots, p.named,
+                             self.recorder.host.source_of)
+            if fact is not None:
+                self.recorder.facts.append(fact)
+        elif not record.retain_graph and record.error is None:  # its saved tensors are gone
+            self.note(p.nodes, p.number, record.line, record.code, record.roots)
 
     def note(self, nodes: list[Any], number: int, line: int | None, code: str | None,
              roots: list[Any]) -> None:
@@ -44,8 +56,8 @@ class FreedGraphs:
         self._passes.append(FreedPass(number, line, code,
                                       {sequence_number(r) for r in roots if r is not None}, ran))
 
-    def finding(self, nodes: list[Any], number: int, roots: list[Any], named: Named,
-                source_of: Callable[[Any], Source | None]) -> Finding | None:
+    def fact(self, nodes: list[Any], number: int, roots: list[Any], named: Named,
+             source_of: Callable[[Any], Source | None]) -> GraphFreed | None:
         """Why pass `number` found its graph freed; nodes are in breadth-first order from
         its roots, so the first shared one is where it entered the freed part."""
         freed = set().union(*(p.nodes for p in self._passes))
@@ -55,28 +67,9 @@ class FreedGraphs:
         entry = shared[0]
         # the earliest remembered pass to free it
         earlier = next(p for p in self._passes if sequence_number(entry) in p.nodes)
-        line, code = earlier.line, earlier.code
         name = next((n for n, t in named if t.grad_fn is entry), None)
-        made = source_of(entry)
-        where = f", line {made.line}" if made is not None else ""
-        through = (f"{name} (output of {node_type(entry)}{where})" if name
-                   else f"{node_type(entry)}{where}")
-        at = f" (line {line} `{code}`)" if line else ""
         # the same root again: a repeat, not a link
         same_root = bool(roots) and all(r is not None and sequence_number(r) in earlier.roots
                                         for r in roots)
-        if same_root:
-            hint = ("pass retain_graph=True to the first backward() if the same graph is meant "
-                    "to be differentiated twice; else recompute the forward before each one")
-        else:
-            carried = name or "the shared tensor"
-            hint = (f"{carried} links the two passes: detach it where the first pass uses it "
-                    f"or where it is carried over (`{carried}.detach()`), or recompute it; "
-                    "retain_graph=True on the first backward only if both passes are meant "
-                    "to go through it")
-        return GRAPH_FREED.finding(
-            f"pass {number} reached {len(shared)} node(s) whose saved tensors pass "
-            f"{earlier.number}"
-            f"{at} already freed; it entered them through {through}",
-            tensor=name, hint=hint, line=None if made is None else made.line,
-            file=None if made is None else made.file)
+        return GraphFreed(number, len(shared), earlier.number, earlier.line, earlier.code,
+                          name, node_type(entry), source_of(entry), same_root)

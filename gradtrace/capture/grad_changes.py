@@ -4,7 +4,7 @@ read when the pass's detail is shown."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -13,6 +13,7 @@ from ..extract.summary import Pending, read_summaries, summaries_now
 from ..extract.tensors import Named
 from ..extract.walk import readable_grad
 from ..model.records import GradChange
+from .observing import Observer, PassState, Recording
 
 
 class GradBefore(NamedTuple):
@@ -56,3 +57,32 @@ def read_changes(changes: list[PendingChange]) -> list[GradChange]:
     return [GradChange(name, None if before is None else next(read),
                        None if after is None else next(read))
             for name, before, after in changes]
+
+
+class GradChanges(Observer):
+    """Which named .grad each pass in detail changed; the .grads before the first pass."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self._first: dict[str, Pending | None] | None = None  # read with the trace
+        self._before: list[GradBefore] = []
+
+    def start(self, p: PassState) -> None:
+        self._before = grads_before(p.named) if p.detailed else []  # a light step keeps none
+        if self._first is None:
+            self._first = {b.name: b.summary for b in self._before}
+
+    def finish(self, p: PassState) -> None:
+        if p.detailed:  # read with the trace, if it is shown then
+            p.record.pending_changes = changed_grads(self._before)
+        self._before = []
+
+    def captured(self, given: Any) -> dict[str, Any]:
+        """Read what passes in detail summarised as they ran (the recorder read their batch)."""
+        for p in self.recorder.passes:
+            if p.pending_changes:
+                p.grad_changes, p.pending_changes = read_changes(p.pending_changes), []
+        first = self._first or {}
+        read = iter(read_summaries([s for s in first.values() if s is not None]))
+        return {"grad_before": {name: None if s is None else next(read)
+                                for name, s in first.items()}}

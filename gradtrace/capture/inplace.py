@@ -1,30 +1,19 @@
-"""In-place changes to tensors saved for backward: which tensor, the line that made it, the
-line that changed it, and that line rewritten out of place."""
+"""In-place changes to tensors saved for backward: which tensor, the line that made it and
+the line that changed it."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ..compat.torch import tensor_version
 from ..extract.tensors import Named
-from ..extract.walk import node_type
-from ..findings.registry import INPLACE_MODIFIED
-from ..model.records import Finding, SavedTensor, Source
-
-_METHOD = re.compile(r"^(?P<target>[\w.\[\]]+)\.(?P<op>\w+)_\((?P<args>.*)\)$")
-_AUGMENTED = re.compile(r"^(?P<target>[\w.\[\]]+)\s*(?P<op>[-+*/@]|//|\*\*)=\s*(?P<value>.+)$")
-
-
-def out_of_place(code: str) -> str | None:
-    """`b.add_(1)` -> `b = b.add(1)`; `b += 1` -> `b = b + 1`; None when not one of those."""
-    code = code.strip()
-    if (m := _METHOD.match(code)) is not None:
-        return f"{m['target']} = {m['target']}.{m['op']}({m['args']})"
-    if (m := _AUGMENTED.match(code)) is not None:
-        return f"{m['target']} = {m['target']} {m['op']} {m['value']}"
-    return None
+from ..extract.walk import SavedCache, node_type, release, saved_reader, snapshot_saved, walk
+from ..model.facts import SavedChanged
+from ..model.records import SavedTensor, Source
+from .observing import Observer, PassState, Recording
 
 
 def changed_saved(nodes: list[Any], saved_of: Callable[[Any], tuple[SavedTensor, ...]],
@@ -34,12 +23,9 @@ def changed_saved(nodes: list[Any], saved_of: Callable[[Any], tuple[SavedTensor,
             if s.status == "modified in place"]
 
 
-def inplace_finding(node: Any, saved: str, named: Named,
-            source_of: Callable[[Any], Source | None]) -> Finding:
-    """`b (output of SigmoidBackward0, line 3) was saved for backward and then changed in
-    place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint."""
-    kind = node_type(node)
-    made = source_of(node)
+def saved_changed(node: Any, saved: str, named: Named,
+                  source_of: Callable[[Any], Source | None]) -> SavedChanged:
+    """Which tensor node saved as `saved` and which line changed it in place, when told."""
     inputs = {id(child) for child, _ in node.next_functions if child is not None}
     name, changer = None, None
     for n, t in named:
@@ -53,23 +39,65 @@ def inplace_finding(node: Any, saved: str, named: Named,
         if first is not None and (first is node if saved == "result" else id(first) in inputs):
             name, changer = n, grad_fn  # the in-place op rebased the tensor onto a new node
             break
-    where = f", line {made.line}" if made is not None else ""
-    what = f"the {saved} tensor of {kind}{where}"
-    if name is not None:
-        what = (f"{name} (output of {kind}{where})" if saved == "result"
-                else f"{name} (saved as {saved} by {kind}{where})")
-    changed = None if changer is None else source_of(changer)
-    if changed is not None:
-        then = f"changed in place at line {changed.line} `{changed.code}`"
-        rewrite = out_of_place(changed.code)
-        hint = (f"write line {changed.line} out of place: `{rewrite}`" if rewrite else
-                f"make line {changed.line} out of place, or clone() {name or 'the tensor'} "
-                "before changing it")
-    else:
-        then = "changed in place before backward used it"
-        hint = "use the out-of-place op (x = x + 1, not x += 1), or clone() it first"
-    return INPLACE_MODIFIED.finding(
-        f"{what} was saved for backward and then {then}: backward needs the saved value",
-        tensor=name, hint=hint, file=None if changed is None else changed.file,
-        line=None if changed is None else changed.line)
+    made = source_of(node)
+    return SavedChanged(name, node_type(node), saved, None if made is None else made.line,
+                        None if changer is None else source_of(changer))
 
+
+class SavedTensors(Observer):
+    """The saved tensors of passes in detail, read before backward frees them (with
+    --saved), and a fact for each one changed in place."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self.saved_before: SavedCache = {}  # holds the nodes: released by release()
+        self._checked: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
+        self._told: set[tuple[str | None, int | None]] = set()  # (tensor, line)
+
+    def start(self, p: PassState) -> None:
+        if self.recorder.options.saved and p.detailed:
+            snapshot_saved(self.saved_before, p.nodes)
+        if not p.leaves_only:  # (a leaf changed in place fails autograd itself)
+            self.check(p.nodes, p.named, detailed=p.detailed)  # before the pass: pre-flight
+
+    def finish(self, p: PassState) -> None:
+        if p.record.error_kind == "inplace":
+            self.check(p.nodes, p.named, force=True)
+
+    def forget(self, nodes: list[Any]) -> None:
+        for node in nodes:
+            self.saved_before.pop(node, None)
+
+    def captured(self, given: Any) -> dict[str, Any]:
+        return {"saved_before": self.saved_before if self.recorder.options.saved else None}
+
+    def release(self) -> None:
+        self.saved_before.clear()
+        self._checked.clear()
+
+    def check_from(self, roots: list[Any], named: Named) -> None:
+        """A fact for each saved tensor changed in place in the graph behind roots."""
+        order = walk([t.grad_fn for t in roots if isinstance(t, torch.Tensor)])[0]
+        self.check(order, named, force=True)
+        release(order)
+
+    def check(self, nodes: list[Any], named: Named, force: bool = False,
+              detailed: bool = True) -> None:
+        """A fact for each saved tensor changed in place: read when saved tensors are read
+        anyway (a pass in detail), when a named non-leaf was changed in place, or when the
+        pass failed so."""
+        if not (force or (self.recorder.options.saved and detailed)
+                or any(tensor_version(t) and not t.is_leaf for _, t in named)):
+            return
+        changed = changed_saved(nodes, saved_reader(self.saved_before))
+        # a tensor saved twice (its op's output, another op's input): one fact, the
+        # "output of" one, which says where it was made
+        for node, saved in sorted(changed, key=lambda c: c[1] != "result"):
+            if id(node) in self._checked:
+                continue
+            self._checked[id(node)] = node
+            fact = saved_changed(node, saved, named, self.recorder.host.source_of)
+            key = (fact.tensor, None if fact.changed is None else fact.changed.line)
+            if fact.tensor is None or key not in self._told:
+                self._told.add(key)
+                self.recorder.facts.append(fact)

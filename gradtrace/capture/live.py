@@ -15,7 +15,7 @@ from ..errors import ScenarioError
 from ..extract.walk import release, walk
 from ..model.records import Trace
 from .options import CaptureOptions
-from .roots import named_tensors
+from .roots import RootsSeen, named_tensors
 from .scenario_thread import RUN_LOCK
 from .session import CaptureSession, ScenarioStopped
 from .where import scenario_line
@@ -78,7 +78,7 @@ class BlockRecorder:
             names = self.session.names
             names.namespace.update({**self.frame.f_globals, **self.frame.f_locals})
             names.narrow(self._of_the_block(names.merged()))
-            roots = (self.session.recorder.last_roots,
+            roots = (self.session.recorder.observer(RootsSeen).last,
                      "the roots of the block's last backward pass")
             if raised is None:
                 return self.session.finish(self.label, roots, empty_ok=True)

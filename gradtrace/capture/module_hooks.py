@@ -50,13 +50,13 @@ class ModuleHooks:
     def _note(self, node: Any, module: torch.nn.Module, hooks: list[Any]) -> None:
         held = self.on.get(id(node))
         self.on[id(node)] = (node, module, (*(held[2] if held else ()), *hooks))
-        self.recorder.hooked.add(node_key(node))  # its flow is always read, its passes kept
+        self.recorder.marks.hooked.add(node_key(node))  # its flow is always read, its passes kept
 
     @never_compiled
     def _own(self, key: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """The node's first hook: what it sent, before the module's hooks (flow.py compares)."""
-        if self.recorder.recording is not None and self.recorder.options.flow:
-            self.recorder.unhooked[key] = tuple(grad_inputs)
+        if self.recorder.gate.recording is not None and self.recorder.options.flow:
+            self.recorder.marks.unhooked[key] = tuple(grad_inputs)
 
     def labels(self, namespace: dict[str, Any]) -> dict[int, tuple[str, ...]]:
         """id(node) -> "relu_hook of model.1" for each hook on it (a module the scenario

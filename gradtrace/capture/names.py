@@ -15,7 +15,10 @@ from typing import Any
 import torch
 
 from ..extract.tensors import Named
+from ..extract.walk import node_kind
+from ..model.records import LEAF
 from .reach import container, reached
+from .roots import named_tensors
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
@@ -88,6 +91,8 @@ class ScenarioNames:
         self._modules: Given = {}  # modules named while passes ran, likewise
         self._named_at: dict[int, int | None] = {}  # id -> the line of the pass that named it
         self._loop_names = loop_targets(path)
+        # the leaves the latest full naming found (a light step names no more than these)
+        self._leaf_refs: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package below it
@@ -155,6 +160,32 @@ class ScenarioNames:
             if id(value) not in held:
                 merged.setdefault(name, value)
         return merged
+
+    def for_pass(self, nodes: list[Any], light: bool, line: int | None) -> tuple[Named, bool]:
+        """The tensors a pass names, and whether they are leaves alone: for a light step,
+        the leaves the latest full naming found, when they live and every leaf the pass
+        reaches is one of them; else every name (remembered, as the pass at line gave it)."""
+        named = self._latest_leaves(nodes) if light else None
+        if named is not None:
+            return named, True
+        merged = self.merged()
+        named = named_tensors(merged)
+        self.remember(named, merged, line)
+        self._leaf_refs = [(n, weakref.ref(t)) for n, t in named
+                           if t.is_leaf and t.requires_grad]
+        return named, False
+
+    def _latest_leaves(self, nodes: list[Any]) -> Named | None:
+        if self._leaf_refs is None:
+            return None
+        named = [(name, ref()) for name, ref in self._leaf_refs]
+        known = {id(t) for _, t in named if t is not None}
+        if len(known) != len(named):
+            return None  # one died: a model built anew
+        for node in nodes:
+            if node_kind(node) == LEAF and id(node.variable) not in known:
+                return None
+        return named  # type: ignore[return-value]  # each one lives: checked above
 
     def name_of(self, value: Any) -> str | None:
         """The name a global or a local seen gives value (a quick look for one object: a
@@ -228,3 +259,4 @@ class ScenarioNames:
         for given in (self._paths, self._leaves, self._modules):
             given.clear()
         self._named_at.clear()
+        self._leaf_refs = None

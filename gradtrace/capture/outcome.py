@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..errors import GradtraceError, ScenarioError
+from .gate import PassLimit
 from .names import ScenarioNames
 from .process_state import (
     ExitHandler,
@@ -19,7 +20,8 @@ from .process_state import (
     os_exit_stopping,
     tracers_kept,
 )
-from .recorder import PassLimit, Recorder
+from .recorder import Recorder
+from .roots import RootsSeen
 from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .target import Target, call_function, run_module
 from .where import at_line, located, quoted, scenario_error, scenario_line
@@ -117,11 +119,11 @@ def default_roots(target: Target, recorder: Recorder,
     the roots of the scenario's last pass."""
     if returned:
         return list(returned), f"what {target.function} returned"
-    if recorder.asked_roots:
-        return list(recorder.asked_roots), f"the roots of pass {recorder.options.graph_pass}"
-    line = recorder.last_roots_line
-    where = f", at line {line}" if line else ""
-    return list(recorder.last_roots), f"the roots of the scenario's last backward pass{where}"
+    seen = recorder.observer(RootsSeen)
+    if seen.asked:
+        return list(seen.asked), f"the roots of pass {recorder.options.graph_pass}"
+    where = f", at line {seen.last_line}" if seen.last_line else ""
+    return list(seen.last), f"the roots of the scenario's last backward pass{where}"
 
 
 def returned_tensors(result: Any, scope: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -29,12 +29,14 @@ from ..compat.torch import (
     node_key,
 )
 from ..extract.build import RawCall
-from ..findings.registry import GRADCHECK, GRADCHECK_FAILED
+from ..model.facts import GradcheckRan
 from ..model.records import PassKind
 from .modules import made_since
+from .profile import Profile
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder
 from .scenario_thread import LEFT_BEHIND, StopWindow
+from .steps import StepLog
 from .where import forwards
 
 
@@ -53,7 +55,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
                                                         torch.autograd.backward)),
         (torch.autograd, "grad", _pass_wrapper(recorder, window, "grad", torch.autograd.grad)),
         (function_cls, "apply", _apply_wrapper(recorder, function_cls.__dict__["apply"])),
-        (torch.Tensor, "register_hook", _node_noting(recorder.hooked,
+        (torch.Tensor, "register_hook", _node_noting(recorder.marks.hooked,
                                                       torch.Tensor.register_hook)),
     ]
     owner: Any
@@ -69,10 +71,11 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
-    if recorder.costs is not None:  # --profile: a replay must not set a retained .grad
+    profile = recorder.observer(Profile)
+    if profile.samples is not None:  # --profile: a replay must not set a retained .grad
         patches.append((torch.Tensor, "retain_grad",
-                        _node_noting(recorder.costs.retaining, torch.Tensor.retain_grad)))
-    recorder.original_grad = torch.autograd.grad
+                        _node_noting(profile.samples.retaining, torch.Tensor.retain_grad)))
+    profile.original_grad = torch.autograd.grad
     # retain_grad is Tensor's by inheritance (from its C base): restored by deleting it
     saved = [(owner, name, owner.__dict__.get(name, _INHERITED)) for owner, name, _ in patches]
     for owner, name, wrapper in patches:
@@ -102,8 +105,8 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @never_compiled
     @forwards
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if recorder.recording == threading.get_ident() or inside_backward() \
-                or recorder.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
+        if recorder.gate.recording == threading.get_ident() or inside_backward() \
+                or recorder.gate.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
         if one_binds and len(args) == 1 and not kwargs:  # loss.backward(): binding, faster
             given = {**defaults, root_param: args[0]}
@@ -129,11 +132,11 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
         # another thread's pass is recorded whole first (without the lock, one that started
         # while another was recorded ran unrecorded)
         try:
-            with recorder.one_pass_at_a_time, window.held(), tracer_set(recording):
+            with recorder.gate.one_pass_at_a_time, window.held(), tracer_set(recording):
                 return recorder.run_pass(kind, "scenario", roots, retain, create, call,
                                          every_leaf, batched, given)
         finally:  # what the steps up to the next pass record
-            recorder.detail(recorder.plan.next)
+            recorder.host.detail(recorder.plan.next)
 
     return wrapper
 
@@ -158,8 +161,8 @@ def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: i
         out = original.__get__(None, cls)(*args, **kwargs)
         if compiling() or compiled_region(cls) or threading.current_thread() in LEFT_BEHIND:
             return out  # torch.compile's, not the code's Function; or no run's
-        if not recorder.muted or recorder.first_in_check:
-            recorder.first_in_check = False  # the Function a gradcheck call is about
+        if not recorder.gate.muted or recorder.gate.first_in_check:
+            recorder.gate.first_in_check = False  # the Function a gradcheck call is about
             first = out[0] if isinstance(out, (tuple, list)) and out else out
             node = first.grad_fn if isinstance(first, torch.Tensor) else None
             copies = tuple(
@@ -197,7 +200,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling():
-            recorder.steps.note_scaled(scaled, outputs)
+            recorder.observer(StepLog).note_scaled(scaled, outputs)
         return scaled
 
     return scale
@@ -232,7 +235,7 @@ def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable
     def handed(func: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         for t in (inputs,) if isinstance(inputs, torch.Tensor) else inputs:
             if isinstance(t, torch.Tensor):
-                recorder.handed[id(t)] = t
+                recorder.marks.handed[id(t)] = t
         return original(func, inputs, *args, **kwargs)
 
     return handed
@@ -249,7 +252,7 @@ def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable
         start = next_sequence_number()
         out = original(*args, **kwargs)
         for node in made_since(out, start):
-            recorder.recomputed.setdefault(id(node), node)  # the node keeps its id unique
+            recorder.marks.recomputed.setdefault(id(node), node)  # the node keeps its id unique
         return out
 
     return checkpoint
@@ -263,31 +266,24 @@ def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Ca
     def checking(*args: Any, **kwargs: Any) -> Any:
         if compiling():
             return original(*args, **kwargs)
-        outer = not recorder.muted
+        outer = not recorder.gate.muted
         line = recorder.caller_line()[0] if outer else None
-        recorder.first_in_check = outer
-        recorder.muted += 1
+        recorder.gate.first_in_check = outer
+        recorder.gate.muted += 1
         try:
             result = original(*args, **kwargs)
         except Exception as exc:
             if outer:
-                recorder.findings.append(GRADCHECK_FAILED.finding(
-                    f"{kind}({_callable_name(args)}) at line {line} failed: "
-                    + " ".join(str(exc).split("\n")[:3]),
-                    hint="the Function's backward disagrees with finite differences: "
-                    "compare the numerical and analytical values above, then fix backward",
-                    line=line,
-                ))
+                recorder.facts.append(GradcheckRan(kind, _callable_name(args), line, "failed",
+                                                   " ".join(str(exc).split("\n")[:3])))
                 recorder.failed = exc
             raise
         finally:
-            recorder.muted -= 1
-            recorder.first_in_check = False
+            recorder.gate.muted -= 1
+            recorder.gate.first_in_check = False
         if outer:
-            verdict = "passed" if result else "returned False"
-            recorder.findings.append(GRADCHECK.finding(
-                f"{kind}({_callable_name(args)}) at line {line} {verdict}",
-                severity="info" if result else "error", line=line))
+            recorder.facts.append(GradcheckRan(kind, _callable_name(args), line,
+                                               "passed" if result else "returned False"))
         return result
 
     return checking

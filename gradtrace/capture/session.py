@@ -18,24 +18,27 @@ import torch
 
 from ..compat.torch import compiled_region_frames, is_compiled_region
 from ..errors import NoGraph, ScenarioError
+from ..extract.build import Captured
 from ..extract.tensors import Named
-from ..findings.passes import pass_findings
-from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD, PASSES_CAPPED, SCENARIO_STOPPED
-from ..model.records import Finding, Source, Trace
+from ..model.facts import Fact, NoRoot, Stopped
+from ..model.records import Source, Trace
 from .cuts import Statements, pass_cuts, place_leaf_findings
-from .higher import second_derivatives
+from .higher import SecondDerivatives, second_derivatives
+from .inplace import SavedTensors
 from .module_hooks import ModuleHooks
 from .modules import ModuleTracker, module_objects, module_paths
 from .names import ScenarioNames
 from .options import CaptureOptions
 from .patches import patched
+from .profile import Profile
 from .provenance import LineLog
 from .ranks import launched
-from .recorder import Recorder
+from .recorder import Recorder, Script
 from .reducers import Reducers
 from .roots import choose_outputs, named_tensors
 from .scenario_thread import StopWindow
 from .statements import statements_run, why_no_root
+from .steps import StepLog
 from .where import scenario_line
 
 # (name or None, tensor) roots, and why they are the roots
@@ -66,19 +69,17 @@ class CaptureSession:
         self.line_log = LineLog(self.names.owns)
         self.tracker = ModuleTracker()
         self.reducers = Reducers()
-        self.recorder = Recorder(path or "<python>", lines, self.names, options,
-                                 self._source_of, self._forget)
+        self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
         self.module_hooks = ModuleHooks(self.recorder)
-        self.recorder.detail = self._detail
 
-    def _detail(self, on: bool) -> None:
+    def detail(self, on: bool) -> None:
         """Note the lines, modules, module hooks and DDP modules of the forwards from now on,
         or not (a loop's light steps)."""
         self.line_log.follow(on)
         for hooks in (self.tracker.hooks, self.module_hooks.hooks, self.reducers.hooks):
             hooks.follow(on)
 
-    def _source_of(self, node: Any) -> Source | None:
+    def source_of(self, node: Any) -> Source | None:
         """The line that made node. Inside a compiled function no line runs as such: its
         region's line is the first of the script's that its graph differentiates, as torch
         noted it (a compiled module's region is the line that called the module)."""
@@ -92,15 +93,15 @@ class CaptureSession:
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
-        clock = self.recorder.costs.clock.ticking() if self.recorder.costs is not None \
-            else contextlib.nullcontext()
-        with patched(self.recorder, self.window), self.tracker.tracking(), clock, \
+        recorder = self.recorder
+        with patched(recorder, self.window), self.tracker.tracking(), \
+                recorder.observer(Profile).ticking(), \
                 self.reducers.hooks.tracking(), \
                 self.module_hooks.hooks.tracking(), self.line_log.tracing(frame), \
-                self.recorder.steps.counting_optimizer_steps():
+                recorder.observer(StepLog).counting_optimizer_steps():
             yield
 
-    def _forget(self, nodes: list[Any]) -> None:
+    def forget(self, nodes: list[Any]) -> None:
         self.tracker.forget(nodes)
         self.module_hooks.forget(nodes)
 
@@ -115,61 +116,38 @@ class CaptureSession:
         recorder = self.recorder
         every = self.names.merged()
         named = named_tensors(every)
-        if stopped is not None and not (recorder.passes or recorder.calls or recorder.findings
+        if stopped is not None and not (recorder.passes or recorder.calls or recorder.facts
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
         if outputs is None:
-            if recorder.spawned and not recorder.passes and not any(t.grad_fn for _, t in named):
-                raise ScenarioError(
-                    f"{label}: {recorder.spawned[0]}: their work, backward passes included, "
-                    "is not recorded (gradtrace records the process it runs, not its children)",
-                    "run the worker once per rank instead, reading RANK and WORLD_SIZE as "
-                    "torchrun sets them: torchrun --nproc-per-node N --no-python gradtrace "
-                    f"show {label}")
-            if not named and not recorder.passes and not empty_ok:
-                if exited:  # its output (a --help text) goes with the error
-                    raise ScenarioError(f"{label} called sys.exit(0) before it made any "
-                                        "tensor: there is nothing to trace",
-                                        "give the script the arguments that make it compute, "
-                                        "after `--`")
-                raise ScenarioError(
-                    f"{label} names no tensors",
-                    "assign tensors to module-level names, call backward() in the functions "
-                    "that make them, or run one function with FILE::FUNC")
-            outputs, reason = choose_outputs(label or "", self.names.namespace, named,
-                                             self.options.roots, default_roots)
+            outputs, reason = self._outputs(label, named, default_roots, empty_ok, exited)
         else:
             reason = default_roots[1]
         statements = functools.cache(self._statements)
-        findings = self._no_graph(label, named, empty_ok) if not outputs else []
+        facts: list[Fact] = self._no_root(label, named, empty_ok) if not outputs else []
+        second = recorder.observer(SecondDerivatives)
         if stopped is None:  # after an error, only what the code itself did is shown
             if outputs and self.options.backward and not recorder.passes:
                 own_backward(recorder, [t for _, t in outputs])
-            if self.options.derivative_order == 2 and recorder.second_order is None \
-                    and outputs:
-                recorder.second_order = second_derivatives(outputs[0][1], outputs[0][0],
-                                                           named)
+            if second.pending and outputs:
+                second.result = second_derivatives(outputs[0][1], outputs[0][0], named)
         else:
-            findings.append(SCENARIO_STOPPED.finding(stopped.message, hint=stopped.hint,
-                                                     line=stopped.line))
-        if recorder.capped_at is not None:
-            findings.append(PASSES_CAPPED.finding(
-                f"stopped after {self.options.pass_limit} backward passes, at the next one "
-                f"({recorder.capped_at})", hint="without --passes the script runs to its end",
-                line=recorder.capped_line))
+            facts.append(Stopped(stopped.message, stopped.hint, stopped.line))
+        if recorder.gate.capped is not None:
+            facts.append(recorder.gate.capped)
         if outputs and not recorder.passes and self.options.saved:
-            # no pass read the graph's saved tensors: what the trace reads, its findings say
-            recorder.check_inplace_from([t for _, t in outputs], named)
-        findings.extend(recorder.findings)
-        findings.extend(pass_cuts(recorder.passes, self.lines, statements))
-        findings.extend(pass_findings(recorder.passes))
+            # no pass read the graph's saved tensors: what the trace reads, its facts say
+            recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)
+        facts.extend(recorder.facts)
+        facts.extend(pass_cuts(recorder.passes, self.lines, statements))
         earlier, earlier_modules = self.names.earlier(named, every)
-        trace = recorder.trace(label, named, outputs, reason, findings,
-                               module_paths([*every.items(), *earlier_modules], self.tracker),
-                               printed, self.module_hooks.labels(every), earlier,
-                               self.reducers.named(named),
-                               module_objects([*every.items(), *earlier_modules])
-                               if recorder.costs is not None else {})
+        modules = [*every.items(), *earlier_modules]
+        trace = recorder.trace(Captured(
+            scenario=label, named=named, outputs=outputs, root_reason=reason, facts=facts,
+            earlier=earlier, stdout=printed, modules=module_paths(modules, self.tracker),
+            module_objects=module_objects(modules)
+            if recorder.observer(Profile).samples is not None else {},
+            hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named)))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements)
@@ -177,25 +155,45 @@ class CaptureSession:
             raise ScenarioStopped(stopped.message, stopped.hint, trace)
         return trace
 
+    def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
+                 exited: bool) -> tuple[Named, str]:
+        """The roots of the trace's graph, and why: an error when there is nothing to trace."""
+        recorder = self.recorder
+        if recorder.spawned and not recorder.passes and not any(t.grad_fn for _, t in named):
+            raise ScenarioError(
+                f"{label}: {recorder.spawned[0]}: their work, backward passes included, "
+                "is not recorded (gradtrace records the process it runs, not its children)",
+                "run the worker once per rank instead, reading RANK and WORLD_SIZE as "
+                "torchrun sets them: torchrun --nproc-per-node N --no-python gradtrace "
+                f"show {label}")
+        if not named and not recorder.passes and not empty_ok:
+            if exited:  # its output (a --help text) goes with the error
+                raise ScenarioError(f"{label} called sys.exit(0) before it made any "
+                                    "tensor: there is nothing to trace",
+                                    "give the script the arguments that make it compute, "
+                                    "after `--`")
+            raise ScenarioError(
+                f"{label} names no tensors",
+                "assign tensors to module-level names, call backward() in the functions "
+                "that make them, or run one function with FILE::FUNC")
+        return choose_outputs(label or "", self.names.namespace, named, self.options.roots,
+                              default_roots)
+
     def _statements(self) -> Statements:
         ran = self.line_log.lines_run(self.path) if self.path is not None else None
         return statements_run(self.lines, ran or set())
 
-    def _no_graph(self, label: str | None, named: Named, empty_ok: bool) -> list[Finding]:
-        """Why there is no root: a finding when something else was recorded (or empty_ok),
+    def _no_root(self, label: str | None, named: Named, empty_ok: bool) -> list[Fact]:
+        """Why there is no root: a fact when something else was recorded (or empty_ok),
         else an error."""
         why, cut_at = why_no_root(named, self.lines, self.line_log.lines_run(self.path or ""))
         if self.recorder.passes:
-            return [NO_GRAPH.finding(
-                NO_GRAPH_LEAD + why, line=cut_at,
-                tensor=next((n for n, t in named if t.requires_grad), None))]
-        if self.recorder.calls or self.recorder.findings:
-            return [NO_GRAPH.finding(
-                "no named tensor has a grad_fn, so there is no graph to show; "
-                "the scenario's gradcheck and Function calls are reported instead",
-                severity="info")]
+            return [NoRoot(why, cut_at, next((n for n, t in named if t.requires_grad), None),
+                           "passes")]
+        if self.recorder.calls or self.recorder.facts:
+            return [NoRoot(why, None, None, "calls")]
         if empty_ok:
-            return [NO_GRAPH.finding(NO_GRAPH_LEAD + why, severity="info", line=cut_at)]
+            return [NoRoot(why, cut_at, None, "nothing")]
         raise NoGraph(label, why, cut_at)
 
     def close(self) -> None:
@@ -215,7 +213,7 @@ def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
                           lambda: torch.autograd.backward(roots, grads),
                           given={"tensors": roots, "grad_tensors": grads, "inputs": None})
     except Exception as exc:  # recorded as the pass's error; where in the code, if it was
-        where = scenario_line(recorder.path, exc)
+        where = scenario_line(recorder.script.path, exc)
         failed = recorder.passes[-1]
         if where is not None and failed.error is not None:
-            failed.error += f" (at {recorder.path}:{where})"
+            failed.error += f" (at {recorder.script.path}:{where})"

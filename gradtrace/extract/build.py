@@ -12,13 +12,14 @@ import torch
 from .._version import __version__
 from ..findings.graph import trace_findings, unreached
 from ..findings.located import located
-from ..findings.registry import DETACHED
+from ..findings.passes import pass_findings
+from ..findings.recorded import findings_of
 from ..gcpause import gc_paused
+from ..model.facts import Detached, Fact
 from ..model.records import (
     BACKWARD_HOOK_NODE,
     LEAF,
     Edge,
-    Finding,
     FunctionCall,
     GradChange,
     GradSummary,
@@ -101,58 +102,63 @@ class RawCall:
     kwargs: dict[str, Any]
 
 
-@gc_paused
-def build_trace(
-    *,
-    scenario: str | None,
-    named: Named,
-    outputs: Named,
-    earlier: Sequence[tuple[str, Any]] = (),
-    root_reason: str,
-    passes: Sequence[RawPass],
-    calls: Sequence[RawCall],
-    findings: Sequence[Finding],
-    saved_before: SavedCache | None,
-    grad_before: dict[str, GradSummary | None],
-    stdout: str = "",
-    second_order: SecondOrder | None = None,
-    modules: dict[int, str] | None = None,
-    recomputed: dict[int, Any] | None = None,
-    hooks: dict[int, tuple[str, ...]] | None = None,
-    source_of: Callable[[Any], Source | None] | None = None,
-    walked: Walk | None = None,
-    graph_passes: Sequence[RawPass] | None = None,
-    grad_graph: Callable[[Any], bool] | None = None,
-    steps: Steps | None = None,
-    updated: frozenset[str] = frozenset(),
-    handed: frozenset[str] = frozenset(),
-    reduced: dict[str, tuple[int, bool]] | None = None,
-    costs: RawCosts | None = None,
-) -> Trace:
-    """Walk the graph from the outputs (then from the roots of graph_passes, by default every
-    pass) and build the Trace.
+@dataclass(frozen=True)
+class Captured:
+    """What one recording gathered, whole: build_trace's one argument.
 
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions; hooks
-    the module backward hooks that run on a node (by id);
-    source_of(node) is the scenario line that made a node. walked: a pass's walk, used
-    again when it starts from the same roots. A pass over a graph like a shown pass's (a
-    loop's other steps) has its flow and roots placed on the shown pass's nodes. grad_graph
-    tells the nodes made while a create_graph pass ran. Each pass's raw flow is let go of
-    once read. earlier: leaves named in passes under names the code bound again since:
-    they label their nodes, and have rows when the graph shows them. updated: the leaves
-    whose values changed during the run; handed: those given to torch.autograd.functional;
-    reduced: those DistributedDataParallel averages: over how many ranks, and whether it
-    waits for their gradients (find_unused_parameters off).
+    module_objects id(module) to its path; recomputed holds the nodes (by id) made inside
+    torch.utils.checkpoint regions; hooks the module backward hooks that run on a node (by
+    id); source_of(node) is the scenario line that made a node. walked: a pass's walk, used
+    again when it starts from the same roots. grad_graph tells the nodes made while a
+    create_graph pass ran. earlier: leaves named in passes under names the code bound again
+    since: they label their nodes, and have rows when the graph shows them. updated: the
+    leaves whose values changed during the run; handed: those given to
+    torch.autograd.functional; reduced: those DistributedDataParallel averages: over how
+    many ranks, and whether it waits for their gradients (find_unused_parameters off).
     """
-    modules = modules or {}
-    output_nodes = [t.grad_fn for _, t in outputs]
-    shown = list(passes if graph_passes is None else graph_passes)
+
+    scenario: str | None
+    named: Named
+    outputs: Named
+    root_reason: str
+    facts: Sequence[Fact] = ()
+    passes: Sequence[RawPass] = ()
+    calls: Sequence[RawCall] = ()
+    graph_passes: Sequence[RawPass] | None = None  # the passes shown (None: every one)
+    earlier: Sequence[tuple[str, Any]] = ()
+    stdout: str = ""
+    grad_before: dict[str, GradSummary | None] = field(default_factory=dict)
+    second_order: SecondOrder | None = None
+    saved_before: SavedCache | None = None
+    modules: dict[int, str] = field(default_factory=dict)
+    module_objects: dict[int, str] = field(default_factory=dict)
+    recomputed: dict[int, Any] = field(default_factory=dict)
+    hooks: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    source_of: Callable[[Any], Source | None] | None = None
+    walked: Walk | None = None
+    grad_graph: Callable[[Any], bool] | None = None
+    steps: Steps | None = None
+    updated: frozenset[str] = frozenset()
+    handed: frozenset[str] = frozenset()
+    reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    costs: RawCosts | None = None
+
+
+@gc_paused
+def build_trace(c: Captured) -> Trace:
+    """Walk the graph from the outputs (then from the roots of the passes shown) and build
+    the Trace, with every finding. A pass over a graph like a shown pass's (a loop's other
+    steps) has its flow and roots placed on the shown pass's nodes; each pass's raw flow is
+    let go of once read."""
+    output_nodes = [t.grad_fn for _, t in c.outputs]
+    shown = list(c.passes if c.graph_passes is None else c.graph_passes)
     pass_roots = [r for p in shown for r in p.roots]
-    order, raw_edges, index = walked[1:] if walked is not None \
-        and walked.covers(output_nodes, pass_roots) else indexed_walk(output_nodes, pass_roots)
+    order, raw_edges, index = c.walked[1:] if c.walked is not None \
+        and c.walked.covers(output_nodes, pass_roots) \
+        else indexed_walk(output_nodes, pass_roots)
     try:
         node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
         # the passes first: each lets go of its raw flow records as it is made, before the
@@ -162,75 +168,59 @@ def build_trace(
         trace_passes = tuple(
             _pass_record(p, *_placed(p, shown, node_ids, twin_walks),
                          graphs.setdefault(p.signature, len(graphs)))
-            for p in passes)
+            for p in c.passes)
         for twin_walk in twin_walks.values():
             release(twin_walk)
-        nodes = _nodes(order, node_ids, [*named, *earlier], modules, saved_before,
-                       source_of)
-        named = [*named, *((n, t) for n, t in earlier if id(t) in node_ids.leaf_index)]
-        if recomputed:
-            nodes = [n._replace(recomputed=True) if id(obj) in recomputed else n
-                     for n, obj in zip(nodes, order, strict=True)]
-        if hooks:
-            nodes = [n._replace(hooks=hooks[id(obj)]) if id(obj) in hooks else n
-                     for n, obj in zip(nodes, order, strict=True)]
-        if grad_graph is not None:
-            nodes = [n._replace(grad_graph=True) if grad_graph(obj) else n
-                     for n, obj in zip(nodes, order, strict=True)]
+        nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
+                                         c.saved_before, c.source_of))
+        named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         edges = _edges(raw_edges, node_ids.ids)
         nodes = _output_hook_modules(nodes, edges)
-        trace_costs = None if costs is None else \
-            costs.costs(node_ids, {n.id: n for n in nodes})
         reached = {node for p in trace_passes for node in p.flow}
-        filled = {c.tensor for p in trace_passes for c in p.grad_changes if c.after is not None}
+        filled = {ch.tensor for p in trace_passes for ch in p.grad_changes
+                  if ch.after is not None}
         detached = detached_sources(named)
-        tensors = tuple(
-            tensor_info(name, t, node_ids, grad_before.get(name), reached, detached.get(name),
-                        name in filled)
-            for name, t in named
-        )
-        findings = [*findings, *(
-            DETACHED.finding(
-                f"{name} shares memory with {source} but is cut from its graph (made by "
-                f".detach() or .data): no gradient flows from {name} back to {source}",
-                tensor=name)
-            for name, source in detached.items()
-        )]
-        trace_calls = tuple(
-            FunctionCall(
-                c.function.__name__,
-                node_ids.node(c.node) if c.node is not None else None,
-                c.line,
-                tuple(describe_value(a) for a in c.args),
-            )
-            for c in calls
-        )
-        output_ids = tuple(dict.fromkeys(map(node_ids.of, output_nodes)))
+        trace = Trace(
+            scenario=c.scenario, gradtrace_version=__version__, torch_version=torch.__version__,
+            outputs=tuple(dict.fromkeys(map(node_ids.of, output_nodes))),
+            output_names=tuple(name for name, _ in c.outputs), root_reason=c.root_reason,
+            nodes=tuple(nodes), edges=edges,
+            tensors=tuple(tensor_info(name, t, node_ids, c.grad_before.get(name), reached,
+                                      detached.get(name), name in filled)
+                          for name, t in named),
+            passes=trace_passes,
+            findings=(*findings_of(c.facts), *pass_findings(c.passes),
+                      *findings_of(Detached(name, source) for name, source in detached.items())),
+            functions=tuple(FunctionCall(
+                call.function.__name__, node_ids.node(call.node) if call.node is not None
+                else None, call.line, tuple(describe_value(a) for a in call.args))
+                for call in c.calls),
+            stdout=c.stdout, second_order=c.second_order,
+            saved_read=c.saved_before is not None, steps=c.steps,
+            costs=None if c.costs is None else c.costs.costs(node_ids,
+                                                             {n.id: n for n in nodes}))
     finally:
         release(order)
-    trace = Trace(
-        scenario=scenario,
-        gradtrace_version=__version__,
-        torch_version=torch.__version__,
-        outputs=output_ids,
-        output_names=tuple(name for name, _ in outputs),
-        root_reason=root_reason,
-        nodes=tuple(nodes),
-        edges=edges,
-        tensors=tensors,
-        passes=trace_passes,
-        findings=tuple(findings),
-        functions=trace_calls,
-        stdout=stdout,
-        second_order=second_order,
-        saved_read=saved_before is not None,
-        steps=steps,
-        costs=trace_costs,
-    )
     lost = unreached(trace)
-    found = trace_findings(trace, updated, handed, reduced or {},
+    found = trace_findings(trace, c.updated, c.handed, c.reduced,
                            _waiting(named, trace, lost, set(detached.values())) if lost else {})
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
+
+
+def _marked(c: Captured, order: list[Any], nodes: list[Node]) -> list[Node]:
+    """The nodes with what the recording marked on them: recomputed by checkpointing, run
+    by module hooks, made by a create_graph pass."""
+    if c.recomputed:
+        nodes = [n._replace(recomputed=True) if id(obj) in c.recomputed else n
+                 for n, obj in zip(nodes, order, strict=True)]
+    if c.hooks:
+        nodes = [n._replace(hooks=c.hooks[id(obj)]) if id(obj) in c.hooks else n
+                 for n, obj in zip(nodes, order, strict=True)]
+    if c.grad_graph is not None:
+        grad_graph = c.grad_graph
+        nodes = [n._replace(grad_graph=True) if grad_graph(obj) else n
+                 for n, obj in zip(nodes, order, strict=True)]
+    return nodes
 
 
 def _waiting(named: Named, trace: Trace, lost: list[str], cut: set[str]

@@ -1,0 +1,172 @@
+"""Findings from what capture saw: each fact of model/facts.py phrased as its finding."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..model.facts import (
+    Detached,
+    Fact,
+    GradcheckRan,
+    GraphFreed,
+    LeafCut,
+    NoRoot,
+    PassCut,
+    PassesCapped,
+    SavedChanged,
+    Stopped,
+)
+from ..model.records import Finding
+from .registry import (
+    DETACHED,
+    GRADCHECK,
+    GRADCHECK_FAILED,
+    GRAPH_CUT,
+    GRAPH_FREED,
+    INPLACE_MODIFIED,
+    NO_GRAPH,
+    NO_GRAPH_LEAD,
+    PASSES_CAPPED,
+    SCENARIO_STOPPED,
+)
+
+_METHOD = re.compile(r"^(?P<target>[\w.\[\]]+)\.(?P<op>\w+)_\((?P<args>.*)\)$")
+_AUGMENTED = re.compile(r"^(?P<target>[\w.\[\]]+)\s*(?P<op>[-+*/@]|//|\*\*)=\s*(?P<value>.+)$")
+
+
+def findings_of(facts: Iterable[Fact]) -> list[Finding]:
+    """Each fact's finding, in the order the facts came."""
+    return [_PHRASED[type(fact)](fact) for fact in facts]
+
+
+def out_of_place(code: str) -> str | None:
+    """`b.add_(1)` -> `b = b.add(1)`; `b += 1` -> `b = b + 1`; None when not one of those."""
+    code = code.strip()
+    if (m := _METHOD.match(code)) is not None:
+        return f"{m['target']} = {m['target']}.{m['op']}({m['args']})"
+    if (m := _AUGMENTED.match(code)) is not None:
+        return f"{m['target']} = {m['target']} {m['op']} {m['value']}"
+    return None
+
+
+def _gradcheck(fact: GradcheckRan) -> Finding:
+    called = f"{fact.kind}({fact.function}) at line {fact.line}"
+    if fact.verdict == "failed":
+        return GRADCHECK_FAILED.finding(
+            f"{called} failed: {fact.error}",
+            hint="the Function's backward disagrees with finite differences: "
+            "compare the numerical and analytical values above, then fix backward",
+            line=fact.line)
+    return GRADCHECK.finding(f"{called} {fact.verdict}", line=fact.line,
+                             severity="info" if fact.verdict == "passed" else "error")
+
+
+def _saved_changed(fact: SavedChanged) -> Finding:
+    """`b (output of SigmoidBackward0, line 3) was saved for backward and then changed in
+    place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint."""
+    name, changed = fact.tensor, fact.changed
+    where = f", line {fact.made}" if fact.made is not None else ""
+    what = f"the {fact.saved} tensor of {fact.node_type}{where}"
+    if name is not None:
+        what = (f"{name} (output of {fact.node_type}{where})" if fact.saved == "result"
+                else f"{name} (saved as {fact.saved} by {fact.node_type}{where})")
+    if changed is not None:
+        then = f"changed in place at line {changed.line} `{changed.code}`"
+        rewrite = out_of_place(changed.code)
+        hint = (f"write line {changed.line} out of place: `{rewrite}`" if rewrite else
+                f"make line {changed.line} out of place, or clone() {name or 'the tensor'} "
+                "before changing it")
+    else:
+        then = "changed in place before backward used it"
+        hint = "use the out-of-place op (x = x + 1, not x += 1), or clone() it first"
+    return INPLACE_MODIFIED.finding(
+        f"{what} was saved for backward and then {then}: backward needs the saved value",
+        tensor=name, hint=hint, file=None if changed is None else changed.file,
+        line=None if changed is None else changed.line)
+
+
+def _graph_freed(fact: GraphFreed) -> Finding:
+    name, made = fact.tensor, fact.made
+    where = f", line {made.line}" if made is not None else ""
+    through = f"{name} (output of {fact.node_type}{where})" if name \
+        else f"{fact.node_type}{where}"
+    at = f" (line {fact.earlier_line} `{fact.earlier_code}`)" if fact.earlier_line else ""
+    if fact.same_root:
+        hint = ("pass retain_graph=True to the first backward() if the same graph is meant "
+                "to be differentiated twice; else recompute the forward before each one")
+    else:
+        carried = name or "the shared tensor"
+        hint = (f"{carried} links the two passes: detach it where the first pass uses it "
+                f"or where it is carried over (`{carried}.detach()`), or recompute it; "
+                "retain_graph=True on the first backward only if both passes are meant "
+                "to go through it")
+    return GRAPH_FREED.finding(
+        f"pass {fact.number} reached {fact.shared} node(s) whose saved tensors pass "
+        f"{fact.earlier}{at} already freed; it entered them through {through}",
+        tensor=name, hint=hint, line=None if made is None else made.line,
+        file=None if made is None else made.file)
+
+
+def _stopped(fact: Stopped) -> Finding:
+    return SCENARIO_STOPPED.finding(fact.message, hint=fact.hint, line=fact.line)
+
+
+def _capped(fact: PassesCapped) -> Finding:
+    return PASSES_CAPPED.finding(
+        f"stopped after {fact.limit} backward passes, at the next one ({fact.at})",
+        hint="without --passes the script runs to its end", line=fact.line)
+
+
+def _no_root(fact: NoRoot) -> Finding:
+    if fact.instead == "passes":
+        return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, line=fact.line, tensor=fact.tensor)
+    if fact.instead == "calls":
+        return NO_GRAPH.finding(
+            "no named tensor has a grad_fn, so there is no graph to show; "
+            "the scenario's gradcheck and Function calls are reported instead",
+            severity="info")
+    return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, severity="info", line=fact.line)
+
+
+def _pass_cut(fact: PassCut) -> Finding:
+    return GRAPH_CUT.finding(
+        f"pass {fact.number}: {fact.tensor} has no graph because line {fact.line} "
+        f"`{fact.code}` made it so: {fact.why}", tensor=fact.tensor, line=fact.line,
+        hint="compute it with tensor ops outside no_grad, from tensors that "
+        "require grad (keep .detach(), .item() and torch.tensor() out of it)")
+
+
+def _leaf_cut(fact: LeafCut) -> Finding:
+    leaves = fact.leaves
+    who = leaves[0] if len(leaves) == 1 else \
+        f"{len(leaves)} tensors of {fact.owner} ({leaves[0]}, …)"
+    via = "it" if fact.through == leaves[0] else f"{fact.through} (computed from {fact.owner})"
+    return GRAPH_CUT.finding(
+        f"{who} reach{'es' if len(leaves) == 1 else ''} no root because line {fact.line} "
+        f"`{fact.code}` took {via} without its graph: {fact.why}",
+        severity="warning", tensor=leaves[0], file=fact.file, line=fact.line,
+        hint="use the tensor itself where the loss needs its gradient; detach only what "
+        "should not learn")
+
+
+def _detached(fact: Detached) -> Finding:
+    name, source = fact.tensor, fact.source
+    return DETACHED.finding(
+        f"{name} shares memory with {source} but is cut from its graph (made by "
+        f".detach() or .data): no gradient flows from {name} back to {source}", tensor=name)
+
+
+# one line per fact: a new kind of fact is a NamedTuple in model/facts.py and its phrasing here
+_PHRASED: dict[type, Callable[[Any], Finding]] = {
+    GradcheckRan: _gradcheck,
+    SavedChanged: _saved_changed,
+    GraphFreed: _graph_freed,
+    Stopped: _stopped,
+    PassesCapped: _capped,
+    NoRoot: _no_root,
+    PassCut: _pass_cut,
+    LeafCut: _leaf_cut,
+    Detached: _detached,
+}

@@ -1,0 +1,99 @@
+"""What capture saw, as plain facts: findings/recorded.py phrases each one as a finding."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from .records import Source
+
+
+class GradcheckRan(NamedTuple):
+    """The code's own gradcheck (or gradgradcheck) call and its verdict."""
+
+    kind: str  # gradcheck or gradgradcheck
+    function: str  # what it checked: `Cube.apply`
+    line: int | None
+    verdict: Literal["passed", "returned False", "failed"]
+    error: str | None = None  # the first lines of its error, when it failed
+
+
+class SavedChanged(NamedTuple):
+    """A tensor saved for backward and changed in place afterwards."""
+
+    tensor: str | None  # its name, when a named tensor is it
+    node_type: str  # the node that saved it
+    saved: str  # what the node calls it: "result", "self", …
+    made: int | None  # the line that made the node
+    changed: Source | None  # the line that changed it, when known
+
+
+class GraphFreed(NamedTuple):
+    """A pass that reached nodes an earlier pass had freed."""
+
+    number: int
+    shared: int  # how many such nodes
+    earlier: int  # the pass that freed them
+    earlier_line: int | None
+    earlier_code: str | None
+    tensor: str | None  # the named tensor it entered them through
+    node_type: str
+    made: Source | None  # the line that made the entry node
+    same_root: bool  # both passes started from the same roots: a repeat, not a link
+
+
+class Stopped(NamedTuple):
+    """The code raised, or ran out of time, after recording something."""
+
+    message: str
+    hint: str | None
+    line: int | None
+
+
+class PassesCapped(NamedTuple):
+    """--passes N stopped the code at its next pass."""
+
+    limit: int | None
+    at: str  # "line 12 `loss.backward()`"
+    line: int | None
+
+
+class NoRoot(NamedTuple):
+    """No named tensor has a graph: why, and what else was recorded instead."""
+
+    why: str
+    line: int | None
+    tensor: str | None
+    instead: Literal["passes", "calls", "nothing"]
+
+
+class PassCut(NamedTuple):
+    """A pass whose root had no graph, and the line that left it without one."""
+
+    number: int
+    tensor: str
+    line: int
+    code: str
+    why: str
+
+
+class LeafCut(NamedTuple):
+    """Leaves no root reaches, and the line that took a value from them without its graph."""
+
+    leaves: tuple[str, ...]
+    owner: str  # the name they share: model for model.0.weight
+    line: int
+    code: str
+    why: str
+    through: str  # the tensor the line took: a leaf, or one computed from them
+    file: str
+
+
+class Detached(NamedTuple):
+    """A tensor sharing memory with another but cut from its graph (.detach(), .data)."""
+
+    tensor: str
+    source: str
+
+
+Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
+        | LeafCut | Detached)
