@@ -11,16 +11,14 @@ import torch
 
 from ..compat.torch import has_tensor_hooks, never_compiled, tensor_version
 from ..extract.build import FlowRecord
-from ..extract.summary import VALUES_LIMIT, RawStats, StatsRow, StatsTable, grad_stats, is_dense
+from ..extract.summary import RawStats, StatsRow, StatsTable, grad_stats, is_dense
 from ..extract.walk import RawEdge
 from .flow_shortcuts import (
-    MAY_PASS_ON,
     Link,
     Relayout,
     chain_links,
     link_record,
-    passes_on,
-    received_shape,
+    skipped_relayouts,
 )
 from .observing import Observer, PassState, Recording
 
@@ -81,6 +79,25 @@ def _same_number(a: float, b: float) -> bool:
     return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
+def _targets(count: int, edges: list[RawEdge], skipped: list[bool], links: list[bool],
+             children: list[list[tuple[int, int, int]]], nodes: list[Any]) -> list[Targets]:
+    """Per node, where what it sends goes: (id(receiver), its output_nr) per input slot."""
+    by_slot: dict[int, list[tuple[int, int] | None]] = {}  # per sender, while made
+    for src, dst, slot, k in edges:
+        while skipped[src]:  # send past skipped nodes, so the summary is still reused
+            src, k, _ = children[src][0]
+        if not links[src]:  # a link has no hook to take what is sent to it
+            row = by_slot.setdefault(dst, [])
+            row += [None] * (slot + 1 - len(row))
+            row[slot] = (id(nodes[src]), k)
+    # kept as tuples, and only for senders: a big graph has 100,000s (a dict each costs
+    # ~200 B)
+    targets: list[Targets] = [()] * count
+    for dst, row in by_slot.items():
+        targets[dst] = tuple(row)
+    return targets
+
+
 class FlowCapture:
     """Hooks on the nodes of a pass; `records` maps id(node) to its FlowRecord.
 
@@ -119,41 +136,11 @@ class FlowCapture:
             ways_in[src] += 1
             parent[src] = (dst, slot)
             children[dst].append((src, k, slot))
-        # A re-layout node (view, transpose, select …) with one way in and one input needs no
-        # hook: its record is what its consumer sent, re-shaped (or embedded in zeros). Only
-        # large gradients (whose values are not kept) and only unnamed tensors (a named one
-        # may carry the user's hook).
-        skipped = [False] * len(nodes)
-        received: dict[int, tuple[int, ...]] = {}  # the shapes candidates receive, send
-        sends: dict[int, tuple[int, ...]] = {}
-        for i in reversed(range(len(nodes))):  # inputs mostly before their consumers
-            node = nodes[i]
-            if skip_relayout and ways_in[i] == 1 and len(children[i]) == 1 \
-                    and type(node).__name__ in MAY_PASS_ON and id(node) not in watched:
-                c, k, _ = children[i][0]
-                shape = received[i] = received_shape(node)
-                if math.prod(shape) > VALUES_LIMIT:
-                    # metadata is slow to read: in a chain of views, what one sends is what
-                    # the next receives
-                    sent = received.get(c) if k == 0 else None
-                    sends[i] = sent if sent is not None else received_shape(nodes[c], k)
-                    skipped[i] = passes_on(node, shape, sends[i])
+        skipped, sends = skipped_relayouts(nodes, ways_in, children, watched) \
+            if skip_relayout else ([False] * len(nodes), {})
         links = chain_links(nodes, ways_in, parent, children, skipped, watched) \
             if skip_relayout and leaves_run else [False] * len(nodes)
-        by_slot: dict[int, list[tuple[int, int] | None]] = {}  # per sender, while made
-        for src, dst, slot, k in edges:
-            while skipped[src]:  # send past skipped nodes, so the summary is still reused
-                src, k, _ = children[src][0]
-            if not links[src]:  # a link has no hook to take what is sent to it
-                row = by_slot.setdefault(dst, [])
-                row += [None] * (slot + 1 - len(row))
-                row[slot] = (id(nodes[src]), k)
-        # kept as tuples, and only for senders: a big graph has 100,000s (a dict each costs
-        # ~200 B)
-        targets: list[Targets] = [()] * len(nodes)
-        for dst, row in by_slot.items():
-            targets[dst] = tuple(row)
-        del by_slot  # freed before the hooks are made
+        targets = _targets(len(nodes), edges, skipped, links, children, nodes)
         self._links = [Link(node, nodes[parent[i][0]], parent[i][1], len(node.next_functions),
                             [(nodes[c], slot, k) for c, k, slot in children[i]])
                        for i, node in enumerate(nodes) if links[i]]

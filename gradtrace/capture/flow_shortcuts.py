@@ -3,11 +3,12 @@ and every other node of a chain, whose records are read off their hooked neighbo
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from ..compat.torch import input_shapes, is_function_node
 from ..extract.build import FlowRecord
-from ..extract.summary import RawStats
+from ..extract.summary import VALUES_LIMIT, RawStats
 
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same
 # elements (the same norm, min and max), in another shape (or the same: clone passes it on).
@@ -61,6 +62,31 @@ class Link(NamedTuple):
     slot: int  # the consumer's input this node feeds
     slots: int  # how many gradients it sends (one per next_functions entry)
     inputs: list[tuple[Any, int, int]]  # (input node, the slot it is fed from, output_nr)
+
+
+def skipped_relayouts(nodes: list[Any], ways_in: list[int],
+                      children: list[list[tuple[int, int, int]]], watched: frozenset[int]
+                      ) -> tuple[list[bool], dict[int, tuple[int, ...]]]:
+    """Which nodes need no hook, and the shape each sends. A re-layout node (view,
+    transpose, select …) with one way in and one input needs none: its record is what its
+    consumer sent, re-shaped (or embedded in zeros). Only large gradients (whose values are
+    not kept) and only unnamed tensors (a named one may carry the user's hook)."""
+    skipped = [False] * len(nodes)
+    received: dict[int, tuple[int, ...]] = {}  # the shapes candidates receive, send
+    sends: dict[int, tuple[int, ...]] = {}
+    for i in reversed(range(len(nodes))):  # inputs mostly before their consumers
+        node = nodes[i]
+        if ways_in[i] == 1 and len(children[i]) == 1 \
+                and type(node).__name__ in MAY_PASS_ON and id(node) not in watched:
+            c, k, _ = children[i][0]
+            shape = received[i] = received_shape(node)
+            if math.prod(shape) > VALUES_LIMIT:
+                # metadata is slow to read: in a chain of views, what one sends is what
+                # the next receives
+                sent = received.get(c) if k == 0 else None
+                sends[i] = sent if sent is not None else received_shape(nodes[c], k)
+                skipped[i] = passes_on(node, shape, sends[i])
+    return skipped, sends
 
 
 def chain_links(nodes: list[Any], ways_in: list[int], parent: list[tuple[int, int]],

@@ -141,11 +141,7 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
     running = peak = 0
     peak_at: int | None = None
     recomputed = 0.0
-    ops: dict[str, float] = {}  # torch.profiler's own self time per op name
-    for e in events:
-        if e.name != "[memory]":
-            ops[e.name] = ops.get(e.name, 0.0) + float(
-                e.self_device_time_total if cuda else e.self_cpu_time_total)
+    ops = _op_times(events, cuda)
     op_total = sum(ops.values())
     last_end: float | None = None
     gaps: dict[int, float] = {}  # per walk position (-1: leaf accumulation): the engine's
@@ -190,6 +186,16 @@ def _sample(events: list[Any], index: dict[int, int], wall: float, cuda: bool,
         running += net
     return Sample(wall, times, allocated, freed, ran, accumulate, op_total, max(peak, 0),
                   peak_at, recomputed, gaps, ops)
+
+
+def _op_times(events: list[Any], cuda: bool) -> dict[str, float]:
+    """torch.profiler's own self time per op name."""
+    ops: dict[str, float] = {}
+    for e in events:
+        if e.name != "[memory]":
+            ops[e.name] = ops.get(e.name, 0.0) + float(
+                e.self_device_time_total if cuda else e.self_cpu_time_total)
+    return ops
 
 
 def _under_evaluation(event: Any) -> bool:
