@@ -15,7 +15,8 @@ from ..errors import ScenarioError
 from ..extract.walk import release, walk
 from ..model.records import Trace
 from .options import CaptureOptions
-from .roots import RootsSeen, named_tensors
+from .roots import named_tensors
+from .roots_seen import RootsSeen
 from .scenario_thread import RUN_LOCK
 from .session import CaptureSession, ScenarioStopped
 from .where import scenario_line

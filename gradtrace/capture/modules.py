@@ -13,28 +13,13 @@ import torch
 from ..compat.cpython import remove_warning_filter
 from ..compat.torch import (
     GLOBAL_HOOKS_WARNING,
-    NO_SEQUENCE,
     compiled_module,
     compiling,
     never_compiled,
     next_sequence_number,
-    sequence_number,
 )
+from ..extract.walk import made_since
 from .global_hooks import PausableHooks
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors in a module's output: a tensor, or tuples, lists and dicts of them."""
-    found, todo = [], [value]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            todo.extend(item)
-        elif isinstance(item, dict):
-            todo.extend(item.values())
-    return found
 
 
 class ModuleTracker:
@@ -87,23 +72,6 @@ class ModuleTracker:
         module = compiled_module(module)  # torch.compile(model)'s nodes are model's
         for node in made_since(output, start):
             self.owner.setdefault(id(node), (node, module))
-
-
-def made_since(output: Any, start: int) -> Iterator[Any]:
-    """The nodes behind output (tensors, or tuples, lists and dicts of them) that autograd
-    made since its sequence number was start: what one call created."""
-    seen: set[int] = set()
-    todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        number = sequence_number(node)
-        if number < start or number == NO_SEQUENCE:
-            continue  # made before the call began, or a leaf
-        yield node
-        todo.extend(child for child, _ in node.next_functions if child is not None)
 
 
 def _submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.nn.Module]]:

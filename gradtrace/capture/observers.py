@@ -10,7 +10,7 @@ from .higher import SecondDerivatives
 from .inplace import SavedTensors
 from .observing import Observer
 from .profile import Profile
-from .roots import RootsSeen
+from .roots_seen import RootsSeen
 from .steps import StepLog
 
 OBSERVERS: tuple[type[Observer], ...] = (

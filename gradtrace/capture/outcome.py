@@ -21,7 +21,7 @@ from .process_state import (
     tracers_kept,
 )
 from .recorder import Recorder
-from .roots import RootsSeen
+from .roots_seen import RootsSeen
 from .scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .target import Target, call_function, run_module
 from .where import at_line, located, quoted, scenario_error, scenario_line

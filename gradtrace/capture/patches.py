@@ -29,9 +29,9 @@ from ..compat.torch import (
     node_key,
 )
 from ..extract.build import RawCall
+from ..extract.walk import made_since
 from ..model.facts import GradcheckRan
 from ..model.records import PassKind
-from .modules import made_since
 from .profile import Profile
 from .provenance import own_tracer, tracer_set
 from .recorder import Recorder

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any, NamedTuple
 
 import torch
 
-from ..compat.torch import error_kind, is_function_node, saved_attributes
+from ..compat.torch import (
+    NO_SEQUENCE,
+    error_kind,
+    is_function_node,
+    saved_attributes,
+    sequence_number,
+)
 from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
 
 # An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
@@ -252,3 +258,34 @@ class NodeIds:
         """The id of t's AccumulateGrad node, found by t itself (t.grad_fn is None)."""
         i = self.leaf_index.get(id(t))
         return None if i is None else self.ids[i]
+
+
+def made_since(output: Any, start: int) -> Iterator[Any]:
+    """The nodes behind output (tensors, or tuples, lists and dicts of them) that autograd
+    made since its sequence number was start: what one call created."""
+    seen: set[int] = set()
+    todo = [t.grad_fn for t in tensors_in(output) if t.grad_fn is not None]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        number = sequence_number(node)
+        if number < start or number == NO_SEQUENCE:
+            continue  # made before the call began, or a leaf
+        yield node
+        todo.extend(child for child, _ in node.next_functions if child is not None)
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors in a value: a tensor, or tuples, lists and dicts of them."""
+    found, todo = [], [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            todo.extend(item)
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+    return found
