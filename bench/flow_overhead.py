@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from gradtrace.capture.flow import FlowCapture
+from gradtrace.capture.observers.flow import FlowCapture
 from gradtrace.extract.summary import to_summaries
 from gradtrace.extract.walk import walk
 

@@ -20,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradtrace.capture import names, recorder, runner, session
+from gradtrace.capture import runner, session
+from gradtrace.capture.naming import names
 from gradtrace.capture.options import CaptureOptions
+from gradtrace.capture.passes import recorder
 
 BUDGET = 0.05
 GPT = Path(__file__).resolve().parent.parent / "gradtrace" / "examples" / "real" / "gpt_tiny.py"

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradtrace.capture.provenance import LineLog
+from gradtrace.capture.naming.provenance import LineLog
 from gradtrace.extract.walk import walk
 
 BUDGET = 1.3

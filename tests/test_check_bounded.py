@@ -189,7 +189,7 @@ def test_a_thread_gradtrace_left_behind_adds_no_pass_to_a_later_run(left_behind:
     import torch
 
     import gradtrace
-    from gradtrace.capture.scenario_thread import LEFT_BEHIND
+    from gradtrace.capture.script.scenario_thread import LEFT_BEHIND
 
     stop, ran = threading.Event(), threading.Event()
 

@@ -164,7 +164,7 @@ def readme_layers() -> dict[str, tuple[set[str], set[str]]]:
                          CONTRIBUTING.index("Renderers return values")]
     rows = re.findall(r"^\| (\w+) \| ([^|]*) \| (.*) \|$", table, re.MULTILINE)
     return {layer: ({n.strip() for n in imports.split(",")} - {"—"},
-                    set(re.findall(r"\*\*`(\w+)`\*\*", modules)))
+                    set(re.findall(r"\*\*`([\w/]+)`\*\*", modules)))
             for layer, imports, modules in rows if layer != "layer"}
 
 
@@ -183,7 +183,8 @@ def test_readme_layer_table_is_the_layer_tests_table() -> None:
         module = module_name(path) if path.name != "__init__.py" else "gradtrace.__init__"
         if path.name == "__init__.py" and path.parent != PACKAGE:
             continue
-        stem = path.stem
+        inner = path.relative_to(PACKAGE).with_suffix("").parts  # capture/naming/names
+        stem = "/".join(inner[1:]) if len(inner) > 2 else path.stem  # naming/names
         assert stem in documented[layer(module.removesuffix(".__init__"))][1], \
             f"{path.relative_to(ROOT)} is not in its layer's row of CONTRIBUTING's table"
 

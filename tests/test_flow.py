@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from plain_python import run_plain
 
-from gradtrace.capture.flow import FlowCapture, content_key
+from gradtrace.capture.observers.flow import FlowCapture, content_key
 from gradtrace.extract.summary import grad_stats, to_summaries
 from gradtrace.extract.walk import walk
 
@@ -376,7 +376,7 @@ def test_a_failing_summary_never_fails_the_pass(tmp_path: Path,
     def broken(*_: object) -> None:
         raise RuntimeError("cannot summarise this")
 
-    monkeypatch.setattr("gradtrace.capture.flow.grad_stats", broken)
+    monkeypatch.setattr("gradtrace.capture.observers.flow.grad_stats", broken)
     path = tmp_path / "plain.py"
     path.write_text("import torch\nx = torch.ones(100, requires_grad=True)\n"
                     "y = (x * 3).sin().sum()\n")

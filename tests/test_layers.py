@@ -147,4 +147,67 @@ def test_the_layer_check_sees_upward_imports() -> None:
 def test_every_module_has_a_layer() -> None:
     assert all(layer(m) in BELOW for m in MODULES)
     assert {"gradtrace.model.records", "gradtrace.render.formats", "gradtrace.cli.show",
-            "gradtrace.findings.registry", "gradtrace.capture.recorder"} <= set(MODULES)
+            "gradtrace.findings.registry", "gradtrace.capture.passes.recorder"} <= set(MODULES)
+
+
+# capture's folders, bottom up: each imports only those before it (and options.py, which
+# every part reads); the top level (session, runner, live, execution) imports any of them.
+CAPTURE_FOLDERS = ("naming", "script", "observers", "passes", "modules")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.count(".") >= 3
+                                          and m.startswith("gradtrace.capture.")))
+def test_capture_folders_import_down_the_pipeline(module: str) -> None:
+    folder = module.split(".")[2]
+    below = CAPTURE_FOLDERS[:CAPTURE_FOLDERS.index(folder) + 1]
+    for imported in imports(MODULES[module]):
+        parts = imported.split(".")
+        if parts[:2] == ["gradtrace", "capture"] and len(parts) > 2 \
+                and imported != "gradtrace.capture.options":
+            assert parts[2] in below, f"{module} imports {imported}"
+
+
+def _functions(path: Path) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+CAPTURED = {m: p for m, p in MODULES.items() if m.startswith(("gradtrace.capture",
+                                                               "gradtrace.extract"))}
+
+
+@pytest.mark.parametrize("module", sorted(CAPTURED))
+def test_capture_is_small_and_makes_no_finding(module: str) -> None:
+    """Sizes a reader can hold; capture and extract record facts, findings/ phrases them."""
+    path = CAPTURED[module]
+    text = path.read_text(encoding="utf-8")
+    if module.startswith("gradtrace.capture"):
+        assert len(text.splitlines()) <= 300, module
+        assert all(f.end_lineno - f.lineno < 60 for f in _functions(path)  # type: ignore[operator]
+                   ), module
+    calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "finding"]
+    assert not calls, f"{module} makes a finding: record a fact (model/facts.py) instead"
+
+
+def test_the_recorder_and_build_trace_stay_small() -> None:
+    from gradtrace.capture.observers.base import Observer
+    from gradtrace.capture.observers.table import OBSERVERS
+    from gradtrace.extract.build import build_trace
+
+    recorder = MODULES["gradtrace.capture.passes.recorder"].read_text(encoding="utf-8")
+    init = recorder[recorder.index("    def __init__"):recorder.index("    def observer(")]
+    assert len(set(__import__("re").findall(r"self\.(\w+)(?:: [^=]+)? = ", init))) <= 15
+    assert len(__import__("inspect").signature(build_trace).parameters) <= 4
+    # every Observer subclass of the package is in the table, once
+    made = {cls for cls in _subclasses(Observer)}
+    assert made == set(OBSERVERS) and len(OBSERVERS) == len(set(OBSERVERS))
+
+
+def _subclasses(cls: type) -> list[type]:
+    found, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return found

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from gradtrace.capture.names import ScenarioNames
-from gradtrace.capture.reach import MAX_DEPTH, MAX_ITEMS, reached
+from gradtrace.capture.naming.names import ScenarioNames
+from gradtrace.capture.naming.reach import MAX_DEPTH, MAX_ITEMS, reached
 
 
 class Holder:  # a plain object of the user's
@@ -98,7 +98,7 @@ def test_names_are_stable_across_passes_and_outlive_a_rebinding() -> None:
 def test_a_plain_name_for_a_module_s_parameter_is_no_second_tensor() -> None:
     """`for p in model.parameters()` (pytorch/examples' word_language_model updates weights
     so) left p naming model.bias: a second row, .grad change and steps series of it."""
-    from gradtrace.capture.roots import named_tensors
+    from gradtrace.capture.naming.roots import named_tensors
 
     model = torch.nn.Linear(3, 2)
     *_, p = model.parameters()  # what the loop leaves in p: the last parameter

@@ -14,7 +14,7 @@ import pytest
 from helpers import SCENARIOS, as_read, invoke, needs_dot, shared_invoke, write_script
 from test_html import browser, opened  # noqa: F401  (the module's Chromium, a fixture)
 
-from gradtrace.capture.profile_samples import SAMPLES
+from gradtrace.capture.observers.profile_samples import SAMPLES
 from gradtrace.errors import ScenarioError
 from gradtrace.model.codec import trace_from_dict, trace_to_dict
 from gradtrace.model.costs import cost_rows

@@ -322,7 +322,7 @@ def test_a_compile_failure_that_gradtrace_caused_is_said_to_be_gradtrace_s(
     """As on torch 2.11 and 2.12, whose is_compiling() is False while AOTAutograd traces:
     the pass wrapper touched real Parameters under FakeTensorMode and the compile failed.
     That is gradtrace's fault, said so with its own file and line, never "fix the scenario"."""
-    from gradtrace.capture import patches
+    from gradtrace.capture.passes import patches
 
     monkeypatch.setattr(patches, "compiling", lambda: False)
     result = invoke("show", REAL / "compile_tutorial.py")

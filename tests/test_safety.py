@@ -249,7 +249,7 @@ def test_a_scenario_leaves_no_torch_mode_in_its_thread() -> None:
     the thread ended — after Python had let go of it, racing interpreter shutdown."""
     from torch.overrides import TorchFunctionMode
 
-    from gradtrace.capture.process_state import torch_settings_kept
+    from gradtrace.capture.script.process_state import torch_settings_kept
 
     with torch_settings_kept():
         torch.set_default_device("cpu")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from gradtrace.capture.scenario_thread import StopWindow, TimeUp
+from gradtrace.capture.script.scenario_thread import StopWindow, TimeUp
 
 
 def _in_window(window: StopWindow, body: Callable[[list[str]], None]) -> list[str]:

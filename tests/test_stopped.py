@@ -161,7 +161,7 @@ def test_restoring_torch_state_does_not_import_the_compiler(tmp_path: Path) -> N
 
 def test_an_error_of_gradtraces_own_is_not_blamed_on_the_script(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gradtrace.capture import recorder
+    from gradtrace.capture.passes import recorder
     from gradtrace.extract.walk import dtype_name
 
     monkeypatch.setattr(recorder, "indexed_walk", dtype_name)  # gradtrace's pass recording fails

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gradtrace.capture.flow import content_key
+from gradtrace.capture.observers.flow import content_key
 from gradtrace.extract.summary import StatsTable, dense_flat, grad_stats, summarize, to_summaries
 
 base = torch.arange(2 * 3 * 40, dtype=torch.float32).reshape(2, 3, 40) / 7 - 10

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import as_read, invoke
 
-from gradtrace.capture.target import Target, parse_target
+from gradtrace.capture.script.target import Target, parse_target
 
 SQUARE = ("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n"
           "y = (x * x).sum()\ny.backward()\n")

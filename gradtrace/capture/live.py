@@ -14,12 +14,12 @@ import torch
 from ..errors import ScenarioError
 from ..extract.walk import release, walk
 from ..model.records import Trace
+from .naming.roots import named_tensors
+from .naming.where import scenario_line
+from .observers.roots_seen import RootsSeen
 from .options import CaptureOptions
-from .roots import named_tensors
-from .roots_seen import RootsSeen
-from .scenario_thread import RUN_LOCK
+from .script.scenario_thread import RUN_LOCK
 from .session import CaptureSession, ScenarioStopped
-from .where import scenario_line
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,

@@ -13,15 +13,15 @@ from types import CodeType
 from ..errors import ScenarioError
 from ..extract.build import RawCall
 from ..model.records import Trace
+from .execution import default_roots, execute
 from .options import CaptureOptions
-from .outcome import default_roots, execute
-from .output import descriptors_captured, python_output_captured
-from .process_state import scenario_process
-from .scenario_thread import RUN_LOCK, MainThread, StopWindow, in_big_stack
+from .script.printed import descriptors_captured, python_output_captured
+from .script.process_state import scenario_process
+from .script.scenario_thread import RUN_LOCK, MainThread, StopWindow, in_big_stack
+from .script.signals import signals_relayed
+from .script.source import compile_scenario
+from .script.target import Target, installed_module, parse_target
 from .session import CaptureSession, ScenarioStopped
-from .signals import signals_relayed
-from .source import compile_scenario
-from .target import Target, installed_module, parse_target
 
 
 def run_scenario(

@@ -22,24 +22,24 @@ from ..extract.build import Captured
 from ..extract.tensors import Named
 from ..model.facts import Fact, NoRoot, Stopped
 from ..model.records import Source, Trace
-from .cuts import Statements, pass_cuts, place_leaf_findings
-from .higher import SecondDerivatives, second_derivatives
-from .inplace import SavedTensors
-from .module_hooks import ModuleHooks
-from .modules import ModuleTracker, module_objects, module_paths
-from .names import ScenarioNames
+from .modules.module_hooks import ModuleHooks
+from .modules.reducers import Reducers
+from .modules.tracker import ModuleTracker, module_objects, module_paths
+from .naming.cuts import Statements, pass_cuts, place_leaf_findings
+from .naming.names import ScenarioNames
+from .naming.provenance import LineLog
+from .naming.roots import choose_outputs, named_tensors
+from .naming.statements import statements_run, why_no_root
+from .naming.where import scenario_line
+from .observers.profile import Profile
+from .observers.saved import SavedTensors
+from .observers.second_order import SecondDerivatives, second_derivatives
+from .observers.steps import StepLog
 from .options import CaptureOptions
-from .patches import patched
-from .profile import Profile
-from .provenance import LineLog
-from .ranks import launched
-from .recorder import Recorder, Script
-from .reducers import Reducers
-from .roots import choose_outputs, named_tensors
-from .scenario_thread import StopWindow
-from .statements import statements_run, why_no_root
-from .steps import StepLog
-from .where import scenario_line
+from .passes.patches import patched
+from .passes.recorder import Recorder, Script
+from .script.ranks import launched
+from .script.scenario_thread import StopWindow
 
 # (name or None, tensor) roots, and why they are the roots
 Roots = tuple[list[tuple[str | None, Any]], str]

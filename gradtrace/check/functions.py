@@ -16,12 +16,12 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.autograd.gradcheck import GradcheckError
 
+from ..capture.naming.where import scenario_line
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
-from ..capture.scenario_thread import LEFT_BEHIND
+from ..capture.script.scenario_thread import LEFT_BEHIND
+from ..capture.script.target import parse_target
 from ..capture.session import ScenarioStopped
-from ..capture.target import parse_target
-from ..capture.where import scenario_line
 from ..compat.torch import error_kind
 from ..errors import GradtraceError, ScenarioError
 from ..extract.build import RawCall

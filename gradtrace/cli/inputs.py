@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from ..capture.target import parse_target
+from ..capture.script.target import parse_target
 from ..errors import GradtraceError, NoGraph, ScenarioError, TraceFileError
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD
 from ..gcpause import collector_paused

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from ..capture.ranks import RankStore, launched
+from ..capture.script.ranks import RankStore, launched
 from ..errors import GradtraceError
 from ..model.records import Trace
 from ..render.ranks import rank_line, rank_summary

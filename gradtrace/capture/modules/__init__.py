@@ -1,0 +1,1 @@
+"""nn.Module hooks: which module made a node, the nodes its backward hooks run on, DDP."""

@@ -1,0 +1,107 @@
+"""Which nn.Module's forward created each autograd node: for clusters in pictures."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from ...compat.cpython import remove_warning_filter
+from ...compat.torch import (
+    GLOBAL_HOOKS_WARNING,
+    compiled_module,
+    compiling,
+    never_compiled,
+    next_sequence_number,
+)
+from ...extract.walk import made_since
+from .global_hooks import PausableHooks
+
+
+class ModuleTracker:
+    """Global forward hooks: a node belongs to the innermost module whose forward made it.
+
+    Autograd numbers nodes in creation order; a node made between a module's forward pre-hook
+    and its forward hook, and reachable from its output, was made by that forward. Inner
+    modules finish first, so they claim their nodes before the modules around them.
+
+    Inside torch.compile the hooks do nothing where Dynamo traces a forward (no graph break,
+    no warning): torch.compile(module) runs its module's hooks outside the compiled code, so
+    the compiled region's node (CompiledFunctionBackward) is claimed by that module.
+    """
+
+    def __init__(self) -> None:
+        self.owner: dict[int, tuple[Any, torch.nn.Module]] = {}  # id(node) -> (node, module)
+        self._starts: list[int] = []
+        hooks = torch.nn.modules.module
+        self.hooks = PausableHooks(lambda: [hooks.register_module_forward_pre_hook(self._pre),
+                                            hooks.register_module_forward_hook(self._post)],
+                                   self._starts.clear)
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[None]:
+        # torch.compile(module) warns at every call while global hooks exist: these are
+        # gradtrace's, and the script's output is to be what `python` prints
+        warnings.filterwarnings("ignore", re.escape(GLOBAL_HOOKS_WARNING), UserWarning)
+        quiet = warnings.filters[0]
+        try:
+            with self.hooks.tracking():
+                yield
+        finally:
+            remove_warning_filter(quiet)
+
+    def forget(self, nodes: list[Any]) -> None:
+        """Let go of nodes (a loop step whose detail is no longer kept)."""
+        for node in nodes:
+            self.owner.pop(id(node), None)
+
+    @never_compiled
+    def _pre(self, module: torch.nn.Module, args: Any) -> None:
+        if not compiling():
+            self._starts.append(next_sequence_number())
+
+    @never_compiled
+    def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if compiling():
+            return
+        start = self._starts.pop() if self._starts else 0
+        module = compiled_module(module)  # torch.compile(model)'s nodes are model's
+        for node in made_since(output, start):
+            self.owner.setdefault(id(node), (node, module))
+
+
+def _submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.nn.Module]]:
+    """Every submodule of the named nn.Modules, once, under its first dotted path."""
+    seen: set[int] = set()
+    for name, value in list(named):
+        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            for sub, module in value.named_modules():
+                if id(module) not in seen:
+                    seen.add(id(module))
+                    yield (f"{name}.{sub}" if sub else name), module
+
+
+def module_paths(named: Iterable[tuple[str, Any]],
+                 tracker: ModuleTracker | None) -> dict[int, str]:
+    """id(node) -> dotted module path, and id(parameter) -> its module's path, for the
+    named nn.Modules of a scenario ((name, object) pairs: a module under its first name)."""
+    path_of: dict[int, str] = {}
+    paths: dict[int, str] = {}
+    for path, module in _submodules(named):
+        path_of[id(module)] = path
+        for param in module.parameters(recurse=False):
+            paths.setdefault(id(param), path)
+    if tracker is not None:
+        for key, (_, module) in tracker.owner.items():
+            if id(module) in path_of:
+                paths[key] = path_of[id(module)]
+    return paths
+
+
+def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
+    """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
+    return {id(module): path for path, module in _submodules(named)}

@@ -1,0 +1,109 @@
+"""Which tensors a scenario names, and which of them are the roots of its graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ...errors import ScenarioError
+from ...extract.tensors import Named
+from ...extract.walk import readable_grad
+from .statements import why_no_grad_fn
+
+
+def named_tensors(namespace: dict[str, Any]) -> Named:
+    """Named tensors in binding order, and nn.Module parameters under dotted names (a
+    parameter under the first module path that reaches it; a plain name for a parameter, as
+    `for p in model.parameters()` leaves, is no second row of it)."""
+    items = [(name, value) for name, value in list(namespace.items())
+             if not name.startswith("__")]
+    # each module's parameters, read once (this runs at every pass of a loop)
+    of_module = {name: list(value.named_parameters()) for name, value in items
+                 if isinstance(value, torch.nn.Module)}
+    in_modules = {id(t) for parameters in of_module.values() for _, t in parameters}
+    out: Named = []
+    params: set[int] = set()
+    for name, value in items:
+        if isinstance(value, torch.Tensor):
+            if id(value) not in in_modules:
+                out.append((name, value))
+        for p, t in of_module.get(name, ()):
+            if id(t) not in params:
+                params.add(id(t))
+                out.append((f"{name}.{p}", t))
+    return out
+
+
+def names_of(tensors: Sequence[Any], named: Named) -> list[str | None]:
+    """The scenario name of each tensor, "x.grad" for a gradient, else None."""
+    names: dict[int, str] = {}
+    for name, t in named:
+        names.setdefault(id(t), name)
+        grad = readable_grad(t)
+        if grad is not None:
+            names.setdefault(id(grad), f"{name}.grad")
+    return [names.get(id(t)) for t in tensors]
+
+
+def choose_outputs(
+    path: str, namespace: dict[str, Any], named: Named, requested: Sequence[str],
+    fallback: tuple[list[tuple[str | None, torch.Tensor]], str] = ([], ""),
+) -> tuple[Named, str]:
+    """The roots: the requested names, else OUTPUT, else the fallback (tensors, why: what a
+    function returned, the last pass's roots), else the last named tensor with a grad_fn."""
+    by_name = dict(named)
+    name_of: dict[int, str] = {}
+    for name, t in named:
+        name_of.setdefault(id(t), name)
+
+    def lookup(name: str, source: str) -> tuple[str, torch.Tensor]:
+        base = name.removesuffix(".grad")
+        if name != base and base in by_name:  # the gradient of a named tensor, e.g. x.grad
+            gradient = readable_grad(by_name[base])
+            if gradient is None:
+                raise ScenarioError(f"{source} {name!r}: {base} has no .grad",
+                                    "a .grad exists after a backward pass reaches the tensor")
+            return name, gradient
+        if name not in by_name:
+            raise ScenarioError(
+                f"{source} {name!r}: {path} has no tensor of that name",
+                "named tensors: " + ", ".join(by_name) + " (and NAME.grad for their gradients)",
+            )
+        return name, by_name[name]
+
+    if requested:
+        picked = [lookup(n, "root") for n in requested]
+        reason = "picked by name"
+    elif "OUTPUT" in namespace:
+        value = namespace["OUTPUT"]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        picked = []
+        for item in items:
+            if isinstance(item, str):
+                picked.append(lookup(item, "OUTPUT names"))
+            elif isinstance(item, torch.Tensor):
+                picked.append((name_of.get(id(item), "OUTPUT"), item))
+            else:
+                raise ScenarioError(
+                    f"{path}: OUTPUT must be a tensor, a tensor's name, or a list of them, "
+                    f"not {type(item).__name__}",
+                )
+        reason = "the scenario's OUTPUT"
+    elif any(t.grad_fn is not None for _, t in fallback[0]):
+        roots, reason = fallback
+        picked = [(name or name_of.get(id(t), "root" if len(roots) == 1 else f"root{i}"), t)
+                  for i, (name, t) in enumerate(roots) if t.grad_fn is not None]
+        return picked, reason
+    else:
+        candidates = [(n, t) for n, t in named if t.grad_fn is not None]
+        return candidates[-1:], "the last named tensor with a grad_fn"
+    for name, t in picked:
+        if t.grad_fn is None:
+            raise ScenarioError(
+                f"output {name!r} has no grad_fn, so there is no graph to walk from it: "
+                + why_no_grad_fn(t),
+                "choose a tensor computed from inputs that require grad",
+            )
+    return picked, reason

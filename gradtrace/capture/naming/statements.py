@@ -1,0 +1,151 @@
+"""The statements of the scenario that ran, read with ast: which cut a graph (no_grad,
+.detach(), .item() …), which bound a name, and why no tensor has a graph — in words a learner
+can act on."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from typing import NamedTuple
+
+import torch
+
+from ...extract.tensors import Named
+
+_GRAD_CUTTERS = {
+    "no_grad": "torch.no_grad()",
+    "inference_mode": "torch.inference_mode()",
+    "set_grad_enabled": "torch.set_grad_enabled()",
+    "detach": ".detach()",
+}
+
+
+def why_no_grad_fn(t: torch.Tensor) -> str:
+    """Why a tensor asked for as a root has no grad_fn."""
+    if t.requires_grad:
+        return "it is a leaf (created by you, not computed)"
+    return "it does not require grad"
+
+
+def why_no_root(named: Named, lines: list[str],
+                ran: set[int] | None = None) -> tuple[str, int | None]:
+    """Why no named tensor has a grad_fn, and the first line that cut the graph — citing only
+    lines that ran, when that is known (a no_grad in a function never called cuts nothing)."""
+    wanting = [n for n, t in named if t.requires_grad]
+    if not wanting:
+        return ("no tensor requires grad; create the inputs with requires_grad=True, "
+                "e.g. torch.tensor(5.0, requires_grad=True)", None)
+    calls: dict[str, list[int]] = {}
+    with contextlib.suppress(SyntaxError):  # it compiled once; parse it to find the cutters
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, ast.Call):
+                called = _called(node)
+                if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
+                    calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
+    causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
+              for what, at in calls.items()]
+    told = f" ({'; '.join(causes)})" if causes else ""
+    first = min((line for at in calls.values() for line in at), default=None)
+    return (f"{', '.join(wanting)} require grad, but nothing was computed from them with "
+            f"gradients enabled: the computation ran under torch.no_grad() or was "
+            f"detached{told}", first)
+
+
+# What, in a statement that ran, makes a tensor with no graph (method, function or attribute).
+_CUT_BY = {
+    "detach": ".detach() cuts it from the graph",
+    "item": ".item() turns it into a Python number",
+    "tolist": ".tolist() turns it into Python numbers",
+    "numpy": ".numpy() leaves autograd",
+    "data": ".data is the tensor without its graph",
+    "tensor": "torch.tensor(...) makes a new leaf from values, without a graph",
+    "argmax": "argmax has no gradient (its result is an index)",
+    "argmin": "argmin has no gradient (its result is an index)",
+    "round": "round has a zero gradient almost everywhere and no graph of its own here",
+}
+
+
+class Statement(NamedTuple):
+    """An assignment that ran: its line, the names it bound and read, and why the value it
+    bound has no graph (None when nothing in it cuts one)."""
+
+    line: int
+    bound: frozenset[str]
+    read: tuple[str, ...]
+    cut: str | None
+
+
+def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
+    """The scenario's assignments that ran, in line order."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With):
+            for item in node.items:
+                call = item.context_expr
+                called = _called(call)
+                if called in ("no_grad", "inference_mode") or (
+                        called == "set_grad_enabled" and isinstance(call, ast.Call)
+                        and call.args and getattr(call.args[0], "value", True) is False):
+                    regions.append((node.lineno, node.end_lineno or node.lineno,
+                                    f"torch.{called}() (line {node.lineno})"))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or \
+                node.lineno not in ran or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        bound = frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        read = tuple(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
+        why = next((f"it ran inside {what}" for first, last, what in regions
+                    if first < node.lineno <= last), None)
+        if why is None:
+            # a call or attribute only: a variable called `data` or `tensor` cuts nothing
+            why = next((_CUT_BY[c] for n in ast.walk(node.value)
+                        if isinstance(n, (ast.Call, ast.Attribute)) and (c := _called(n))
+                        in _CUT_BY), None)
+        found.append(Statement(node.lineno, bound, read, why))
+    return sorted(found)
+
+
+def graph_cut(name: str, statements: list[Statement]) -> tuple[int, str] | None:
+    """(line, why) for the last statement that ran and bound name where its graph was lost:
+    inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
+    torch.tensor(...), argmax…; None when no such statement ran."""
+    found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound]
+    return max(found, default=None)
+
+
+def leaf_cut(leaf: str, statements: list[Statement]) -> tuple[int, str, str] | None:
+    """(line, why, through) for the first statement that ran and took a value computed from
+    leaf (through that name) without its graph; None when none did.
+
+    Follows the names each statement binds from the names it reads, in line order.
+    """
+    reached = {leaf}
+    for s in statements:
+        through = next((n for n in s.read if n in reached), None)
+        if through is None:
+            continue
+        if s.cut is not None:
+            return s.line, s.cut, through
+        reached |= s.bound
+    return None
+
+
+def bound_at(name: str, statements: list[Statement]) -> int | None:
+    """The first line that ran and bound name (model for model.fc.weight), or None."""
+    first = name.partition(".")[0]
+    return next((s.line for s in statements if first in s.bound), None)
+
+
+def _called(node: ast.AST) -> str | None:
+    """The name a call or attribute access uses: torch.no_grad() -> no_grad, x.data -> data."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None

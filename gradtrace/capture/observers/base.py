@@ -1,0 +1,85 @@
+"""The pass as its observers see it, and what an observer is: each per-pass concern (flow,
+steps, profile, .grad changes, in-place, freed graphs, second derivatives, roots) is one,
+listed once in observers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ...extract.build import Captured, RawPass
+from ...extract.tensors import Named
+from ...extract.walk import RawEdge
+from ...model.facts import Fact
+from ...model.records import Source
+from ..options import CaptureOptions
+from .gate import Gate
+from .marks import Marks
+
+
+class Host(Protocol):
+    """What the recorder asks of the session it records for."""
+
+    def source_of(self, node: Any) -> Source | None:
+        """The line that made node."""
+
+    def forget(self, nodes: list[Any]) -> None:
+        """The detail of a pass over these nodes is let go of."""
+
+    def detail(self, on: bool) -> None:
+        """Whether the forwards from now on are noted in detail (lines, modules)."""
+
+
+class Recording(Protocol):
+    """What observers read of the Recorder (and add to: its facts)."""
+
+    options: CaptureOptions
+    host: Host
+    gate: Gate
+    marks: Marks
+    passes: list[RawPass]
+    facts: list[Fact]
+
+
+@dataclass
+class PassState:
+    """One backward or grad call while it is recorded."""
+
+    record: RawPass  # what the trace keeps of it
+    number: int  # its number among the run's passes, from 1
+    roots: list[Any]  # the call's root tensors
+    nodes: list[Any]  # its graph, breadth-first from the roots
+    edges: list[RawEdge]
+    named: Named  # the tensors named now (a light pass's: the leaves named before)
+    detailed: bool  # recorded in detail (else light: its statistics only)
+    leaves_only: bool  # named gives the leaves alone (a loop's light step)
+    every_leaf: bool  # the call runs every leaf it reaches (a backward without inputs=)
+    given: dict[str, Any] | None  # the call's arguments by name
+    call: Callable[[], Any]  # the call itself (an observer may wrap it)
+    plain: bool  # the call runs without gradtrace's hooks (batched, compiled, a timed step)
+    error: Exception | None = None  # what the call raised
+
+
+class Observer:
+    """One per-pass concern. Made with the Recorder; told as each pass starts and finishes;
+    asked for its part of the capture record when the trace is built."""
+
+    def __init__(self, recorder: Recording) -> None:
+        self.recorder = recorder
+
+    def start(self, p: PassState) -> None:
+        """Before the call runs (in the order of the table)."""
+
+    def finish(self, p: PassState) -> None:
+        """After it ran or raised (p.error)."""
+
+    def forget(self, nodes: list[Any]) -> None:
+        """The detail of a pass over these nodes is let go of."""
+
+    def captured(self, given: Captured) -> dict[str, Any]:
+        """Its fields of the capture record build_trace reads (given: the session's)."""
+        return {}
+
+    def release(self) -> None:
+        """Let go of every torch object held."""

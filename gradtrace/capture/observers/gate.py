@@ -1,0 +1,36 @@
+"""Which of the code's autograd calls are recorded as passes: one thread's at a time, none of
+gradtrace's own, none past the pass limit."""
+
+from __future__ import annotations
+
+import threading
+
+from ...model.facts import PassesCapped
+
+
+class PassLimit(BaseException):
+    """Raised at the scenario's pass after the last one to record (--passes N): it stops the
+    scenario there (not an Exception: its `except Exception` does not swallow it)."""
+
+
+class Gate:
+    """The state the wrappers on torch read before they record a call."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit  # the scenario's passes to record (--passes N; None: all)
+        self.scenario_passes = 0
+        self.capped: PassesCapped | None = None  # where the limit stopped the code
+        # the thread whose pass is being recorded (backward calls within are not passes);
+        # other threads' passes wait for it to end, each recorded whole
+        self.recording: int | None = None
+        self.one_pass_at_a_time = threading.Lock()
+        self.muted = 0  # inside gradcheck or gradtrace's own calls: not the code's passes
+        self.first_in_check = False  # the next Function call is the one gradcheck checks
+
+    def count(self, line: int | None, code: str | None) -> None:
+        """One more of the scenario's passes: PassLimit when it is past the limit."""
+        if self.scenario_passes == self.limit:
+            at = f"line {line} `{code}`" if line else "outside its own lines"
+            self.capped = PassesCapped(self.limit, at, line)
+            raise PassLimit
+        self.scenario_passes += 1

@@ -1,0 +1,195 @@
+"""--profile: the time and memory of each backward node, from torch.profiler's events.
+
+A pass is timed again where that is safe (a replay: the same backward run by
+torch.autograd.grad with retain_graph=True before the code's own call, which touches no
+.grad and runs no code of the script's), else over a loop's steps, else once. Timings
+without the profiler are taken alongside, so its overhead is measured, not guessed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ...compat.torch import (
+    NodeKey,
+    compiling,
+    has_tensor_hooks,
+    is_function_node,
+    never_compiled,
+    node_key,
+)
+from ...model.records import BACKWARD_HOOK_NODE, PassKind
+from .base import Observer, PassState, Recording
+from .profile_samples import ProfileSamples
+
+
+class ForwardClock:
+    """Global forward hooks timing each module's own forward (its submodules' time taken
+    out), summed per module since the last take()."""
+
+    def __init__(self) -> None:
+        self._stack: list[list[float]] = []  # [start, time of submodules]
+        self._own: dict[int, float] = {}  # id(module) -> µs
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        hooks = torch.nn.modules.module
+        before = hooks.register_module_forward_pre_hook(self._pre)
+        after = hooks.register_module_forward_hook(self._post)
+        try:
+            yield
+        finally:
+            after.remove()
+            before.remove()
+
+    @never_compiled
+    def _pre(self, module: torch.nn.Module, args: Any) -> None:
+        if not compiling():
+            self._stack.append([time.perf_counter(), 0.0])
+
+    @never_compiled
+    def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if compiling() or not self._stack:
+            return
+        start, inner = self._stack.pop()
+        total = time.perf_counter() - start
+        if self._stack:
+            self._stack[-1][1] += total
+        self._own[id(module)] = self._own.get(id(module), 0.0) + (total - inner) * 1e6
+
+    def take(self) -> dict[int, float]:
+        """Each module's own forward time (µs) since the previous take, by id(module)."""
+        own, self._own = self._own, {}
+        return own
+
+
+
+def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool,
+                   hooked: set[NodeKey], retaining: set[NodeKey], recomputed: dict[int, Any],
+                   given: dict[str, Any] | None) -> str | None:
+    """Why replaying this pass could change what the script sees (None: it cannot)."""
+    if given is None:
+        return "gradtrace's own backward is not replayed"
+    if create:
+        return "create_graph=True makes a graph of the gradients"
+    if batched:
+        return "its gradients are batched"
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return "a distributed backward talks to the other ranks"
+    for node in nodes:
+        if is_function_node(node):
+            return f"{type(node).__name__} runs the script's own backward code"
+        if type(node).__name__ == BACKWARD_HOOK_NODE:
+            return "a module backward hook would run again"
+        key = node_key(node)
+        if key in hooked:
+            return "a hook on one of its nodes (a tensor's or a module's) would run again"
+        if key in retaining:
+            return "retain_grad() would set a .grad"
+        if id(node) in recomputed:
+            return "checkpointing would run forward code again"
+        if hasattr(node, "variable") and has_tensor_hooks(node.variable):
+            return "a hook on a leaf would run again"
+    return None
+
+
+def replay_call(kind: PassKind, given: dict[str, Any], roots: list[Any],
+                nodes: list[Any], original_grad: Callable[..., Any]) -> Callable[[], Any] | None:
+    """The pass again as torch.autograd.grad(retain_graph=True): to the same inputs, or for
+    a backward without inputs= to every leaf it reaches (AccumulateGrad itself does not run,
+    so no .grad changes). None when there is nothing to replay to."""
+    if kind == "grad":
+        inputs = given.get("inputs")
+        grads = given.get("grad_outputs")
+    else:
+        inputs = given.get("inputs")
+        grads = given.get("gradient", given.get("grad_tensors"))
+        if inputs is None:
+            inputs = [n.variable for n in nodes if hasattr(n, "variable")]
+    inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or [])
+    if not inputs or not roots:
+        return None
+    if grads is None or isinstance(grads, torch.Tensor):
+        grads = [grads] * len(roots) if len(roots) == 1 else [None] * len(roots)
+    grads = list(grads)
+
+    def replay() -> Any:
+        return original_grad(roots, inputs, grads, retain_graph=True, allow_unused=True)
+
+    return replay
+
+
+
+class Profile(Observer):
+    """--profile's observer: times the passes asked for, by replays before the code's own
+    call where that is safe, else by the call itself."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        options = recorder.options
+        self.samples = ProfileSamples(options.graph_pass if isinstance(options.graph_pass, int)
+                                      else None) if options.profile else None
+        self.clock = ForwardClock()
+        self._forward: dict[int, float] = {}  # module forward times of the pass
+        self.original_grad: Callable[..., Any] = torch.autograd.grad  # as torch has it
+
+    def ticking(self) -> contextlib.AbstractContextManager[None]:
+        """The forward clock's hooks while a recording runs (none without --profile)."""
+        return self.clock.ticking() if self.samples is not None else contextlib.nullcontext()
+
+    def start(self, p: PassState) -> None:
+        if self.samples is None or p.plain:
+            return
+        timing = self._timing(p)
+        if timing is not None:
+            call, record, samples = p.call, p.record, self.samples
+            p.call = lambda: samples.timed(record.signature, p.number, p.nodes, call,
+                                           samples.cuda, self._forward, timing == "step")
+            p.plain = timing == "step"  # a loop's repeat runs without the flow's hooks
+
+    def _timing(self, p: PassState) -> str | None:
+        """Time this pass by replays now (None after them: the call runs as it is), or time
+        the call itself: "step" (a loop's repeat, without gradtrace's flow hooks) or "once"
+        (it could not be replayed)."""
+        samples, record, number, nodes = self.samples, p.record, p.number, p.nodes
+        assert samples is not None
+        self._forward = self.clock.take()  # the forward that built this pass's graph
+        if any(isinstance(t, torch.Tensor) and t.is_cuda for t in p.roots):
+            samples.cuda = True
+        if samples.step_sample(record.signature, number):
+            return "step"
+        if not samples.wanted(record.signature, number):
+            return None
+        marks = self.recorder.marks
+        refusal = replay_refusal(nodes, p.record.kind, record.create_graph, record.batched,
+                                 marks.hooked, samples.retaining, marks.recomputed, p.given)
+        replay = None if refusal is not None or p.given is None else \
+            replay_call(record.kind, p.given, p.roots, nodes, self.original_grad)
+        self.recorder.gate.muted += 1  # the replays are gradtrace's, not passes
+        try:
+            replayed = samples.replay(record.signature, number, nodes, replay, refusal,
+                                      samples.cuda, self._forward)
+        finally:
+            self.recorder.gate.muted -= 1
+        return None if replayed else "once"
+
+    def captured(self, given: Any) -> dict[str, Any]:
+        """The samples of the pass asked for (--pass N), else of the last pass."""
+        passes = self.recorder.passes
+        if self.samples is None or not passes:
+            return {}
+        asked = self.recorder.options.graph_pass
+        number = asked if isinstance(asked, int) and asked <= len(passes) else len(passes)
+        chosen = passes[number - 1]
+        if not chosen.nodes:
+            return {}
+        raw = self.samples.raw(chosen.signature, chosen.nodes, chosen.retain_graph,
+                               given.module_objects)
+        if raw is not None:
+            raw.pass_number = number
+        return {"costs": raw}

@@ -1,0 +1,97 @@
+"""Second derivatives of a scalar root with respect to the named leaves (`show --order 2`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...compat.torch import next_sequence_number, sequence_number
+from ...extract.tensors import Named
+from ...model.records import SecondOrder
+from .base import Observer, PassState, Recording
+
+HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
+
+
+def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) -> SecondOrder:
+    """d2 root / da db for every pair of named leaves the root depends on.
+
+    Uses torch.autograd.grad with create_graph=True and retain_graph=True, so neither the
+    graph nor any .grad of the scenario changes.
+    """
+    name = root_name or "output"
+    leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+    if root.numel() != 1:
+        return SecondOrder(name, (), {}, f"{name} is not a scalar (shape {list(root.shape)})")
+    if root.grad_fn is None or not leaves:
+        return SecondOrder(name, (), {}, f"{name} has no graph to differentiate")
+    try:
+        firsts = torch.autograd.grad(root, [t for _, t in leaves], create_graph=True,
+                                     retain_graph=True, allow_unused=True)
+    except RuntimeError as exc:  # e.g. the graph was freed: say so instead of failing the run
+        return SecondOrder(name, (), {}, str(exc).splitlines()[0])
+    used = [(n, t, g) for (n, t), g in zip(leaves, firsts, strict=True) if g is not None]
+    size = sum(t.numel() for _, t, _ in used)
+    if size > HESSIAN_LIMIT:
+        return SecondOrder(name, tuple(n for n, _, _ in used), {},
+                           f"the leaves have {size} elements; the Hessian is shown for at "
+                           f"most {HESSIAN_LIMIT}")
+    tensors = [t for _, t, _ in used]
+    blocks = {}
+    for a, ta, ga in used:
+        rows: list[list[torch.Tensor]] = []  # rows[i][j]: d(ga.flat[i]) / d tensors[j]
+        for element in ga.reshape(-1):
+            seconds: tuple[torch.Tensor | None, ...] = (None,) * len(tensors)
+            if element.requires_grad:  # else the first derivative is constant: zeros
+                seconds = torch.autograd.grad(element, tensors, retain_graph=True,
+                                              allow_unused=True)
+            rows.append([torch.zeros_like(t) if s is None else s.detach()
+                         for s, t in zip(seconds, tensors, strict=True)])
+        for j, (b, tb, _) in enumerate(used):
+            block = torch.stack([row[j] for row in rows]).reshape(tuple(ta.shape) + tuple(tb.shape))
+            blocks[(a, b)] = block.tolist()
+    return SecondOrder(name, tuple(n for n, _, _ in used), blocks)
+
+
+class SecondDerivatives(Observer):
+    """`--order 2`: the second derivatives of the first pass's root (or --root's, once it
+    exists); and the nodes create_graph passes made (part of a gradient's graph)."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self.result: SecondOrder | None = None
+        self._spans: list[tuple[int, int]] = []  # sequence numbers of such nodes: [start, end)
+        self._start = 0
+
+    @property
+    def pending(self) -> bool:
+        """Asked for and not made yet: the next pass names every tensor."""
+        return self.result is None and self.recorder.options.derivative_order == 2
+
+    def start(self, p: PassState) -> None:
+        if self.pending and p.roots:
+            asked = self.recorder.options.roots[0] if self.recorder.options.roots else None
+            root, name = (p.roots[0], p.record.root_names[0]) if asked is None else next(
+                ((t, n) for n, t in p.named if n == asked and t.grad_fn is not None),
+                (None, None))
+            if root is not None:
+                self.recorder.gate.muted += 1  # gradtrace's own autograd.grad calls
+                try:
+                    self.result = second_derivatives(root, name, p.named)
+                finally:
+                    self.recorder.gate.muted -= 1
+        if p.record.create_graph:
+            self._start = next_sequence_number()
+
+    def finish(self, p: PassState) -> None:
+        if p.record.create_graph:
+            self._spans.append((self._start, next_sequence_number()))
+
+    def _in_grad_graph(self, node: Any) -> bool:
+        number = sequence_number(node)
+        return any(start <= number < end for start, end in self._spans)
+
+    def captured(self, given: Any) -> dict[str, Any]:
+        return {"second_order": self.result,
+                "grad_graph": self._in_grad_graph if self._spans else None}

@@ -1,0 +1,108 @@
+"""A pass's statistics made on its gradients' device: the norm, max |g| and finiteness of
+each .grad, and the loss, stacked into as few vectors as the devices and dtypes allow."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...compat.torch import foreach_norms
+
+
+def briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
+                ) -> list[tuple[torch.Tensor | list[torch.Tensor], list[int], bool]]:
+    """(norms..., (min, max) of each..., the loss, if it is in this one) of the gradients
+    as vectors on their devices (or parts of one, joined as float64 when read), each with
+    the indices into grads it covers (a gradient whose values cannot be read: in none) and
+    whether it holds the loss (one does, if given)."""
+    groups: list[tuple[torch.Tensor | list[torch.Tensor], list[int], bool]] = []
+    taken: set[int] = set()
+    device = grads[0].device if grads else None if loss is None else loss.device
+    plain = [i for i, g in enumerate(grads) if _plain(g, device)]
+    with_loss = loss is not None and loss.device == device
+    together = _together([grads[i] for i in plain], loss if with_loss else None) \
+        if plain else None
+    if together is not None:
+        groups.append((together, plain, with_loss))
+        taken.update(plain)
+    else:
+        with_loss = False
+    by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+    for i, g in enumerate(grads):
+        if i in taken:
+            continue
+        try:
+            brief = _norm_and_ends(g)
+        # Any tensor may be a .grad (nested, a subclass whose methods raise): none may stop
+        # the run; its row says it has no statistics.
+        except Exception:  # noqa: BLE001
+            brief = None
+        if brief is not None:
+            by_device.setdefault(brief.device, []).append((i, brief))
+    for briefs in by_device.values():
+        try:
+            stacked = torch.stack([brief for _, brief in briefs])  # a (norm, min, max) row each
+            groups.append((torch.cat((stacked[:, 0], stacked[:, 1:].reshape(-1))),
+                           [i for i, _ in briefs], False))
+        except Exception:  # noqa: BLE001 - subclasses that refuse: no statistics for them
+            continue
+    if loss is not None and not with_loss:  # the loss alone
+        try:
+            groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
+        except Exception:  # noqa: BLE001 - a subclass's that refuses: no loss
+            pass
+    return groups
+
+
+def _plain(g: torch.Tensor, device: torch.device | None) -> bool:
+    """A dense tensor of real numbers on device, of torch's own type: its norms can be made
+    with the others' in one call."""
+    return type(g) is torch.Tensor and g.layout == torch.strided and g.device == device \
+        and g.is_floating_point() and g.numel() > 0 and not g.is_meta
+
+
+def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None
+              ) -> list[torch.Tensor] | None:
+    """(norms..., (min, max) of each..., loss) of plain gradients (at least one) on one
+    device (and the loss, when given, on it too) in few calls, as parts the batch joins;
+    None when this torch cannot."""
+    try:
+        norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
+        if norms is None:
+            return None
+        if chosen[0].is_cpu:
+            # no fused kernels on the CPU: min and max in one pass over each gradient cost
+            # less than the foreach max |g| (itself a pass over each, several times slower)
+            ends = [end for g in chosen for end in torch.aminmax(g)]
+        else:  # one fused kernel: max |g|, which is both ends as far as statistics go
+            tops = foreach_norms(chosen, math.inf)  # exact in any dtype; NaN propagates
+            if tops is None:
+                return None
+            ends = [end for top in tops for end in (-top, top)]
+        if loss is not None and loss.dtype == ends[0].dtype:  # stacked exactly, with them
+            ends, loss = [*ends, loss], None
+        parts = [torch.stack(norms), torch.stack(ends)]  # joined (as float64) in the batch
+        if loss is not None:
+            parts.append(loss.reshape(1).to(torch.float64, copy=True))
+        return parts
+    except Exception:  # noqa: BLE001 - one tensor at a time then, as for any odd .grad
+        return None
+
+
+def _norm_and_ends(g: torch.Tensor) -> torch.Tensor | None:
+    """A gradient's (norm, min, max) as float64 on its device (of |g| when complex; of the
+    stored values when sparse; NaN propagates); None for a meta or quantized one."""
+    if g.is_meta or g.is_quantized:
+        return None
+    g = g.detach()
+    if g.layout != torch.strided:
+        g = g.coalesce().values() if g.is_sparse else g.values()
+    if g.is_complex():
+        g = g.abs()
+    if not g.numel():
+        return torch.zeros(3, dtype=torch.float64, device=g.device)
+    flat = g.reshape(-1)
+    lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
+    return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64),
+                        lo.to(torch.float64), hi.to(torch.float64)))

@@ -1,0 +1,265 @@
+"""The light statistics of every pass: each named leaf's .grad after it (norm, max |g|,
+finite, and whether the pass added to a .grad nothing had reset), the loss, and how many
+optimizer steps were taken since the pass before. Computed on the gradients' device as the
+pass ends (what the code does to .grad afterwards cannot reach them) and read in batches:
+cheap enough for every step of a loop, with no host-device synchronisation."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import weakref
+from collections.abc import Iterator, Sequence
+from functools import partial
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from ...compat.torch import never_compiled, tensor_version
+from ...extract.tensors import Named
+from ...model.records import LeafStep, Steps
+from .base import Observer, PassState, Recording
+from .readback import Readback
+from .step_stats import briefs_now
+
+# A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
+# and its version counter.
+GradState = tuple["weakref.ref[torch.Tensor]", int] | None
+# A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
+# as text (None until read, or when it has none)]
+Fingerprint = list[Any]
+# A row's entry while its numbers are on the device, and one that repeats the row before's
+_PENDING = object()
+_SAME = object()
+
+
+class StepLog(Observer):
+    """A row per pass, a column per named leaf that requires grad (in the order first seen)."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self.readback = Readback()  # reads the rows' numbers, in batches
+        self.columns: dict[str, int] = {}  # leaf name -> its column
+        self.leaf_ids: list[int] = []  # id() of each column's latest tensor: its module
+        self.loss: list[float | None] = []
+        self.optimizer_steps: list[int] = []
+        # LeafStep, None (no .grad, or none readable), _PENDING or _SAME until steps()
+        self.rows: list[list[Any]] = []
+        self._stepped = 0  # optimizer steps taken so far
+        self._stepped_at_last_pass = 0
+        self.not_finite_read = 0  # rows read so far that hold a .grad not finite
+        self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
+        self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
+        # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
+        # that output has that loss
+        self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
+        self._pass: tuple[list[tuple[str, torch.Tensor]], list[GradState]] = ([], [])
+
+    def start(self, p: PassState) -> None:
+        leaves = self.leaves_of(p.named)
+        self._pass = leaves, self.untouched(leaves)
+
+    def finish(self, p: PassState) -> None:
+        p.record.row = len(self.rows)
+        # inside torch.func transforms the root is a batched wrapper: no loss read
+        self.add(*self._pass, () if p.record.batched else p.roots)
+        self._pass = ([], [])
+
+    def captured(self, given: Any) -> dict[str, Any]:
+        return {"steps": self.steps(given.modules), "updated": self.changed(given.named)}
+
+    @contextlib.contextmanager
+    def counting_optimizer_steps(self) -> Iterator[None]:
+        """Count every torch.optim optimizer step while the block runs (a public global hook)."""
+        handle = register_optimizer_step_post_hook(self._count)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @never_compiled
+    def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._stepped += 1
+
+    def note_scaled(self, output: Any, loss: Any) -> None:
+        """GradScaler.scale(loss) returned output: a pass from it has loss (not output's
+        loss × the scale)."""
+        if isinstance(output, torch.Tensor) and isinstance(loss, torch.Tensor):
+            self._scaled = (weakref.ref(output), loss.detach())
+
+    def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
+        """The named leaves that require grad, each given its column."""
+        leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+        summed: dict[torch.device, list[tuple[Fingerprint, torch.Tensor]]] = {}
+        for name, t in leaves:
+            column = self.columns.get(name)
+            if column is None:
+                self.columns[name] = len(self.columns)
+                self.leaf_ids.append(id(t))
+                first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
+                total = _sum_now(t)
+                if total is not None:
+                    summed.setdefault(total.device, []).append((first, total))
+            else:  # the latest tensor under the name (bound again: a new model's)
+                self.leaf_ids[column] = id(t)
+        for sums in summed.values():  # the values as first seen, read with the rows
+            self.readback.later(torch.stack([total for _, total in sums]),
+                                partial(_fill_sums, [first for first, _ in sums]))
+        return leaves
+
+    def untouched(self, leaves: list[tuple[str, torch.Tensor]]) -> list[GradState]:
+        """Each leaf's .grad as this pass begins, when nothing changed it since the last pass
+        ended (no zero_grad, no reset); else None."""
+        states = []
+        for name, t in leaves:
+            g, end = t.grad, self._at_end.get(name)
+            states.append(_state(g) if g is not None and end is not None and end[0]() is g
+                          and end[1] == tensor_version(g) else None)
+        return states
+
+    def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
+            roots: Sequence[Any]) -> None:
+        """The row of the pass that just ran, computed on the gradients' device and read
+        later (a .grad untouched since the last pass ended, and by this one, keeps its last
+        row's statistics)."""
+        row: list[Any] = [None] * len(self.columns)
+        last = self.rows[-1] if self.rows else []
+        read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept)
+        for (name, t), start in zip(leaves, untouched, strict=True):
+            g, column = t.grad, self.columns[name]
+            self._at_end[name] = None if g is None else _state(g)
+            if g is None:
+                continue
+            previous = last[column] if column < len(last) else None
+            # the same tensor as the last pass left, untouched since (start), and by this one
+            untouched_too = start is not None and start[0]() is g
+            added_to = start is not None and untouched_too and tensor_version(g) != start[1]
+            if untouched_too and not added_to and previous is not None:
+                row[column] = _SAME  # the same values
+                continue
+            # added to: autograd accumulated into what the last pass left
+            read.append((column, g, added_to))
+        self.rows.append(row)
+        self.loss.append(None)
+        loss = _loss_of(roots, self._scaled)
+        for values, indices, with_loss in briefs_now([g for _, g, _ in read], loss):
+            chosen = [(read[i][0], read[i][2]) for i in indices]
+            for column, _ in chosen:
+                row[column] = _PENDING
+            self.readback.later(values, partial(self._fill_row, row, chosen, self.loss
+                                                if with_loss else None, len(self.rows) - 1))
+        self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
+        self._stepped_at_last_pass = self._stepped
+
+    def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool]],
+                  losses: list[float | None] | None, at: int, values: list[float]) -> None:
+        """Put the read (norms..., (min, max) of each...) of the chosen (column, kept) into
+        row, and the loss after them into losses[at] (None: the vector holds no loss)."""
+        count = len(chosen)
+        all_finite = True
+        for k, (column, kept) in enumerate(chosen):
+            lo, hi = values[count + 2 * k], values[count + 2 * k + 1]
+            finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
+            row[column] = LeafStep(values[k], max(hi, -lo) if lo == lo and hi == hi
+                                   else math.nan, finite, kept)
+            all_finite = all_finite and finite
+        self.not_finite_read += not all_finite
+        if losses is not None:
+            losses[at] = values[3 * count]
+
+    def changed(self, named: Named) -> frozenset[str]:
+        """The leaves whose values are not what they were when a pass first named them
+        (same tensor, a new version or sum): trained, or updated without autograd."""
+        self.readback.read()
+        changed = set()
+        for name, t in named:
+            first = self._first.get(name)
+            if first is not None and first[0]() is t and _fingerprint(t) != tuple(first[1:]):
+                changed.add(name)
+        return frozenset(changed)
+
+    def steps(self, modules: dict[int, str]) -> Steps | None:
+        """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
+        if not self.rows:
+            return None
+        self.readback.read()
+        width = len(self.columns)
+        grads: list[tuple[LeafStep | None, ...]] = []
+        last: tuple[LeafStep | None, ...] = ()
+        for row in self.rows:
+            last = tuple(_resolved(entry, last[column] if column < len(last) else None)
+                         for column, entry in enumerate(row)) + (None,) * (width - len(row))
+            grads.append(last)
+        return Steps(
+            leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
+            loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
+            grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass)
+
+    def finite(self, row: int) -> bool | None:
+        """Whether every .grad of the row is finite (None: not read yet)."""
+        finite = True
+        for column, entry in enumerate(self.rows[row]):
+            back = row
+            while entry is _SAME:  # the row before's (a row of the first pass is none)
+                back -= 1
+                entry = self.rows[back][column]
+            if entry is _PENDING:
+                return None
+            finite = finite and (not isinstance(entry, LeafStep) or entry.finite)
+        return finite
+
+
+def _fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
+    """The tensor's version, and the sum of its values as text ("nan" equals itself):
+    `.data` writes keep the version, so the sum tells those apart."""
+    total = _sum_now(t)
+    try:
+        return tensor_version(t), None if total is None else repr(float(total))
+    except Exception:  # noqa: BLE001 - a subclass whose float() raises: no sum to compare
+        return tensor_version(t), None
+
+
+def _sum_now(t: torch.Tensor) -> torch.Tensor | None:
+    """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
+    d = t.detach()
+    if d.is_meta:
+        return None
+    try:
+        d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
+        return d.sum(dtype=torch.float64)
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
+        return None
+
+
+def _resolved(entry: Any, before: LeafStep | None) -> LeafStep | None:
+    """A row's entry as read: _SAME is the row before's, not kept."""
+    if entry is _SAME:
+        return None if before is None else before._replace(kept=False)
+    return None if entry is _PENDING else entry
+
+
+def _state(g: torch.Tensor) -> GradState:
+    return weakref.ref(g), tensor_version(g)
+
+
+def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None
+             ) -> torch.Tensor | None:
+    """The pass's one root, when it is one real number, as a 0-d tensor (not a copy: the
+    statistics stack it as the pass ends); the loss GradScaler.scale() was given when the
+    root is its output (scaled: the latest output, with that loss)."""
+    if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
+        return None
+    root = roots[0]
+    if scaled is not None and scaled[0]() is root:
+        root = scaled[1]
+    if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
+        return None
+    root = root.detach()
+    return root if not root.dim() else root.reshape(())
+
+
+def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
+    """Put each read sum, as text, into its fingerprint."""
+    for fingerprint, total in zip(first, values, strict=True):
+        fingerprint[2] = repr(total)

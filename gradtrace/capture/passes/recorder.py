@@ -1,0 +1,211 @@
+"""The Recorder: what captured code did with autograd, pass by pass. Its wrappers on torch
+are in patches.py; each per-pass concern is an observer (observers.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar
+
+import torch
+
+from ...compat.cpython import caller_frame
+from ...compat.torch import compiled_autograd_on, error_kind, inside_torch_func_transform
+from ...extract.build import Captured, RawCall, RawPass, build_trace
+from ...extract.walk import Walk, indexed_walk, release, structure, walk
+from ...gcpause import gc_paused
+from ...model.facts import Fact
+from ...model.records import PassBy, PassKind, Source, Trace
+from ..naming.names import ScenarioNames
+from ..naming.roots import named_tensors, names_of
+from ..naming.where import running_line
+from ..observers.base import Host, Observer, PassState
+from ..observers.gate import Gate
+from ..observers.marks import Marks
+from ..observers.saved import SavedTensors
+from ..observers.second_order import SecondDerivatives
+from ..observers.steps import StepLog
+from ..observers.table import OBSERVERS
+from ..options import CaptureOptions
+from .detail import DetailPlan
+
+AnObserver = TypeVar("AnObserver", bound=Observer)
+
+
+class Script(NamedTuple):
+    """The file whose lines the recording cites, and its lines."""
+
+    path: str
+    lines: list[str]
+
+
+class Recorder:
+    """Patches torch while a scenario runs, recording passes and custom Function calls."""
+
+    def __init__(self, script: Script, names: ScenarioNames, options: CaptureOptions,
+                 host: Host) -> None:
+        self.script = script
+        self.names = names
+        self.options = options
+        self.host = host
+        self.passes: list[RawPass] = []
+        self.calls: list[RawCall] = []
+        # what the code's gradcheck calls, saved tensors changed in place and freed graphs
+        # told, in the order they were met
+        self.facts: list[Fact] = []
+        self.failed: BaseException | None = None  # the error of the pass that stopped the run
+        self.spawned: list[str] = []  # "line 12 `mp.spawn(…)` started 2 processes"
+        self.gate = Gate(options.pass_limit)
+        self.marks = Marks()
+        self.last_walk: Walk | None = None  # the latest pass's walk (released by release())
+        self.observers = {kind: kind(self) for kind in OBSERVERS}
+        self.plan = DetailPlan(options, self.observer(StepLog), self._let_go)
+
+    def observer(self, kind: type[AnObserver]) -> AnObserver:
+        """The observer of that class (every one in OBSERVERS is made)."""
+        return self.observers[kind]  # type: ignore[return-value]  # keyed by its class
+
+    def caller_line(self) -> tuple[int | None, str | None]:
+        """The scenario's line that is running now, and its text."""
+        return running_line(*self.script)
+
+    @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
+    def run_pass(
+        self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
+        call: Callable[[], Any], every_leaf: bool = True, batched: bool = False,
+        given: dict[str, Any] | None = None,
+    ) -> Any:
+        """Run one backward/grad call, its observers around it.
+
+        every_leaf: the call runs every leaf it reaches (a backward without inputs=).
+        batched: its gradients are batched (autograd.grad's is_grads_batched=True).
+        given: the call's arguments by name (--profile replays the pass from them).
+        """
+        line, code = self.caller_line()
+        if by == "scenario":
+            self.gate.count(line, code)
+        root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
+        # inside vmap/grad/jacrev the gradients are functorch wrappers without storage: such
+        # a pass is no step of a loop over an eager graph of the same ops
+        batched = batched or inside_torch_func_transform()
+        walked = Walk(root_nodes, *indexed_walk(root_nodes))
+        signature = structure(walked.order, walked.edges)
+        signature = hash((signature, batched)) if batched else signature
+        number = len(self.passes) + 1
+        new_graph = self.plan.new_graph(signature)
+        detailed = self.plan.next or self.plan.asked_for(number) or bool(self.marks.hooked) \
+            or new_graph
+        self.names.look(caller_frame())
+        named, leaves_only = self.names.for_pass(
+            walked.order, not detailed and not self.observer(SecondDerivatives).pending, line)
+        # a loop's light step names its roots by a quick look
+        root_names = [self.names.name_of(t) for t in roots] if leaves_only \
+            else names_of(roots, named)
+        record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
+                         signature=signature, nodes=list(walked.order), batched=batched,
+                         compiled=compiled_autograd_on())
+        # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
+        p = PassState(record, number, roots, walked.order, walked.edges, named, detailed,
+                      leaves_only, every_leaf, given, call, plain=batched or record.compiled)
+        if detailed:
+            self.plan.began(record)
+        self.passes.append(record)
+        observers = list(self.observers.values())
+        for observer in observers:
+            observer.start(p)
+        self.gate.recording = threading.get_ident()
+        try:
+            return p.call()
+        except Exception as exc:
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.error_kind = error_kind(exc)
+            self.failed = p.error = exc
+            if not detailed:  # the facts name what they can
+                p.named = named_tensors(self.names.merged())
+            raise
+        finally:
+            self.gate.recording = None
+            for observer in reversed(observers):
+                observer.finish(p)
+            self._ended(p, walked, new_graph)
+
+    def _ended(self, p: PassState, walked: Walk, new_graph: bool) -> None:
+        """What a pass keeps once it ran: its detail, if it was in detail; its walk, as the
+        trace's, when the trace starts from the same roots."""
+        record = p.record
+        record.keep = p.number == 1 or record.error is not None \
+            or self.plan.asked_for(p.number) or bool(self.marks.hooked)
+        if not p.detailed:  # a loop's light step: its statistics (and its roots, while it
+            # is the latest pass over its graph: the trace's graph, if it is the last) are
+            # all it keeps
+            record.nodes, record.thinned = [], True
+        if self.last_walk is not None:
+            release(self.last_walk.order)
+        self.last_walk = walked
+        self.plan.ended(record, p.number, new_graph, bool(self.marks.hooked))
+
+    def _let_go(self, p: RawPass) -> None:
+        for observer in self.observers.values():
+            observer.forget(p.nodes)
+        self.host.forget(p.nodes)
+        release(p.nodes)
+        p.roots, p.flow, p.grad_changes, p.pending_changes = [], {}, [], []
+        p.thinned = True
+
+    def trace(self, given: Captured) -> Trace:
+        """The Trace of what was recorded, given what the session knows (the names, modules,
+        outputs and its facts): the observers add theirs."""
+        walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
+        self.observer(StepLog).readback.read()  # the passes' numbers, in one batch
+        self.plan.settle()
+        shown = self.plan.shown(self.passes)
+        twins = self._twins(shown)
+        modules = given.modules
+        if twins:  # graphs made in a light stretch: their lines and modules are their twins'
+            modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
+                       **modules}
+
+        def source_of(node: Any) -> Source | None:
+            twin = twins.get(id(node))
+            return self.host.source_of(node) or \
+                (None if twin is None else self.host.source_of(twin))
+
+        given = replace(given, modules=modules, passes=self.passes, calls=self.calls,
+                        graph_passes=shown, walked=walked, source_of=source_of,
+                        recomputed=self.marks.recomputed,
+                        handed=frozenset(n for n, t in given.named
+                                         if self.marks.handed.get(id(t)) is t))
+        fields: dict[str, Any] = {}
+        for observer in self.observers.values():
+            fields.update(observer.captured(given))
+        return build_trace(replace(given, **fields))
+
+    def _twins(self, shown: list[RawPass]) -> dict[int, Any]:
+        """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
+        i-th node of the latest pass in detail over a graph alike, whose lines and modules
+        were noted (a light step's forward runs without the line log and tracker)."""
+        twins: dict[int, Any] = {}
+        for p in shown:
+            twin = self.plan.latest_of.get(p.signature) if p.thinned and p.roots else None
+            if twin is None or not twin.nodes:
+                continue
+            order = walk(p.roots)[0]  # its nodes live while p holds its roots
+            if len(order) == len(twin.nodes):
+                twins.update((id(node), same) for node, same in zip(order, twin.nodes,
+                                                                    strict=True))
+            release(order)
+        return twins
+
+    def release(self) -> None:
+        """Drop every torch object held (the scenario's graph dies with its run)."""
+        self.observer(SavedTensors).release()  # the saved tensors first, then the walks
+        if self.last_walk is not None:
+            release(self.last_walk.order)
+            self.last_walk = None
+        for p in self.passes:  # root first, as release() frees: a deep graph dies node by node
+            release(p.nodes)
+        self.plan.clear()
+        for observer in self.observers.values():
+            observer.release()
+        self.marks.clear()
