@@ -8,10 +8,11 @@ import shutil
 
 import pytest
 import torch
-from helpers import SCENARIOS, as_read
+from helpers import SCENARIOS, as_read, shared_invoke
 from rich.console import Console
 
 import gradtrace
+from gradtrace.capture.session import ScenarioStopped
 
 
 def chain():
@@ -131,6 +132,17 @@ def test_trace_of_tensors_finds_an_in_place_change_without_a_backward() -> None:
     assert a.grad is None and traced.passes == ()
     assert [f.code for f in traced.findings] == ["inplace-modified"]
     assert traced.findings[0].tensor == "b"
+
+
+def test_trace_of_a_path_finds_what_show_finds_on_an_in_place_graph() -> None:
+    path = str(SCENARIOS / "explained" / "inplace_after_save.py")
+    shown = json.loads(shared_invoke("show", path, "--json").stdout)  # exit 2: it stopped
+    with pytest.raises(ScenarioStopped) as stopped:  # its backward raises
+        gradtrace.trace(path)
+    traced = stopped.value.trace  # what ran up to there
+    assert [(f.code, f.tensor, f.line) for f in traced.findings] == \
+        [(f["code"], f.get("tensor"), f.get("line")) for f in shown["findings"]]
+    assert "inplace-modified" in {f.code for f in traced.findings}
 
 
 def test_trace_of_a_path_runs_a_backward_as_show_does() -> None:
