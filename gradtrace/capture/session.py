@@ -22,6 +22,7 @@ from ..extract.build import Captured
 from ..extract.tensors import Named
 from ..model.facts import Fact, NoRoot, Stopped
 from ..model.records import Source, Trace
+from .modules.global_hooks import ModuleCalls
 from .modules.module_hooks import ModuleHooks
 from .modules.reducers import Reducers
 from .modules.tracker import ModuleTracker, module_objects, module_paths
@@ -67,17 +68,20 @@ class CaptureSession:
         self.window = window or StopWindow()  # a time limit's: none for a live recording
         self.names = ScenarioNames(path, namespace)
         self.line_log = LineLog(self.names.owns)
-        self.tracker = ModuleTracker()
-        self.reducers = Reducers()
+        self.module_calls = ModuleCalls()  # the one global forward hook pair
+        self.tracker = ModuleTracker(self.module_calls)
         self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
-        self.module_hooks = ModuleHooks(self.recorder)
+        clock = self.recorder.observer(Profile).clock
+        if clock is not None:  # --profile: module forward times, light steps' too
+            self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
+        self.reducers = Reducers(self.module_calls)
+        self.module_hooks = ModuleHooks(self.recorder, self.module_calls)
 
     def detail(self, on: bool) -> None:
         """Note the lines, modules, module hooks and DDP modules of the forwards from now on,
         or not (a loop's light steps)."""
         self.line_log.follow(on)
-        for hooks in (self.tracker.hooks, self.module_hooks.hooks, self.reducers.hooks):
-            hooks.follow(on)
+        self.module_calls.follow(on)
 
     def source_of(self, node: Any) -> Source | None:
         """The line that made node. Inside a compiled function no line runs as such: its
@@ -94,10 +98,8 @@ class CaptureSession:
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
         recorder = self.recorder
-        with patched(recorder, self.window), self.tracker.tracking(), \
-                recorder.observer(Profile).ticking(), \
-                self.reducers.hooks.tracking(), \
-                self.module_hooks.hooks.tracking(), self.line_log.tracing(frame), \
+        with patched(recorder, self.window), self.module_calls.tracking(), \
+                self.line_log.tracing(frame), \
                 recorder.observer(StepLog).counting_optimizer_steps():
             yield
 

@@ -13,19 +13,18 @@ import torch
 from ...compat.torch import backward_hooks_of, compiling, never_compiled, node_key
 from ...model.records import BACKWARD_HOOK_NODE
 from ..passes.recorder import Recorder
-from .global_hooks import PausableHooks
+from .global_hooks import ModuleCalls
 
 
 class ModuleHooks:
     """A global forward hook that notes, after each module's forward, the node its backward
     hooks will run on (held, as the module tracker holds nodes, until forgotten)."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, calls: ModuleCalls) -> None:
         self.recorder = recorder
         # id(node) -> (node, module, the hooks' functions)
         self.on: dict[int, tuple[Any, torch.nn.Module, tuple[Any, ...]]] = {}
-        self.hooks = PausableHooks(
-            lambda: [torch.nn.modules.module.register_module_forward_hook(self._post)])
+        calls.subscribe(post=self._post)
 
     @never_compiled  # as the module tracker's: torch.compile must not trace gradtrace
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from ...compat.torch import compiling, never_compiled
 from ...extract.tensors import Named
-from .global_hooks import PausableHooks
+from .global_hooks import ModuleCalls
 
 # absent from builds without torch.distributed
 DDP: Any = getattr(torch.nn.parallel, "DistributedDataParallel", None)
@@ -19,12 +19,11 @@ DDP: Any = getattr(torch.nn.parallel, "DistributedDataParallel", None)
 class Reducers:
     """A global forward pre-hook that notes each DDP module's parameters and world size."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls: ModuleCalls) -> None:
         self._params: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         # id(parameter) -> the ranks that average it, and whether DDP waits for its gradient
         self._world: dict[int, tuple[int, bool]] = {}
-        self.hooks = PausableHooks(
-            lambda: [torch.nn.modules.module.register_module_forward_pre_hook(self._pre)])
+        calls.subscribe(pre=self._pre)
 
     @never_compiled
     def _pre(self, module: Any, args: Any) -> None:

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import re
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
-from ...compat.cpython import remove_warning_filter
 from ...compat.torch import (
-    GLOBAL_HOOKS_WARNING,
     compiled_module,
     compiling,
     never_compiled,
     next_sequence_number,
 )
 from ...extract.walk import made_since
-from .global_hooks import PausableHooks
+from .global_hooks import ModuleCalls
 
 
 class ModuleTracker:
@@ -34,25 +29,10 @@ class ModuleTracker:
     the compiled region's node (CompiledFunctionBackward) is claimed by that module.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, calls: ModuleCalls) -> None:
         self.owner: dict[int, tuple[Any, torch.nn.Module]] = {}  # id(node) -> (node, module)
         self._starts: list[int] = []
-        hooks = torch.nn.modules.module
-        self.hooks = PausableHooks(lambda: [hooks.register_module_forward_pre_hook(self._pre),
-                                            hooks.register_module_forward_hook(self._post)],
-                                   self._starts.clear)
-
-    @contextlib.contextmanager
-    def tracking(self) -> Iterator[None]:
-        # torch.compile(module) warns at every call while global hooks exist: these are
-        # gradtrace's, and the script's output is to be what `python` prints
-        warnings.filterwarnings("ignore", re.escape(GLOBAL_HOOKS_WARNING), UserWarning)
-        quiet = warnings.filters[0]
-        try:
-            with self.hooks.tracking():
-                yield
-        finally:
-            remove_warning_filter(quiet)
+        calls.subscribe(self._pre, self._post, paused=self._starts.clear)
 
     def forget(self, nodes: list[Any]) -> None:
         """Let go of nodes (a loop step whose detail is no longer kept)."""

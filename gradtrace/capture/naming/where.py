@@ -56,7 +56,7 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
 
 
 def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:
-    """"gradtrace/capture/steps.py:97" when the innermost of gradtrace's frames below the
+    """"gradtrace/capture/observers/steps.py:97" when the innermost of gradtrace's frames below the
     scenario's last one, as exc (or an exception it came from: torch.compile wraps what
     failed while it compiled) was raised, is gradtrace's own work, not a wrapper handing the
     script's call on to torch (forwards); None when the script's own code failed."""

@@ -1,6 +1,6 @@
 """The pass as its observers see it, and what an observer is: each per-pass concern (flow,
 steps, profile, .grad changes, in-place, freed graphs, second derivatives, roots) is one,
-listed once in observers.py."""
+listed once in table.py."""
 
 from __future__ import annotations
 

@@ -8,9 +8,8 @@ without the profiler are taken alongside, so its overhead is measured, not guess
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,31 +28,20 @@ from .profile_samples import ProfileSamples
 
 
 class ForwardClock:
-    """Global forward hooks timing each module's own forward (its submodules' time taken
-    out), summed per module since the last take()."""
+    """Times each module's own forward (its submodules' time taken out), summed per module
+    since the last take(): pre and post are called around each forward."""
 
     def __init__(self) -> None:
         self._stack: list[list[float]] = []  # [start, time of submodules]
         self._own: dict[int, float] = {}  # id(module) -> µs
 
-    @contextlib.contextmanager
-    def ticking(self) -> Iterator[None]:
-        hooks = torch.nn.modules.module
-        before = hooks.register_module_forward_pre_hook(self._pre)
-        after = hooks.register_module_forward_hook(self._post)
-        try:
-            yield
-        finally:
-            after.remove()
-            before.remove()
-
     @never_compiled
-    def _pre(self, module: torch.nn.Module, args: Any) -> None:
+    def pre(self, module: torch.nn.Module, args: Any) -> None:
         if not compiling():
             self._stack.append([time.perf_counter(), 0.0])
 
     @never_compiled
-    def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if compiling() or not self._stack:
             return
         start, inner = self._stack.pop()
@@ -134,13 +122,9 @@ class Profile(Observer):
         options = recorder.options
         self.samples = ProfileSamples(options.graph_pass if isinstance(options.graph_pass, int)
                                       else None) if options.profile else None
-        self.clock = ForwardClock()
+        self.clock = ForwardClock() if options.profile else None
         self._forward: dict[int, float] = {}  # module forward times of the pass
         self.original_grad: Callable[..., Any] = torch.autograd.grad  # as torch has it
-
-    def ticking(self) -> contextlib.AbstractContextManager[None]:
-        """The forward clock's hooks while a recording runs (none without --profile)."""
-        return self.clock.ticking() if self.samples is not None else contextlib.nullcontext()
 
     def start(self, p: PassState) -> None:
         if self.samples is None or p.plain:
@@ -156,9 +140,10 @@ class Profile(Observer):
         """Time this pass by replays now (None after them: the call runs as it is), or time
         the call itself: "step" (a loop's repeat, without gradtrace's flow hooks) or "once"
         (it could not be replayed)."""
-        samples, record, number, nodes = self.samples, p.record, p.number, p.nodes
-        assert samples is not None
-        self._forward = self.clock.take()  # the forward that built this pass's graph
+        samples, clock, record, number, nodes = self.samples, self.clock, p.record, p.number, \
+            p.nodes
+        assert samples is not None and clock is not None
+        self._forward = clock.take()  # the forward that built this pass's graph
         if any(isinstance(t, torch.Tensor) and t.is_cuda for t in p.roots):
             samples.cuda = True
         if samples.step_sample(record.signature, number):

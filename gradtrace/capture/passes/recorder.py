@@ -1,5 +1,5 @@
 """The Recorder: what captured code did with autograd, pass by pass. Its wrappers on torch
-are in patches.py; each per-pass concern is an observer (observers.py)."""
+are in patches.py; each per-pass concern is an observer (observers/table.py)."""
 
 from __future__ import annotations
 
