@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from gradtrace.cli.inputs import load_trace
-from gradtrace.model.costs import cost_rows, median
+from gradtrace.model.profile import cost_rows, median
 from gradtrace.model.records import Trace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -64,7 +64,7 @@ class TraceView:
         backward costs when it was profiled."""
         from rich.console import Console
 
-        from .render.costs import cost_view
+        from .render.profile import cost_view
         from .render.report import Budget, report
 
         passes = [p for p in self.trace.passes if p.flow]

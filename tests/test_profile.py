@@ -17,7 +17,7 @@ from test_html import browser, opened  # noqa: F401  (the module's Chromium, a f
 from gradtrace.capture.observers.profile_samples import SAMPLES
 from gradtrace.errors import ScenarioError
 from gradtrace.model.codec import trace_from_dict, trace_to_dict
-from gradtrace.model.costs import cost_rows
+from gradtrace.model.profile import cost_rows
 
 SLOW = SCENARIOS / "profile" / "slow_function.py"
 SLOW_LINE = 36  # h = SlowSquare.apply(self.inp(x))

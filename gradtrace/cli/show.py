@@ -158,7 +158,7 @@ def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | No
         console.print(report(trace, shown_pass, max_depth, budget, saved,
                              cut=not show_all), crop=not show_all)
     if profile and printed == "text":
-        from ..render.costs import cost_view
+        from ..render.profile import cost_view
 
         console.print(cost_view(trace, every=show_all), crop=not show_all)
     if target is not None and printed == "text":

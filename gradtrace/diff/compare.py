@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any
 
 from ..gcpause import gc_paused
-from ..model.costs import module_costs
 from ..model.diffs import (
     EdgeChange,
     GradientChange,
@@ -18,6 +17,7 @@ from ..model.diffs import (
     TensorChange,
     TraceDiff,
 )
+from ..model.profile import module_costs
 from ..model.records import Finding, GradSummary, Trace
 from ..model.texts import number
 from ..model.values import flat_values

@@ -34,7 +34,7 @@ from ..model.records import (
     Steps,
     Trace,
 )
-from .costs import RawCosts
+from .profile import RawCosts
 from .summary import RawStats, to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
 from .walk import (

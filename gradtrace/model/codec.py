@@ -7,7 +7,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TraceFileError
-from .costs import COST_METHODS, Costs, ModuleSaved, NodeCost
+from .profile import COST_METHODS, Costs, ModuleSaved, NodeCost
 from .records import (
     Edge,
     Finding,

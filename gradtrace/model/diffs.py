@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .costs import ModuleCost
+from .profile import ModuleCost
 from .records import Edge, Finding, GradSummary, Node, Ranks
 
 NodeChangeKind = Literal["added", "removed", "changed"]

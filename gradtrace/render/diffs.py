@@ -10,7 +10,6 @@ from rich.text import Text
 
 from ..diff.union import Union
 from ..model.codec import finding_dict, summary_dict
-from ..model.costs import ModuleCost
 from ..model.diffs import (
     EdgeChange,
     GradientChange,
@@ -20,6 +19,7 @@ from ..model.diffs import (
     TensorChange,
     TraceDiff,
 )
+from ..model.profile import ModuleCost
 from ..model.records import Finding, Node, Ranks
 from ..model.texts import duration_text, number
 from .drawing import Drawing, DrawOptions, drawing

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
-from ..model.costs import CostMeasure
+from ..model.profile import CostMeasure
 from ..model.records import (
     CUSTOM,
     LEAF,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..model.costs import CostMeasure, heat_values
+from ..model.profile import CostMeasure, heat_values
 from ..model.records import Trace
 from ..model.texts import duration_text, size_text
 

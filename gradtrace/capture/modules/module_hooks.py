@@ -54,7 +54,7 @@ class ModuleHooks:
     @never_compiled
     def _own(self, key: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """The node's first hook: what it sent, before the module's hooks (flow.py compares)."""
-        if self.recorder.gate.recording is not None and self.recorder.options.flow:
+        if self.recorder.gate.thread is not None and self.recorder.options.flow:
             self.recorder.marks.unhooked[key] = tuple(grad_inputs)
 
     def labels(self, namespace: dict[str, Any]) -> dict[int, tuple[str, ...]]:

@@ -22,7 +22,7 @@ class Gate:
         self.capped: PassesCapped | None = None  # where the limit stopped the code
         # the thread whose pass is being recorded (backward calls within are not passes);
         # other threads' passes wait for it to end, each recorded whole
-        self.recording: int | None = None
+        self.thread: int | None = None
         self.one_pass_at_a_time = threading.Lock()
         self.muted = 0  # inside gradcheck or gradtrace's own calls: not the code's passes
         self.first_in_check = False  # the next Function call is the one gradcheck checks

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ...compat.torch import NO_SEQUENCE, light_timings, node_events, sequence_number
-from ...extract.costs import Sample, Timing
+from ...extract.profile import Sample, Timing
 
 EVALUATE = "autograd::engine::evaluate_function: "
 

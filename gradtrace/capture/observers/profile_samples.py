@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from ...compat.torch import NodeKey, light_timings
-from ...extract.costs import RawCosts, Sample, Timing
-from ...model.costs import CostMethod, median
+from ...extract.profile import RawCosts, Sample, Timing
+from ...model.profile import CostMethod, median
 from .profile_events import light_timed, positions, profiled, wall
 
 SAMPLES = 7  # timings kept per graph: light-profiled, and as many without the profiler

@@ -105,7 +105,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @never_compiled
     @forwards
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if recorder.gate.recording == threading.get_ident() or inside_backward() \
+        if recorder.gate.thread == threading.get_ident() or inside_backward() \
                 or recorder.gate.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
         if one_binds and len(args) == 1 and not kwargs:  # loss.backward(): binding, faster

@@ -114,7 +114,7 @@ class Recorder:
         observers = list(self.observers.values())
         for observer in observers:
             observer.start(p)
-        self.gate.recording = threading.get_ident()
+        self.gate.thread = threading.get_ident()
         try:
             return p.call()
         except Exception as exc:
@@ -125,7 +125,7 @@ class Recorder:
                 p.named = named_tensors(self.names.merged())
             raise
         finally:
-            self.gate.recording = None
+            self.gate.thread = None
             for observer in reversed(observers):
                 observer.finish(p)
             self._ended(p, walked, new_graph)

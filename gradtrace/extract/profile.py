@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..model.costs import CostMethod, Costs, ModuleSaved, NodeCost, median, spread
+from ..model.profile import CostMethod, Costs, ModuleSaved, NodeCost, median, spread
 from ..model.records import Node
 from .walk import NodeIds
 

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..model.costs import CostKey, CostMeasure, CostRow, Costs, cost_rows, median, node_total_us
+from ..model.profile import CostKey, CostMeasure, CostRow, Costs, cost_rows, median, node_total_us
 from ..model.records import Trace
 from ..model.texts import duration_text, size_text
 
