@@ -11,7 +11,7 @@ from pathlib import Path
 from types import CodeType
 
 from ..errors import ScenarioError
-from ..extract.build import RawCall
+from ..extract.captured import RawCall
 from ..model.records import Trace
 from .execution import default_roots, execute
 from .options import CaptureOptions

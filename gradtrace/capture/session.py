@@ -18,7 +18,7 @@ import torch
 
 from ..compat.torch import compiled_region_frames, is_compiled_region
 from ..errors import NoGraph, ScenarioError
-from ..extract.build import Captured
+from ..extract.captured import Captured
 from ..extract.tensors import Named
 from ..model.facts import Fact, NoRoot, Stopped
 from ..model.records import Source, Trace

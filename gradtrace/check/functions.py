@@ -24,7 +24,7 @@ from ..capture.script.target import parse_target
 from ..capture.session import ScenarioStopped
 from ..compat.torch import error_kind
 from ..errors import GradtraceError, ScenarioError
-from ..extract.build import RawCall
+from ..extract.captured import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
 from ..model.labels import label_file

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from itertools import compress, repeat
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -15,136 +15,32 @@ from ..findings.located import located
 from ..findings.passes import pass_findings
 from ..findings.recorded import findings_of
 from ..gcpause import gc_paused
-from ..model.facts import Detached, Fact
+from ..model.facts import Detached
 from ..model.records import (
     BACKWARD_HOOK_NODE,
     LEAF,
     Edge,
     FunctionCall,
-    GradChange,
-    GradSummary,
     Node,
     NodeFlow,
     Pass,
-    PassBy,
-    PassKind,
     SavedTensor,
-    SecondOrder,
     Source,
-    Steps,
     Trace,
 )
-from .profile import RawCosts
-from .summary import RawStats, to_summaries
+from .captured import Captured, RawPass
+from .summary import to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
 from .walk import (
     NodeIds,
     RawEdge,
     SavedCache,
-    Walk,
     indexed_walk,
     node_kind,
     release,
     saved_reader,
     walk,
 )
-
-
-class FlowRecord(NamedTuple):
-    """What one node received (per output) and sent (per input) in a pass, as raw stats."""
-
-    node: Any
-    # where it ran: records sorted by it, stably, are in run order (a record read off a
-    # neighbour's takes its position and comes after it)
-    position: int
-    received: list[RawStats | None]
-    sent: list[RawStats | None]
-    # what it sent before a module's backward hook replaced it (None: no hook changed it)
-    unhooked: list[RawStats | None] | None = None
-
-
-@dataclass
-class RawPass:
-    """A backward/grad call as it ran: torch node objects, not yet ids."""
-
-    kind: PassKind
-    by: PassBy
-    roots: list[Any]
-    root_names: list[str | None]
-    retain_graph: bool
-    create_graph: bool
-    line: int | None = None
-    code: str | None = None
-    error: str | None = None
-    error_kind: str | None = None  # what torch_compat.error_kind made of the error
-    grad_changes: list[GradChange] = field(default_factory=list)
-    flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
-    flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
-    batched: bool = False  # inside a torch.func transform: its gradients are not summarised
-    compiled: bool = False  # under compiled autograd: no hook of gradtrace's in its graph
-    signature: int = 0  # its graph's structure: passes over graphs alike have equal ones
-    nodes: list[Any] = field(default_factory=list)  # its graph, held while its detail is kept
-    thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)
-    keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
-    # .grad changes summarised as the pass ended, not read yet: (name, before, after)
-    pending_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
-    row: int | None = None  # its row of the steps' statistics (None: none was made)
-
-
-@dataclass
-class RawCall:
-    """A custom Function.apply call: the class, its output's node, and detached input copies."""
-
-    function: type
-    node: Any
-    line: int | None
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Captured:
-    """What one recording gathered, whole: build_trace's one argument.
-
-    saved_before holds saved tensors read before a backward freed them; None means saved
-    tensors are not read at all (faster; the Trace says so in saved_read). modules maps
-    id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    module_objects id(module) to its path; recomputed holds the nodes (by id) made inside
-    torch.utils.checkpoint regions; hooks the module backward hooks that run on a node (by
-    id); source_of(node) is the scenario line that made a node. walked: a pass's walk, used
-    again when it starts from the same roots. grad_graph tells the nodes made while a
-    create_graph pass ran. earlier: leaves named in passes under names the code bound again
-    since: they label their nodes, and have rows when the graph shows them. updated: the
-    leaves whose values changed during the run; handed: those given to
-    torch.autograd.functional; reduced: those DistributedDataParallel averages: over how
-    many ranks, and whether it waits for their gradients (find_unused_parameters off).
-    """
-
-    scenario: str | None
-    named: Named
-    outputs: Named
-    root_reason: str
-    facts: Sequence[Fact] = ()
-    passes: Sequence[RawPass] = ()
-    calls: Sequence[RawCall] = ()
-    graph_passes: Sequence[RawPass] | None = None  # the passes shown (None: every one)
-    earlier: Sequence[tuple[str, Any]] = ()
-    stdout: str = ""
-    grad_before: dict[str, GradSummary | None] = field(default_factory=dict)
-    second_order: SecondOrder | None = None
-    saved_before: SavedCache | None = None
-    modules: dict[int, str] = field(default_factory=dict)
-    module_objects: dict[int, str] = field(default_factory=dict)
-    recomputed: dict[int, Any] = field(default_factory=dict)
-    hooks: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    source_of: Callable[[Any], Source | None] | None = None
-    walked: Walk | None = None
-    grad_graph: Callable[[Any], bool] | None = None
-    steps: Steps | None = None
-    updated: frozenset[str] = frozenset()
-    handed: frozenset[str] = frozenset()
-    reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
-    costs: RawCosts | None = None
 
 
 @gc_paused

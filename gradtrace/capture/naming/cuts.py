@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ...extract.build import RawPass
+from ...extract.captured import RawPass
 from ...findings.graph import unreached
 from ...findings.recorded import findings_of
 from ...model.facts import LeafCut, PassCut

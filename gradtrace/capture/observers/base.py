@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...extract.build import Captured, RawPass
+from ...extract.captured import Captured, RawPass
 from ...extract.tensors import Named
 from ...extract.walk import RawEdge
 from ...model.facts import Fact

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ...compat.torch import has_tensor_hooks, never_compiled, tensor_version
-from ...extract.build import FlowRecord
+from ...extract.captured import FlowRecord
 from ...extract.summary import RawStats, StatsRow, StatsTable, grad_stats, is_dense
 from ...extract.walk import RawEdge
 from .base import Observer, PassState, Recording

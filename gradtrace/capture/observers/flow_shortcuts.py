@@ -7,7 +7,7 @@ import math
 from typing import Any, NamedTuple
 
 from ...compat.torch import input_shapes, is_function_node
-from ...extract.build import FlowRecord
+from ...extract.captured import FlowRecord
 from ...extract.summary import VALUES_LIMIT, RawStats
 
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...extract.build import RawPass
+from ...extract.captured import RawPass
 from ..observers.steps import StepLog
 from ..options import CaptureOptions
 

@@ -28,7 +28,7 @@ from ...compat.torch import (
     next_sequence_number,
     node_key,
 )
-from ...extract.build import RawCall
+from ...extract.captured import RawCall
 from ...extract.walk import made_since
 from ...model.facts import GradcheckRan
 from ...model.records import PassKind

@@ -12,7 +12,8 @@ import torch
 
 from ...compat.cpython import caller_frame
 from ...compat.torch import compiled_autograd_on, error_kind, inside_torch_func_transform
-from ...extract.build import Captured, RawCall, RawPass, build_trace
+from ...extract.build import build_trace
+from ...extract.captured import Captured, RawCall, RawPass
 from ...extract.walk import Walk, indexed_walk, release, structure, walk
 from ...gcpause import gc_paused
 from ...model.facts import Fact
