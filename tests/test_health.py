@@ -86,12 +86,16 @@ def test_two_passes_without_a_reset_are_not_yet_a_run() -> None:
     assert accumulating_run([g(1), g(2, True), g(3, True)], [0, 1, 0]) is None
 
 
-def test_a_kept_gradient_that_does_not_grow_is_not_reported() -> None:
-    grads = [[g(10.0 - p, kept=p > 0)] for p in range(6)]  # adds that shrink it: not growing
-    assert step_findings(trace(grads)) == []
-    # growth in more than half the kept passes is enough
+def test_a_kept_gradient_is_reported_though_clipping_keeps_its_norm_from_growing() -> None:
+    # kept: each pass added to the (clipped) .grad the pass before left, a step between
+    grads = [[g(10.0 - p, kept=p > 0)] for p in range(6)]
+    (f,) = step_findings(trace(grads))
+    assert f.message.startswith("w: its .grad kept adding up over passes 1 to 6 without "
+                                "being reset")
     assert accumulating_run([g(1), g(2, True), g(1.5, True), g(3, True)], [0, 1, 1, 1]) \
         == (1, 3)
+    # one kept pass after a step (a GAN's second loss reaching the first model): no run
+    assert accumulating_run([g(1), g(2, True), g(1), g(2, True)], [0, 1, 1, 1]) is None
 
 
 # --- vanishing-gradient ------------------------------------------------------------------

@@ -71,11 +71,12 @@ class CaptureSession:
         self.module_calls = ModuleCalls()  # the one global forward hook pair
         self.tracker = ModuleTracker(self.module_calls)
         self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
-        clock = self.recorder.observer(Profile).clock
-        if clock is not None:  # --profile: module forward times, light steps' too
-            self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
         self.reducers = Reducers(self.module_calls)
         self.module_hooks = ModuleHooks(self.recorder, self.module_calls)
+        clock = self.recorder.observer(Profile).clock
+        if clock is not None:  # --profile: module forward times (the innermost, so the
+            # others' work is not in them), light steps' too
+            self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
 
     def detail(self, on: bool) -> None:
         """Note the lines, modules, module hooks and DDP modules of the forwards from now on,

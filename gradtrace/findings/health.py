@@ -133,22 +133,19 @@ def module_norms(leaves: Sequence[Norms]) -> Norms:
 # --- grad-accumulating -------------------------------------------------------------------
 
 def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] | None:
-    """The first run of counted passes (start, end) in which the leaf's .grad was kept (not
-    reset) although the optimizer stepped before each pass, at least ACCUMULATING_RUN long,
-    and in which its norm grew in more than half of the passes: zero_grad() forgotten.
-    Deliberate gradient accumulation keeps .grad only across passes with no optimizer step
-    between them, and is not such a run."""
-    start, grew = -1, 0
+    """The first run of counted passes (start, end), at least ACCUMULATING_RUN long, each of
+    which added to the leaf's .grad as the pass before left it, not reset (clipped or
+    unscaled in place, perhaps) although the optimizer stepped in between: zero_grad()
+    forgotten. Deliberate gradient accumulation keeps .grad only across passes with no
+    optimizer step between them, and is not such a run."""
+    start = -1
     for k in range(1, len(column) + 1):
         g = column[k] if k < len(column) else None
-        before = column[k - 1]
-        if g is not None and g.kept and stepped[k] > 0 and before is not None:
+        if g is not None and g.kept and stepped[k] > 0 and column[k - 1] is not None:
             if start < 0:
-                start, grew = k, 0
-            grew += g.norm > before.norm
+                start = k
         elif start >= 0:
-            length = k - start
-            if length >= ACCUMULATING_RUN and 2 * grew > length:
+            if k - start >= ACCUMULATING_RUN:
                 return start, k - 1
             start = -1
     return None
@@ -165,15 +162,17 @@ def accumulating(loop: Loop) -> list[Finding]:
     norms = loop.leaf[first].norms
     span = f"passes {loop.passes[start - 1] + 1} to {loop.passes[end] + 1}"
     growth = f"its norm went from {_n(norms[start - 1])} to {_n(norms[end])}"
+    # clipping rescales what it adds up to: the norm need not grow
+    kept = "kept growing" if norms[end] > norms[start - 1] else "kept adding up"
     hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
             "accumulate on purpose, step the optimizer only after the last micro-batch")
     if len(runs) == 1:
-        message = (f"{name}{_where(loop, first)}: its .grad kept growing over {span} without "
+        message = (f"{name}{_where(loop, first)}: its .grad {kept} over {span} without "
                    f"being reset, while the optimizer stepped before each pass ({growth}): "
                    "zero_grad() is missing, so each step applies the sum of all the "
                    "gradients so far")
     else:
-        message = (f"{len(runs)} parameters' .grad kept growing without being reset while "
+        message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
                    f"the optimizer stepped before each pass, first {name}{_where(loop, first)} "
                    f"over {span} ({growth}): zero_grad() is missing, so each step applies "
                    f"the sum of all the gradients so far; by module: {_by_module(loop, runs)}")

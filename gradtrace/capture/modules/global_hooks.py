@@ -41,7 +41,8 @@ class ModuleCalls:
 
     def subscribe(self, pre: Pre | None = None, post: Post | None = None,
                   pausable: bool = True, paused: Callable[[], None] = lambda: None) -> None:
-        """Call pre before each module's forward and post after it (in subscription order)."""
+        """Call pre before each module's forward and post after it: pres in subscription
+        order, posts in reverse (the last to subscribe is innermost: --profile's clock)."""
         self._subscribers.append(Subscriber(pre, post, pausable, paused))
         self._refresh()
 
@@ -74,7 +75,7 @@ class ModuleCalls:
             if s not in live and ({s.pre, s.post} & was):
                 s.paused()
         self._pre = tuple(s.pre for s in live if s.pre is not None)
-        self._post = tuple(s.post for s in live if s.post is not None)
+        self._post = tuple(s.post for s in reversed(live) if s.post is not None)
         hooks = torch.nn.modules.module
         for kind, wanted, register in (
                 ("pre", bool(self._pre), lambda: hooks.register_module_forward_pre_hook(

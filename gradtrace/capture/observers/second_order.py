@@ -6,7 +6,6 @@ from typing import Any
 
 import torch
 
-from ...compat.torch import next_sequence_number, sequence_number
 from ...extract.tensors import Named
 from ...model.records import SecondOrder
 from .base import Observer, PassState, Recording
@@ -56,13 +55,11 @@ def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) 
 
 class SecondDerivatives(Observer):
     """`--order 2`: the second derivatives of the first pass's root (or --root's, once it
-    exists); and the nodes create_graph passes made (part of a gradient's graph)."""
+    exists)."""
 
     def __init__(self, recorder: Recording) -> None:
         super().__init__(recorder)
         self.result: SecondOrder | None = None
-        self._spans: list[tuple[int, int]] = []  # sequence numbers of such nodes: [start, end)
-        self._start = 0
 
     @property
     def pending(self) -> bool:
@@ -81,17 +78,6 @@ class SecondDerivatives(Observer):
                     self.result = second_derivatives(root, name, p.named)
                 finally:
                     self.recorder.gate.muted -= 1
-        if p.record.create_graph:
-            self._start = next_sequence_number()
-
-    def finish(self, p: PassState) -> None:
-        if p.record.create_graph:
-            self._spans.append((self._start, next_sequence_number()))
-
-    def _in_grad_graph(self, node: Any) -> bool:
-        number = sequence_number(node)
-        return any(start <= number < end for start, end in self._spans)
 
     def captured(self, given: Any) -> dict[str, Any]:
-        return {"second_order": self.result,
-                "grad_graph": self._in_grad_graph if self._spans else None}
+        return {"second_order": self.result}

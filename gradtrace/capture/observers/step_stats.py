@@ -1,5 +1,6 @@
 """A pass's statistics made on its gradients' device: the norm, max |g| and finiteness of
-each .grad, and the loss, stacked into as few vectors as the devices and dtypes allow."""
+each .grad, and the loss, stacked into as few vectors as the devices and dtypes allow; a
+leaf's fingerprint (its version and sum) to tell later whether its values changed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 
 import torch
 
-from ...compat.torch import foreach_norms
+from ...compat.torch import foreach_norms, tensor_version
 
 
 def briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
@@ -52,6 +53,33 @@ def briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
             groups.append((loss.reshape(1).to(torch.float64, copy=True), [], True))
         except Exception:  # noqa: BLE001 - a subclass's that refuses: no loss
             pass
+    return groups
+
+
+def norms_now(grads: list[torch.Tensor]) -> list[tuple[torch.Tensor, list[int]]]:
+    """The gradients' norms as float64 vectors on their devices, each with the indices into
+    grads it covers (a gradient whose values cannot be read: in none)."""
+    by_device: dict[torch.device, list[int]] = {}
+    for i, g in enumerate(grads):
+        by_device.setdefault(g.device, []).append(i)
+    groups: list[tuple[torch.Tensor, list[int]]] = []
+    for device, indices in by_device.items():
+        plain = [i for i in indices if _plain(grads[i], device)]
+        try:
+            norms = foreach_norms([grads[i] for i in plain], 2.0, torch.float64) \
+                if plain else None
+        except Exception:  # noqa: BLE001 - one tensor at a time then
+            norms = None
+        if norms is not None:
+            groups.append((torch.stack(norms), plain))
+        rest = [i for i in indices if norms is None or i not in plain]
+        try:
+            briefs = [(i, _norm_and_ends(grads[i])) for i in rest]
+            read = [(i, b) for i, b in briefs if b is not None]
+            if read:
+                groups.append((torch.stack([b[0] for _, b in read]), [i for i, _ in read]))
+        except Exception:  # noqa: BLE001 - a subclass's that refuses: not read
+            continue
     return groups
 
 
@@ -106,3 +134,25 @@ def _norm_and_ends(g: torch.Tensor) -> torch.Tensor | None:
     lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
     return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64),
                         lo.to(torch.float64), hi.to(torch.float64)))
+
+
+def fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
+    """The tensor's version, and the sum of its values as text ("nan" equals itself):
+    `.data` writes keep the version, so the sum tells those apart."""
+    total = sum_now(t)
+    try:
+        return tensor_version(t), None if total is None else repr(float(total))
+    except Exception:  # noqa: BLE001 - a subclass whose float() raises: no sum to compare
+        return tensor_version(t), None
+
+
+def sum_now(t: torch.Tensor) -> torch.Tensor | None:
+    """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
+    d = t.detach()
+    if d.is_meta:
+        return None
+    try:
+        d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
+        return d.sum(dtype=torch.float64)
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
+        return None

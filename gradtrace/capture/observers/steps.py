@@ -21,11 +21,14 @@ from ...extract.tensors import Named
 from ...model.records import LeafStep, Steps
 from .base import Observer, PassState, Recording
 from .readback import Readback
-from .step_stats import briefs_now
+from .step_stats import briefs_now, fingerprint, norms_now, sum_now
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
 GradState = tuple["weakref.ref[torch.Tensor]", int] | None
+# The .grads the last pass left and the code changed in place since: by leaf name, the
+# tensor (weakly), its version as this pass began, and the slot its non-zero test is read to
+Carried = dict[str, tuple["weakref.ref[torch.Tensor]", int, int]]
 # A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
 # as text (None until read, or when it has none)]
 Fingerprint = list[Any]
@@ -54,17 +57,22 @@ class StepLog(Observer):
         # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
         # that output has that loss
         self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
-        self._pass: tuple[list[tuple[str, torch.Tensor]], list[GradState]] = ([], [])
+        # each pass's leaves, their .grads as it began, and those changed in place since
+        # the pass before (clipped, unscaled, zeroed): slot -> whether non-zero, once read
+        self._pass: tuple[list[tuple[str, torch.Tensor]], list[GradState], Carried] = \
+            ([], [], {})
+        self._carried: dict[int, bool] = {}
+        self._slots = 0
 
     def start(self, p: PassState) -> None:
         leaves = self.leaves_of(p.named)
-        self._pass = leaves, self.untouched(leaves)
+        self._pass = leaves, self.untouched(leaves), self.carried(leaves)
 
     def finish(self, p: PassState) -> None:
         p.record.row = len(self.rows)
         # inside torch.func transforms the root is a batched wrapper: no loss read
         self.add(*self._pass, () if p.record.batched else p.roots)
-        self._pass = ([], [])
+        self._pass = ([], [], {})
 
     def captured(self, given: Any) -> dict[str, Any]:
         return {"steps": self.steps(given.modules), "updated": self.changed(given.named)}
@@ -98,7 +106,7 @@ class StepLog(Observer):
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
                 first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
-                total = _sum_now(t)
+                total = sum_now(t)
                 if total is not None:
                     summed.setdefault(total.device, []).append((first, total))
             else:  # the latest tensor under the name (bound again: a new model's)
@@ -118,14 +126,39 @@ class StepLog(Observer):
                           and end[1] == tensor_version(g) else None)
         return states
 
+    def carried(self, leaves: list[tuple[str, torch.Tensor]]) -> Carried:
+        """The .grads the last pass left that were changed in place since (clipping,
+        GradScaler.unscale_, zero_(): by name, the tensor, its version and a slot that says,
+        once read, whether it was non-zero as this pass began: a pass adding to it then
+        adds to what the step before used, unless it was zeroed."""
+        chosen: list[tuple[str, torch.Tensor]] = []
+        for name, t in leaves:
+            g, end = t.grad, self._at_end.get(name)
+            if g is not None and end is not None and end[0]() is g \
+                    and end[1] != tensor_version(g):
+                chosen.append((name, g))
+        carried: Carried = {}
+        for values, indices in norms_now([g for _, g in chosen]):
+            slots = list(range(self._slots, self._slots + len(indices)))
+            self._slots += len(indices)
+            for i, slot in zip(indices, slots, strict=True):
+                name, g = chosen[i]
+                carried[name] = (weakref.ref(g), tensor_version(g), slot)
+            self.readback.later(values, partial(self._fill_carried, slots))
+        return carried
+
+    def _fill_carried(self, slots: list[int], values: list[float]) -> None:
+        for slot, norm in zip(slots, values, strict=True):
+            self._carried[slot] = norm != 0.0  # NaN counts: it was not reset
+
     def add(self, leaves: list[tuple[str, torch.Tensor]], untouched: list[GradState],
-            roots: Sequence[Any]) -> None:
+            carried: Carried, roots: Sequence[Any]) -> None:
         """The row of the pass that just ran, computed on the gradients' device and read
         later (a .grad untouched since the last pass ended, and by this one, keeps its last
         row's statistics)."""
         row: list[Any] = [None] * len(self.columns)
         last = self.rows[-1] if self.rows else []
-        read: list[tuple[int, torch.Tensor, bool]] = []  # (column, .grad, kept)
+        read: list[tuple[int, torch.Tensor, bool | int]] = []  # (column, .grad, kept)
         for (name, t), start in zip(leaves, untouched, strict=True):
             g, column = t.grad, self.columns[name]
             self._at_end[name] = None if g is None else _state(g)
@@ -138,8 +171,13 @@ class StepLog(Observer):
             if untouched_too and not added_to and previous is not None:
                 row[column] = _SAME  # the same values
                 continue
-            # added to: autograd accumulated into what the last pass left
-            read.append((column, g, added_to))
+            # added to: autograd accumulated into what the last pass left; or into what it
+            # left changed in place since, if that was not zero (read later: its slot)
+            changed = carried.get(name)
+            kept: bool | int = added_to
+            if changed is not None and changed[0]() is g and tensor_version(g) != changed[1]:
+                kept = changed[2]
+            read.append((column, g, kept))
         self.rows.append(row)
         self.loss.append(None)
         loss = _loss_of(roots, self._scaled)
@@ -152,7 +190,7 @@ class StepLog(Observer):
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
 
-    def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool]],
+    def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool | int]],
                   losses: list[float | None] | None, at: int, values: list[float]) -> None:
         """Put the read (norms..., (min, max) of each...) of the chosen (column, kept) into
         row, and the loss after them into losses[at] (None: the vector holds no loss)."""
@@ -161,6 +199,8 @@ class StepLog(Observer):
         for k, (column, kept) in enumerate(chosen):
             lo, hi = values[count + 2 * k], values[count + 2 * k + 1]
             finite = math.isfinite(lo) and math.isfinite(hi)  # min and max hold NaN and inf
+            if not isinstance(kept, bool):  # read in an earlier vector: its slot's answer
+                kept = self._carried.pop(kept, False)
             row[column] = LeafStep(values[k], max(hi, -lo) if lo == lo and hi == hi
                                    else math.nan, finite, kept)
             all_finite = all_finite and finite
@@ -175,7 +215,7 @@ class StepLog(Observer):
         changed = set()
         for name, t in named:
             first = self._first.get(name)
-            if first is not None and first[0]() is t and _fingerprint(t) != tuple(first[1:]):
+            if first is not None and first[0]() is t and fingerprint(t) != tuple(first[1:]):
                 changed.add(name)
         return frozenset(changed)
 
@@ -210,28 +250,6 @@ class StepLog(Observer):
         return finite
 
 
-def _fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
-    """The tensor's version, and the sum of its values as text ("nan" equals itself):
-    `.data` writes keep the version, so the sum tells those apart."""
-    total = _sum_now(t)
-    try:
-        return tensor_version(t), None if total is None else repr(float(total))
-    except Exception:  # noqa: BLE001 - a subclass whose float() raises: no sum to compare
-        return tensor_version(t), None
-
-
-def _sum_now(t: torch.Tensor) -> torch.Tensor | None:
-    """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
-    d = t.detach()
-    if d.is_meta:
-        return None
-    try:
-        d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
-        return d.sum(dtype=torch.float64)
-    except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
-        return None
-
-
 def _resolved(entry: Any, before: LeafStep | None) -> LeafStep | None:
     """A row's entry as read: _SAME is the row before's, not kept."""
     if entry is _SAME:
@@ -261,5 +279,5 @@ def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any]
 
 def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
     """Put each read sum, as text, into its fingerprint."""
-    for fingerprint, total in zip(first, values, strict=True):
-        fingerprint[2] = repr(total)
+    for first_seen, total in zip(first, values, strict=True):
+        first_seen[2] = repr(total)

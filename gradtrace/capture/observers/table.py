@@ -7,6 +7,7 @@ from .base import Observer
 from .flow import GradientFlow
 from .freed import FreedGraphs
 from .grad_changes import GradChanges
+from .grad_graph import GradGraph
 from .profile import Profile
 from .roots_seen import RootsSeen
 from .saved import SavedTensors
@@ -15,11 +16,12 @@ from .steps import StepLog
 
 OBSERVERS: tuple[type[Observer], ...] = (
     RootsSeen,  # the roots of the latest pass, and of the one asked for: the default graph
-    SecondDerivatives,  # --order 2; the nodes create_graph passes make
+    SecondDerivatives,  # --order 2: the second derivatives of a root
     GradChanges,  # which named .grad each pass changed, from what to what
     SavedTensors,  # saved tensors read before backward frees them; those changed in place
     StepLog,  # the light statistics of every pass: .grad norms, the loss, optimizer steps
     Profile,  # --profile: replays and timings (before the flow: a timed step runs plain)
     GradientFlow,  # what each node received and sent: hooks on the pass's nodes
     FreedGraphs,  # the graphs passes freed: why a later pass finds its graph freed
+    GradGraph,  # the nodes create_graph passes make (last: its span is the call's alone)
 )
