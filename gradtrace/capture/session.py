@@ -153,7 +153,8 @@ class CaptureSession:
             hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named)))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
-            trace = place_leaf_findings(trace, self.path, self.lines, statements)
+            trace = place_leaf_findings(trace, self.path, self.lines, statements,
+                                        self.line_log.places)
         if stopped is not None:
             raise ScenarioStopped(stopped.message, stopped.hint, trace)
         return trace

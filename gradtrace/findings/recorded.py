@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..model.facts import (
+    CodeCut,
     Detached,
     Fact,
     GradcheckRan,
@@ -151,6 +152,18 @@ def _leaf_cut(fact: LeafCut) -> Finding:
         "should not learn")
 
 
+def _code_cut(fact: CodeCut) -> Finding:
+    leaves = fact.leaves
+    who = leaves[0] if len(leaves) == 1 else f"{len(leaves)} tensors ({leaves[0]}, …)"
+    inside = fact.function + (f" of {fact.module}" if fact.module else "")
+    return GRAPH_CUT.finding(
+        f"{who} reach{'es' if len(leaves) == 1 else ''} no root, and line {fact.line} "
+        f"`{fact.code}` in {inside} took a value without its graph: {fact.why}",
+        severity="warning", tensor=leaves[0], file=fact.file, line=fact.line,
+        hint="in forward(), keep the tensor itself where later layers must learn through "
+        "it; detach only what should not learn (a target, a stop-gradient)")
+
+
 def _detached(fact: Detached) -> Finding:
     name, source = fact.tensor, fact.source
     return DETACHED.finding(
@@ -168,5 +181,6 @@ _PHRASED: dict[type, Callable[[Any], Finding]] = {
     NoRoot: _no_root,
     PassCut: _pass_cut,
     LeafCut: _leaf_cut,
+    CodeCut: _code_cut,
     Detached: _detached,
 }

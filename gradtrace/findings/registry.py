@@ -117,7 +117,9 @@ GRAPH_CUT = declare(
     "graph-cut", "error", "a root or tensor lost requires_grad on the way",
     "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
     "or through .detach(), .item(), .data, torch.tensor(...), argmax; a warning for a leaf "
-    "whose path to every root was cut (freezing may be meant).", also=("warning",))
+    "whose path to every root was cut (freezing may be meant), naming the line in a module's "
+    "forward() when the cut is there, in the script or the model's own file.",
+    also=("warning",))
 GRAD_ACCUMULATING = declare(
     "grad-accumulating", "warning", "a .grad was never reset while the optimizer stepped",
     "Over 3 passes or more each backward added to the .grad the pass before left (clipped or "

@@ -88,6 +88,19 @@ class LeafCut(NamedTuple):
     file: str
 
 
+class CodeCut(NamedTuple):
+    """Leaves no root reaches, and a line inside a function (a module's forward) that ran
+    and took a value without its graph: the likely cut."""
+
+    leaves: tuple[str, ...]
+    line: int
+    code: str
+    why: str
+    file: str
+    function: str  # Block.forward
+    module: str | None  # the module whose forward it is, when the nodes tell
+
+
 class Detached(NamedTuple):
     """A tensor sharing memory with another but cut from its graph (.detach(), .data)."""
 
@@ -96,4 +109,4 @@ class Detached(NamedTuple):
 
 
 Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
-        | LeafCut | Detached)
+        | LeafCut | CodeCut | Detached)

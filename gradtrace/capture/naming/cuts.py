@@ -3,15 +3,17 @@ without a graph, the line that bound a leaf, and the line that cut leaves off ev
 
 from __future__ import annotations
 
+import linecache
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ...extract.captured import RawPass
 from ...findings.graph import unreached
 from ...findings.recorded import findings_of
-from ...model.facts import LeafCut, PassCut
+from ...model.facts import CodeCut, LeafCut, PassCut
 from ...model.records import Trace
-from .statements import Statement, bound_at, graph_cut, leaf_cut
+from .statements import Statement, bound_at, function_cuts, graph_cut, leaf_cut
 
 Statements = list[Statement]
 
@@ -33,9 +35,12 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
 
 
 def place_leaf_findings(trace: Trace, path: str, lines: list[str],
-                        statements: Callable[[], Statements]) -> Trace:
+                        statements: Callable[[], Statements],
+                        ran: Sequence[tuple[str, int]] = ()) -> Trace:
     """Findings about a leaf told where: the line that bound it, and for leaves no root
-    reaches, the line that took a value computed from them without its graph."""
+    reaches, the line that took a value computed from them without its graph: at the
+    script's top level, else inside a function that ran (a module's forward; ran: the
+    (file, line) of each own line that ran, in any file)."""
     lost = unreached(trace)
     if not lost and not any(f.tensor and f.line is None for f in trace.findings):
         return trace  # the common case: no scan of the lines that ran
@@ -46,11 +51,50 @@ def place_leaf_findings(trace: Trace, path: str, lines: list[str],
     by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
     for leaf in lost:
         by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
+    unexplained: list[str] = []
     for name, leaves in by_name.items():
         cut = leaf_cut(name, statements())
         if cut is None:
+            unexplained += leaves
             continue
         line, why, through = cut
         cuts.append(LeafCut(tuple(leaves), name, line, lines[line - 1].strip(), why, through,
                             path))
+    in_code = code_cuts(trace, tuple(unexplained), ran) if unexplained else []
+    if in_code:  # the cause first: the unreached-leaf finding then points to it
+        first = next((i for i, f in enumerate(placed) if f.code == "unreached-leaf"),
+                     len(placed))
+        see = f"line {in_code[0].line} cut their graph in {in_code[0].function}: see the " \
+            "graph-cut finding"
+        placed = [*placed[:first], *findings_of(in_code),
+                  *(replace(f, hint=see) if f.code == "unreached-leaf" else f
+                    for f in placed[first:])]
     return replace(trace, findings=(*placed, *findings_of(cuts)))
+
+
+def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, int]]
+              ) -> list[CodeCut]:
+    """The cuts inside functions that ran (a module's forward: `h.detach()`), as the likely
+    reason leaves reach no root: each line that cut, with the module whose forward it is when
+    the nodes its function made tell."""
+    by_file: dict[str, set[int]] = {}
+    for file, line in ran:
+        by_file.setdefault(file, set()).add(line)
+    found = []
+    for file, lines_run in sorted(by_file.items()):
+        lines = linecache.getlines(file)
+        for cut in function_cuts([line.rstrip("\n") for line in lines], lines_run):
+            found.append(CodeCut(leaves, cut.line, lines[cut.line - 1].strip(), cut.why, file,
+                                 cut.function, _module_of(trace, file, cut.first, cut.last)))
+    return found
+
+
+def _module_of(trace: Trace, file: str, first: int, last: int) -> str | None:
+    """The module whose forward runs lines first…last of file: the one around the modules of
+    the nodes those lines made (two at least, so that it is not one of them)."""
+    modules = {n.module for n in trace.nodes if n.module and n.source is not None
+               and n.source.file == file and first <= n.source.line <= last}
+    if len(modules) < 2:
+        return None
+    common = os.path.commonprefix([m.split(".") for m in sorted(modules)])
+    return ".".join(common) or None

@@ -1,0 +1,71 @@
+"""A graph cut inside a module's forward() (`self.ln(h.detach())`), in the script or in the
+model's own file beside it: the graph-cut finding names that line and its function, first,
+and the unreached-leaf finding points to it; a forward that detaches what should not learn
+(a target) while every parameter is reached gets no such finding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers import invoke, write_script
+
+BLOCK = """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.ln = nn.LayerNorm(8)
+
+    def forward(self, h):
+        h = self.fc(h)
+        return self.ln(h.{cut})
+"""
+SCRIPT = """import torch
+import torch.nn as nn
+{model}
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), Block(), nn.Linear(8, 1))
+loss = model(torch.randn(16, 4)).pow(2).mean()
+loss.backward()
+"""
+
+
+def _findings(script: Path) -> list[dict[str, Any]]:
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    return list(json.loads(result.stdout)["findings"])
+
+
+def test_a_detach_inside_forward_is_named_with_its_line_and_function(tmp_path: Path) -> None:
+    block = BLOCK.format(cut="detach()").split("\n", 2)[2]  # without its imports
+    script = write_script(tmp_path, SCRIPT.format(model=block))
+    found = _findings(script)
+    assert [f["code"] for f in found] == ["graph-cut", "unreached-leaf"]
+    cut, lost = found
+    line = script.read_text().splitlines().index("        return self.ln(h.detach())") + 1
+    assert cut["line"] == line and cut["file"].endswith("s.py")
+    assert "`return self.ln(h.detach())` in Block.forward" in cut["message"]
+    assert "4 tensors (model.0.weight, …) reach no root" in cut["message"]
+    assert "detach only what should not learn" in cut["hint"]
+    assert lost["hint"] == f"line {line} cut their graph in Block.forward: see the graph-cut " \
+        "finding"
+
+
+def test_a_cut_in_the_model_s_own_file_is_named_there(tmp_path: Path) -> None:
+    write_script(tmp_path, BLOCK.format(cut="data"), "blocks.py")
+    script = write_script(tmp_path, SCRIPT.format(model="from blocks import Block\n"))
+    (cut,) = [f for f in _findings(script) if f["code"] == "graph-cut"]
+    assert cut["file"].endswith("blocks.py") and cut["line"] == 13
+    assert ".data is the tensor without its graph" in cut["message"]
+
+
+def test_a_forward_that_detaches_a_target_reaches_every_parameter(tmp_path: Path) -> None:
+    block = BLOCK.format(cut="detach()").split("\n", 2)[2].replace(
+        "return self.ln(h.detach())", "return self.ln(h) - self.ln(h).mean().detach()")
+    script = write_script(tmp_path, SCRIPT.format(model=block))
+    assert not [f for f in _findings(script) if f["code"] in ("graph-cut", "unreached-leaf")]
