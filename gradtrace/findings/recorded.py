@@ -141,27 +141,33 @@ def _pass_cut(fact: PassCut) -> Finding:
 
 def _leaf_cut(fact: LeafCut) -> Finding:
     leaves = fact.leaves
-    who = leaves[0] if len(leaves) == 1 else \
-        f"{len(leaves)} tensors of {fact.owner} ({leaves[0]}, …)"
     via = "it" if fact.through == leaves[0] else f"{fact.through} (computed from {fact.owner})"
-    return GRAPH_CUT.finding(
-        f"{who} reach{'es' if len(leaves) == 1 else ''} no root because line {fact.line} "
-        f"`{fact.code}` took {via} without its graph: {fact.why}",
-        severity="warning", tensor=leaves[0], file=fact.file, line=fact.line,
-        hint="use the tensor itself where the loss needs its gradient; detach only what "
-        "should not learn")
+    return _cut_off(leaves, f"{_reach(leaves, f' of {fact.owner}')} no root because line "
+                    f"{fact.line} `{fact.code}` took {via} without its graph: {fact.why}",
+                    fact.file, fact.line, "use the tensor itself where the loss needs its "
+                    "gradient; detach only what should not learn")
 
 
 def _code_cut(fact: CodeCut) -> Finding:
-    leaves = fact.leaves
-    who = leaves[0] if len(leaves) == 1 else f"{len(leaves)} tensors ({leaves[0]}, …)"
     inside = fact.function + (f" of {fact.module}" if fact.module else "")
-    return GRAPH_CUT.finding(
-        f"{who} reach{'es' if len(leaves) == 1 else ''} no root, and line {fact.line} "
-        f"`{fact.code}` in {inside} took a value without its graph: {fact.why}",
-        severity="warning", tensor=leaves[0], file=fact.file, line=fact.line,
-        hint="in forward(), keep the tensor itself where later layers must learn through "
-        "it; detach only what should not learn (a target, a stop-gradient)")
+    return _cut_off(fact.leaves, f"{_reach(fact.leaves, '')} no root, and line {fact.line} "
+                    f"`{fact.code}` in {inside} took a value without its graph: {fact.why}",
+                    fact.file, fact.line, "in forward(), keep the tensor itself where later "
+                    "layers must learn through it; detach only what should not learn (a "
+                    "target, a stop-gradient)")
+
+
+def _reach(leaves: tuple[str, ...], of: str) -> str:
+    """`w reaches` or `3 tensors of model (model.0.weight, …) reach`."""
+    if len(leaves) == 1:
+        return f"{leaves[0]} reaches"
+    return f"{len(leaves)} tensors{of} ({leaves[0]}, …) reach"
+
+
+def _cut_off(leaves: tuple[str, ...], message: str, file: str, line: int, hint: str
+             ) -> Finding:
+    return GRAPH_CUT.finding(message, severity="warning", tensor=leaves[0], file=file,
+                             line=line, hint=hint)
 
 
 def _detached(fact: Detached) -> Finding:
