@@ -1,7 +1,8 @@
-"""A graph cut inside a module's forward() (`self.ln(h.detach())`), in the script or in the
-model's own file beside it: the graph-cut finding names that line and its function, first,
-and the unreached-leaf finding points to it; a forward that detaches what should not learn
-(a target) while every parameter is reached gets no such finding."""
+"""Causes inside a module's forward(). A graph cut (`self.ln(h.detach())`), in the script
+or in the model's own file beside it: the graph-cut finding names that line and its
+function, first, and the unreached-leaf finding points to it; a forward that detaches what
+should not learn (a target) while every parameter is reached gets no such finding. An
+in-place change of a local (`g.mul_(0.5)`) is one finding, naming that line."""
 
 from __future__ import annotations
 
@@ -69,3 +70,37 @@ def test_a_forward_that_detaches_a_target_reaches_every_parameter(tmp_path: Path
         "return self.ln(h.detach())", "return self.ln(h) - self.ln(h).mean().detach()")
     script = write_script(tmp_path, SCRIPT.format(model=block))
     assert not [f for f in _findings(script) if f["code"] in ("graph-cut", "unreached-leaf")]
+
+
+GATE = """import torch
+import torch.nn as nn
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, h):
+        g = torch.sigmoid(self.fc(h))
+        out = g * h
+        g.mul_(0.5)
+        return out
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), Gate(), nn.Linear(8, 1))
+model(torch.randn(16, 4)).pow(2).mean().backward()
+"""
+
+
+def test_an_in_place_change_inside_forward_is_one_finding_naming_its_line(
+        tmp_path: Path) -> None:
+    result = invoke("show", write_script(tmp_path, GATE), "--json")
+    assert result.exit_code == 2  # the backward raises, as under python
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "inplace-modified"]
+    assert len(found) == 1  # sigmoid's result and mul's self are one tensor: one cause
+    (f,) = found
+    assert f["line"] == 13 and "changed in place at line 13 `g.mul_(0.5)`" in f["message"]
+    assert "SigmoidBackward0, line 11" in f["message"]
+    assert f["hint"] == "write line 13 out of place: `g = g.mul(0.5)`"

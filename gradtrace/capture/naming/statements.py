@@ -158,6 +158,43 @@ def _function_cut(node: ast.AST) -> str | None:
     return None
 
 
+def changed_in_place_after(lines: list[str], line: int) -> int | None:
+    """The first line after `line`, in the same function (or at the top level), that changes
+    in place a name `line` bound: `g.mul_(0.5)`, `g += 1`, `g[0] = 0`; None when none does."""
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return None
+    scope: ast.AST = tree
+    for node in ast.walk(tree):  # the innermost function around line
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and node.lineno >= getattr(scope, "lineno", 0):
+            scope = node
+    bound = {n.id for node in ast.walk(scope) if isinstance(node, (ast.Assign, ast.AugAssign,
+                                                                    ast.AnnAssign))
+             and node.lineno == line
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+             for n in ast.walk(t) if isinstance(n, ast.Name)}
+    later = [at for node in ast.walk(scope) if (at := getattr(node, "lineno", 0)) > line
+             and _changes_in_place(node, bound)]
+    return min(later, default=None)
+
+
+def _changes_in_place(node: ast.AST, names: set[str]) -> bool:
+    """`name.op_(…)`, `name op= …` or `name[…] = …` for one of names."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        target, op = node.func.value, node.func.attr
+        return isinstance(target, ast.Name) and target.id in names and op.endswith("_") \
+            and not op.startswith("_")
+    if isinstance(node, ast.AugAssign):
+        return isinstance(node.target, ast.Name) and node.target.id in names
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                   and t.value.id in names for t in node.targets)
+    return False
+
+
 def graph_cut(name: str, statements: list[Statement]) -> tuple[int, str] | None:
     """(line, why) for the last statement that ran and bound name where its graph was lost:
     inside a no_grad/inference_mode block, or through .detach(), .item(), .data,

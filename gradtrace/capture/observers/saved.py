@@ -3,6 +3,7 @@ the line that changed it."""
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from ...extract.tensors import Named
 from ...extract.walk import SavedCache, node_type, release, saved_reader, snapshot_saved, walk
 from ...model.facts import SavedChanged
 from ...model.records import SavedTensor, Source
+from ..naming.statements import changed_in_place_after
 from .base import Observer, PassState, Recording
 
 
@@ -40,8 +42,30 @@ def saved_changed(node: Any, saved: str, named: Named,
             name, changer = n, grad_fn  # the in-place op rebased the tensor onto a new node
             break
     made = source_of(node)
+    changed = None if changer is None else source_of(changer)
+    if changed is None and saved == "result" and made is not None:
+        # a tensor no name holds now (a local of forward()): the line after the one that
+        # made it that changed, in place, the name that line bound
+        at = changed_in_place_after(linecache.getlines(made.file), made.line)
+        changed = None if at is None else Source(made.file, at, linecache.getline(
+            made.file, at).strip())
     return SavedChanged(name, node_type(node), saved, None if made is None else made.line,
-                        None if changer is None else source_of(changer))
+                        changed)
+
+
+def same_tensor_saved_twice(changed: list[tuple[Any, str]]) -> set[tuple[int, str]]:
+    """(id(node), saved name) of each input saved as self or other that is the result
+    another changed node saved: the same tensor (`g = sigmoid(x); y = g * h; g.mul_(2)`),
+    told once, as that result."""
+    results = {id(node) for node, saved in changed if saved == "result"}
+    twice = set()
+    for node, saved in changed:
+        slot = {"self": 0, "other": 1}.get(saved)
+        inputs = node.next_functions
+        if slot is not None and slot < len(inputs) and inputs[slot][0] is not None \
+                and id(inputs[slot][0]) in results:
+            twice.add((id(node), saved))
+    return twice
 
 
 class SavedTensors(Observer):
@@ -92,8 +116,9 @@ class SavedTensors(Observer):
         changed = changed_saved(nodes, saved_reader(self.saved_before))
         # a tensor saved twice (its op's output, another op's input): one fact, the
         # "output of" one, which says where it was made
+        twice = same_tensor_saved_twice(changed)
         for node, saved in sorted(changed, key=lambda c: c[1] != "result"):
-            if id(node) in self._checked:
+            if id(node) in self._checked or (id(node), saved) in twice:
                 continue
             self._checked[id(node)] = node
             fact = saved_changed(node, saved, named, self.recorder.host.source_of)
