@@ -366,3 +366,33 @@ def test_sampling_skips_arguments_and_outputs_that_have_no_gradient(tmp_path: Pa
     (result,) = report["results"]
     assert code == 0 and result["ok"]
     assert "gradcheck 32/1,600 inputs × 32/1,600 outputs" in result["sampled"]
+
+
+FIRST_ORDER_ONLY = """import torch
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x.detach() ** 2  # right, but no graph for a second derivative
+
+
+x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+Cube.apply(x).sum().backward()
+"""
+
+
+def test_a_double_backward_failure_says_how_a_first_order_function_is_marked(
+        tmp_path: Path) -> None:
+    script = tmp_path / "cube.py"
+    script.write_text(FIRST_ORDER_ONLY)
+    code, report = check_json(str(script))
+    (result,) = report["results"]
+    assert code == 1 and (result["gradcheck"], result["gradgradcheck"]) == ("pass", "fail")
+    assert "@once_differentiable, or skip the second-order check" in result["message"]

@@ -282,6 +282,12 @@ def test_steps_strict_and_fail_on_exit_1_on_a_health_finding() -> None:
     assert invoke("steps", loop, "--strict").exit_code == 1
 
 
+@pytest.mark.parametrize("command", ["show", "dot", "steps", "check", "diff"])
+def test_a_command_that_can_exit_1_says_so_in_its_help(command: str) -> None:
+    helped = " ".join(invoke(command, "--help").stdout.split())
+    assert "Exit codes: 0" in helped and ", 1 " in helped[helped.index("Exit codes:"):]
+
+
 def test_the_docs_have_no_old_spellings() -> None:
     for path, text in DOCS.items():
         assert "dot --format" not in text.replace("`dot --format FMT` still works", ""), path

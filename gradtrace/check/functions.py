@@ -294,6 +294,11 @@ def _torch_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list
           fast_mode=options.fast, raise_exception=True)
 
 
+# A correct Function need not have a correct double backward: said with each such failure.
+FIRST_ORDER = (" (a Function meant for first derivatives only: mark its backward "
+               "@once_differentiable, or skip the second-order check)")
+
+
 def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...],
                   options: CheckOptions, scenario: str) -> CheckOutcome:
     """gradgradcheck: the first-order check of backward itself (sampled when over budget)."""
@@ -308,8 +313,9 @@ def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...
     except GradcheckError as exc:
         found = MISMATCH.search(str(exc))
         if found is None:
-            return CheckOutcome("fail", f"double backward: {_first_line(exc)}")
-        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True),
+            return CheckOutcome("fail", f"double backward: {_first_line(exc)}{FIRST_ORDER}")
+        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
+                            + FIRST_ORDER,
                             _second_mismatch(fn, [*inputs, *grads], len(inputs),
                                              int(found[1]), int(found[2]), options))
     except Exception as exc:

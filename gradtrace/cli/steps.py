@@ -39,8 +39,9 @@ from .output import stdout_console, write_stdout
     "  gradtrace steps trace.json -o steps.json\n\n"
     "Files by suffix: " + "; ".join(f"{f.suffix} {f.description}" for f in CHART_FORMATS)
     + ".\n\n"
-    "Exit codes: 0 success, 2 bad input, no backward pass to chart, an output that cannot "
-    "be written, or a scenario that stopped part-way or made no graph.",
+    "Exit codes: 0 success, 1 a finding failed --strict or --fail-on, 2 bad input, no "
+    "backward pass to chart, an output that cannot be written, or a scenario that stopped "
+    "part-way or made no graph.",
 )
 def steps(
     scenario: str = TARGET,
