@@ -66,7 +66,8 @@ class StepLog(Observer):
 
     def start(self, p: PassState) -> None:
         leaves = self.leaves_of(p.named)
-        self._pass = leaves, self.untouched(leaves), self.carried(leaves)
+        untouched, changed = self.as_left(leaves)
+        self._pass = leaves, untouched, self.carried(changed)
 
     def finish(self, p: PassState) -> None:
         p.record.row = len(self.rows)
@@ -116,27 +117,29 @@ class StepLog(Observer):
                                 partial(_fill_sums, [first for first, _ in sums]))
         return leaves
 
-    def untouched(self, leaves: list[tuple[str, torch.Tensor]]) -> list[GradState]:
+    def as_left(self, leaves: list[tuple[str, torch.Tensor]]
+                ) -> tuple[list[GradState], list[tuple[str, torch.Tensor]]]:
         """Each leaf's .grad as this pass begins, when nothing changed it since the last pass
-        ended (no zero_grad, no reset); else None."""
-        states = []
+        ended (no zero_grad, no reset; else None); and, by name, the .grads the last pass
+        left that the code changed in place since (clipped, unscaled, zeroed)."""
+        states: list[GradState] = []
+        changed: list[tuple[str, torch.Tensor]] = []
         for name, t in leaves:
             g, end = t.grad, self._at_end.get(name)
-            states.append(_state(g) if g is not None and end is not None and end[0]() is g
-                          and end[1] == tensor_version(g) else None)
-        return states
+            if g is None or end is None or end[0]() is not g:  # reset, or a new tensor
+                states.append(None)
+            elif end[1] == tensor_version(g):
+                states.append(_state(g))
+            else:
+                states.append(None)
+                changed.append((name, g))
+        return states, changed
 
-    def carried(self, leaves: list[tuple[str, torch.Tensor]]) -> Carried:
-        """The .grads the last pass left that were changed in place since (clipping,
-        GradScaler.unscale_, zero_(): by name, the tensor, its version and a slot that says,
+    def carried(self, chosen: list[tuple[str, torch.Tensor]]) -> Carried:
+        """The .grads the last pass left and the code changed in place since (clipping,
+        GradScaler.unscale_, zero_()): by name, the tensor, its version and a slot that says,
         once read, whether it was non-zero as this pass began: a pass adding to it then
         adds to what the step before used, unless it was zeroed."""
-        chosen: list[tuple[str, torch.Tensor]] = []
-        for name, t in leaves:
-            g, end = t.grad, self._at_end.get(name)
-            if g is not None and end is not None and end[0]() is g \
-                    and end[1] != tensor_version(g):
-                chosen.append((name, g))
         carried: Carried = {}
         for values, indices in norms_now([g for _, g in chosen]):
             slots = list(range(self._slots, self._slots + len(indices)))
