@@ -83,15 +83,9 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
         return []
     regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
     for node in ast.walk(tree):
-        if isinstance(node, ast.With):
-            for item in node.items:
-                call = item.context_expr
-                called = _called(call)
-                if called in ("no_grad", "inference_mode") or (
-                        called == "set_grad_enabled" and isinstance(call, ast.Call)
-                        and call.args and getattr(call.args[0], "value", True) is False):
-                    regions.append((node.lineno, node.end_lineno or node.lineno,
-                                    f"torch.{called}() (line {node.lineno})"))
+        if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
+            regions.append((node.lineno, node.end_lineno or node.lineno,
+                            f"torch.{called}() (line {node.lineno})"))
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or \
@@ -152,9 +146,21 @@ def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
 def _function_cut(node: ast.AST) -> str | None:
     if isinstance(node, (ast.Call, ast.Attribute)) and _called(node) in ("detach", "data"):
         return _CUT_BY[_called(node) or ""]
-    if isinstance(node, ast.With) and any(_called(item.context_expr) in ("no_grad",
-                                          "inference_mode") for item in node.items):
-        return "it ran inside torch.no_grad()"
+    if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
+        return f"it ran inside torch.{called}()"
+    return None
+
+
+def _grad_free(node: ast.With) -> str | None:
+    """What of a with-statement turns gradients off (no_grad, inference_mode,
+    set_grad_enabled(False)), or None."""
+    for item in node.items:
+        call = item.context_expr
+        called = _called(call)
+        if called in ("no_grad", "inference_mode") or (
+                called == "set_grad_enabled" and isinstance(call, ast.Call)
+                and call.args and getattr(call.args[0], "value", True) is False):
+            return called
     return None
 
 
