@@ -64,7 +64,7 @@ for x, y in zip(images, labels):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = nn.functional.cross_entropy(model(x).float(), y)
     scaler.scale(loss).backward()
-    norms.append(model[3].weight.grad.norm().item())
+    norms.append(model[3].weight.grad.norm().item() / scaler.get_scale())  # as stepped with
     scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     scaler.step(optimizer)
@@ -103,10 +103,35 @@ def test_a_forgotten_zero_grad_is_found_on_real_loops_and_only_there(
     if forgotten:
         assert "zero_grad()" in accumulating[0]["hint"]
         assert accumulating[0]["line"] is not None
-    # the steps hold what backward left in .grad, as plain PyTorch read it in the same run
+    # the steps hold what backward left in .grad (÷ GradScaler's scale: the gradient the
+    # optimizer steps with), as plain PyTorch read it in the same run
     printed = json.loads(trace["stdout"].split("NORMS ")[1].replace("'", '"'))
     steps = trace["steps"]
     column = steps["leaves"].index(next(n for n in steps["leaves"]
                                         if n.endswith(("head.weight", "3.weight"))))
     ours = [row[column][0] for row in steps["grads"]]  # (norm, max |g|, finite, kept)
     assert ours == pytest.approx(printed, rel=1e-5)
+
+
+def test_gradscaler_scale_is_divided_out_so_a_scale_change_is_no_finding(tmp_path: Path) -> None:
+    """Passes scaled by GradScaler, then one unscaled pass: the norms are compared as the
+    optimizer sees them (a 65,536-fold drop read off raw .grads was once 'vanishing')."""
+    unscaled_pass = (  # after the loop, one pass without GradScaler
+        "optimizer.zero_grad()\n"
+        "loss = nn.functional.cross_entropy(model(images[0]), labels[0])\n"
+        "loss.backward()\n"
+        "norms.append(model[3].weight.grad.norm().item())\n")
+    script = CNN.format(reset=ZERO).replace("init_scale=256.0", "init_scale=65536.0") \
+        .replace('print("NORMS"', unscaled_pass + 'print("NORMS"')
+    path = write_script(tmp_path, script)
+    trace = json.loads(invoke("show", path, "--json").stdout)
+    steps = trace["steps"]
+    assert steps["loss_scale"] == [65536.0] * 10 + [None]
+    assert not [f for f in trace["findings"] if f["code"] in ("vanishing-gradient",
+                                                               "exploding-gradient")]
+    column = steps["leaves"].index("model.3.weight")
+    printed = json.loads(trace["stdout"].split("NORMS ")[1])
+    assert [row[column][0] for row in steps["grads"]] == pytest.approx(printed, rel=1e-5)
+    shown = invoke("show", path, "--pass", "3").stdout
+    assert "scaled ×65536 by GradScaler" in shown
+    assert "÷ GradScaler's scale in 10 passes" in shown

@@ -79,7 +79,7 @@ def full_trace() -> Trace:
         steps=Steps(leaves=("x", "model.w"), modules=(None, "model"), loss=(0.25,),
                     optimizer_steps=(3,),
                     grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),),
-                    optimizer_steps_after=1),
+                    optimizer_steps_after=1, loss_scale=(65536.0,)),
         ranks=Ranks(rank=1, world=2),
         costs=Costs(pass_number=1, method="steps", device="cuda",
                     nodes={"n1": NodeCost(time_us=12.5, spread_us=1.5, allocated=-256,

@@ -421,6 +421,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "grads": [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite,
                                            g.kept] for g in row] for row in s.grads],
         "optimizer_steps_after": s.optimizer_steps_after,
+        "loss_scale": [json_float(x) for x in s.loss_scale],
     }
 
 
@@ -434,7 +435,8 @@ def _steps_from(d: dict[str, Any] | None) -> Steps | None:
         grads=tuple(tuple(None if g is None else LeafStep(
             norm=_norm(g[0]), max_abs=_norm(g[1]), finite=g[2], kept=g[3]) for g in row)
             for row in d["grads"]),
-        optimizer_steps_after=d.get("optimizer_steps_after", 0))
+        optimizer_steps_after=d.get("optimizer_steps_after", 0),
+        loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())))
 
 
 def costs_dict(c: Costs) -> dict[str, Any]:

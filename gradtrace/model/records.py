@@ -207,6 +207,9 @@ class Steps:
     optimizer_steps: tuple[int, ...]  # torch.optim steps since the previous pass
     grads: tuple[tuple[LeafStep | None, ...], ...]  # [pass][leaf]
     optimizer_steps_after: int = 0  # torch.optim steps after the last pass
+    # [pass]: the GradScaler scale its .grads were divided by here (None: not scaled); empty
+    # when no pass was: the norms are of the gradients the optimizer is meant to see
+    loss_scale: tuple[float | None, ...] = ()
 
     @property
     def optimizer_steps_taken(self) -> int:

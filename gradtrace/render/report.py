@@ -115,6 +115,9 @@ def graph_title(trace: Trace, shown: Pass | None) -> Text:
         number_ = trace.passes.index(shown) + 1
         where = f" at line {shown.line} `{shown.code}`" if shown.line else " by gradtrace"
         text.append(f"  ·  gradients of pass {number_}{where}", style="dim")
+        scales = trace.steps.loss_scale if trace.steps is not None else ()
+        if number_ <= len(scales) and scales[number_ - 1] is not None:
+            text.append(f", scaled ×{scales[number_ - 1]:g} by GradScaler", style="dim")
         if len(trace.passes) > 1:
             text.append("; --pass N shows another", style="dim")
     return text

@@ -104,6 +104,10 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
     title.append(f"  ·  {passes:,} passes, {optimizer:,} optimizer step"
                  f"{'' if optimizer == 1 else 's'}  ·  grad norm per "
                  f"{'module' if by_module else 'parameter'}", style="dim")
+    scaled = sum(scale is not None for scale in steps.loss_scale)
+    if scaled:
+        title.append(f" (÷ GradScaler's scale in {scaled:,} pass{'' if scaled == 1 else 'es'})",
+                     style="dim")
     if passes > width:
         title.append(f"; a mark: max of ~{passes / width:.3g} passes (loss: mean)", style="dim")
     table = Table(box=None, header_style="dim", pad_edge=False, show_edge=False)

@@ -1,14 +1,38 @@
 """A pass's statistics made on its gradients' device: the norm, max |g| and finiteness of
-each .grad, and the loss, stacked into as few vectors as the devices and dtypes allow; a
-leaf's fingerprint (its version and sum) to tell later whether its values changed."""
+each .grad, and the loss (GradScaler's unscaled one, with its scale), stacked into as few
+vectors as the devices and dtypes allow; a leaf's fingerprint (its version and sum) to tell
+later whether its values changed."""
 
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ...compat.torch import foreach_norms, tensor_version
+
+# GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
+# float64 copy on the scale's device)
+Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
+
+
+def loss_of(roots: Sequence[Any], scaled: Scaled | None
+            ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The pass's one root, when it is one real number, as a 0-d tensor (not a copy: the
+    statistics stack it as the pass ends), and the scale its gradients carry: when the root
+    is GradScaler.scale()'s latest output, the loss it was given and its scale."""
+    if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
+        return None, None
+    root, scale = roots[0], None
+    if scaled is not None and scaled[0]() is root:
+        root, scale = scaled[1], scaled[2]
+    if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
+        return None, scale
+    root = root.detach()
+    return (root if not root.dim() else root.reshape(())), scale
 
 
 def briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None

@@ -21,7 +21,7 @@ from ...extract.tensors import Named
 from ...model.records import LeafStep, Steps
 from .base import Observer, PassState, Recording
 from .readback import Readback
-from .step_stats import briefs_now, fingerprint, norms_now, sum_now
+from .step_stats import Scaled, briefs_now, fingerprint, loss_of, norms_now, sum_now
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -54,9 +54,11 @@ class StepLog(Observer):
         self.not_finite_read = 0  # rows read so far that hold a .grad not finite
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
-        # the latest GradScaler.scale(loss) output and the loss it was given: a pass from
-        # that output has that loss
-        self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
+        # the latest GradScaler.scale(loss) output, the loss it was given and the scale it
+        # was multiplied by: a pass from that output has that loss and gradients that many
+        # times the optimizer's
+        self._scaled: Scaled | None = None
+        self.loss_scale: list[float | None] = []  # a pass's scale, once read
         # each pass's leaves, their .grads as it began, and those changed in place since
         # the pass before (clipped, unscaled, zeroed): slot -> whether non-zero, once read
         self._pass: tuple[list[tuple[str, torch.Tensor]], list[GradState], Carried] = \
@@ -91,11 +93,15 @@ class StepLog(Observer):
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stepped += 1
 
-    def note_scaled(self, output: Any, loss: Any) -> None:
-        """GradScaler.scale(loss) returned output: a pass from it has loss (not output's
-        loss × the scale)."""
-        if isinstance(output, torch.Tensor) and isinstance(loss, torch.Tensor):
-            self._scaled = (weakref.ref(output), loss.detach())
+    def note_scaled(self, output: Any, loss: Any, scale: Any) -> None:
+        """GradScaler.scale(loss) returned output, loss × scale: a pass from it has loss, and
+        gradients scale times those the optimizer will step with."""
+        if isinstance(output, torch.Tensor) and isinstance(loss, torch.Tensor) \
+                and output is not loss:
+            # a copy: GradScaler.update() changes its scale in place
+            factor = scale.detach().reshape(-1)[:1].to(torch.float64, copy=True) \
+                if isinstance(scale, torch.Tensor) else None
+            self._scaled = (weakref.ref(output), loss.detach(), factor)
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
         """The named leaves that require grad, each given its column."""
@@ -183,7 +189,10 @@ class StepLog(Observer):
             read.append((column, g, kept))
         self.rows.append(row)
         self.loss.append(None)
-        loss = _loss_of(roots, self._scaled)
+        self.loss_scale.append(None)
+        loss, scale = loss_of(roots, self._scaled)
+        if scale is not None:  # the row's norms are divided by it
+            self.readback.later(scale, partial(_fill_scale, self.loss_scale, len(self.rows) - 1))
         for values, indices, with_loss in briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
@@ -230,14 +239,15 @@ class StepLog(Observer):
         width = len(self.columns)
         grads: list[tuple[LeafStep | None, ...]] = []
         last: tuple[LeafStep | None, ...] = ()
-        for row in self.rows:
-            last = tuple(_resolved(entry, last[column] if column < len(last) else None)
+        for row, scale in zip(self.rows, self.loss_scale, strict=True):
+            last = tuple(_resolved(entry, last[column] if column < len(last) else None, scale)
                          for column, entry in enumerate(row)) + (None,) * (width - len(row))
             grads.append(last)
         return Steps(
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
-            grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass)
+            grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass,
+            loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else ())
 
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
@@ -253,31 +263,23 @@ class StepLog(Observer):
         return finite
 
 
-def _resolved(entry: Any, before: LeafStep | None) -> LeafStep | None:
-    """A row's entry as read: _SAME is the row before's, not kept."""
+def _resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafStep | None:
+    """A row's entry as read, divided by the pass's loss scale: _SAME is the row before's,
+    not kept."""
     if entry is _SAME:
         return None if before is None else before._replace(kept=False)
-    return None if entry is _PENDING else entry
+    if entry is _PENDING or entry is None or scale is None:
+        return None if entry is _PENDING else entry
+    return entry._replace(norm=entry.norm / scale, max_abs=entry.max_abs / scale)
 
 
 def _state(g: torch.Tensor) -> GradState:
     return weakref.ref(g), tensor_version(g)
 
 
-def _loss_of(roots: Sequence[Any], scaled: tuple[weakref.ref[torch.Tensor], Any] | None
-             ) -> torch.Tensor | None:
-    """The pass's one root, when it is one real number, as a 0-d tensor (not a copy: the
-    statistics stack it as the pass ends); the loss GradScaler.scale() was given when the
-    root is its output (scaled: the latest output, with that loss)."""
-    if len(roots) != 1 or not isinstance(roots[0], torch.Tensor):
-        return None
-    root = roots[0]
-    if scaled is not None and scaled[0]() is root:
-        root = scaled[1]
-    if root.numel() != 1 or not root.is_floating_point() or root.is_meta:
-        return None
-    root = root.detach()
-    return root if not root.dim() else root.reshape(())
+def _fill_scale(scales: list[float | None], at: int, values: list[float]) -> None:
+    """A pass's scale, read: one that divides nothing (0, NaN, inf) is left out."""
+    scales[at] = values[0] if math.isfinite(values[0]) and values[0] > 0 else None
 
 
 def _fill_sums(first: list[list[Any]], values: list[float]) -> None:

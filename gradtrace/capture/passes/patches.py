@@ -200,7 +200,8 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling():
-            recorder.observer(StepLog).note_scaled(scaled, outputs)
+            recorder.observer(StepLog).note_scaled(scaled, outputs,
+                                                   getattr(scaler, "_scale", None))
         return scaled
 
     return scale
