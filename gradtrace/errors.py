@@ -14,13 +14,15 @@ class GradtraceError(Exception):
 
 class ScenarioError(GradtraceError):
     """The scenario file cannot be read, compiled or run (line: the scenario line, if known;
-    printed: what it printed before it stopped, shown with the error when no report shows it)."""
+    printed: what it printed before it stopped, shown with the error when no report shows it;
+    brief: the message without the exception's text, said when a report shows it whole)."""
 
     def __init__(self, message: str, hint: str | None = None, line: int | None = None,
-                 printed: str = "") -> None:
+                 printed: str = "", brief: str | None = None) -> None:
         super().__init__(message, hint)
         self.line = line
         self.printed = printed
+        self.brief = brief
 
 
 class NoGraph(ScenarioError):

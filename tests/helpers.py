@@ -112,6 +112,7 @@ STOPS = frozenset({
     "explained/cut_by_item.py",
     "explained/eval_then_backward.py", "explained/gan_shared_fake.py",
     "explained/inplace_after_save.py", "explained/inplace_augmented.py",
+    "explained/inplace_in_forward.py",
 })
 
 
@@ -143,7 +144,8 @@ def grad(trace: dict[str, Any], name: str) -> Any:
 
 # Each finding code -> (its gallery scenario, the tensor it names, its line, words it says).
 GALLERY_FINDINGS = {
-    "pass-failed": ("backward_twice_error.py", "z", 10, "line 10 `z.backward()`"),
+    "pass-failed": ("explained/skip_failed_batch.py", "loss", 16,
+                    "line 16 `loss.backward()`"),
     "no-graph": ("explained/eval_then_backward.py", "model.weight", 10,
                  "torch.no_grad() on line 10"),
     "unreached-leaf": ("explained/frozen_by_detach.py", "w_enc", 7, "w_enc requires grad"),

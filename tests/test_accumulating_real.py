@@ -134,4 +134,4 @@ def test_gradscaler_scale_is_divided_out_so_a_scale_change_is_no_finding(tmp_pat
     assert [row[column][0] for row in steps["grads"]] == pytest.approx(printed, rel=1e-5)
     shown = invoke("show", path, "--pass", "3").stdout
     assert "scaled ×65536 by GradScaler" in shown
-    assert "÷ GradScaler's scale in 10 passes" in shown
+    assert "divided by GradScaler's scale in 10 passes" in shown

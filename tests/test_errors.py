@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, as_read, invoke
+from helpers import SCENARIOS, as_read, invoke, write_script
 
 
 def scenario(tmp_path: Path, body: str, name: str = "scenario.py") -> Path:
@@ -132,11 +132,45 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert result.exception is not None and "no such file" in str(result.exception)
 
 
-def test_failing_pass_is_a_finding_then_the_stop_exits_2() -> None:
+def test_a_pass_that_stops_the_scenario_is_told_once_after_its_cause_then_exits_2() -> None:
     result = invoke("show", SCENARIOS / "backward_twice_error.py")
     assert result.exit_code == 2  # python stops there too
-    assert "pass-failed" in result.stdout and "retain_graph=True" in result.stdout
-    assert "backward_twice_error.py:10: the scenario raised RuntimeError" in result.stderr
+    findings = result.stdout.split("\nfindings\n")[1]
+    # the cause first, then the stop with torch's message, once; no pass-failed twin of it
+    assert findings.index("[graph-freed]") < findings.index("[scenario-stopped]")
+    assert "pass-failed" not in findings and "retain_graph=True" in findings
+    assert findings.count("Trying to backward through the graph a second time") == 1
+    # the report above holds the message: the error line says it in brief
+    assert "backward_twice_error.py:10: the scenario raised RuntimeError (the " \
+        "scenario-stopped finding above has its whole message)" in result.stderr
+    assert "second time" not in result.stderr
+    # where no report shows it, the error line says it whole
+    alone = invoke("show", SCENARIOS / "backward_twice_error.py", "--json")
+    assert "Trying to backward through the graph a second time" in alone.stderr
+
+
+NON_SCALAR = """
+import torch
+w = torch.ones(3, requires_grad=True)
+y = w * 2
+{call}
+"""
+
+
+def test_a_stop_without_a_cause_finding_takes_the_pass_hint(tmp_path: Path) -> None:
+    result = invoke("show", write_script(tmp_path, NON_SCALAR.format(call="y.backward()")),
+                    "--json")
+    found = {f["code"]: f for f in json.loads(result.stdout)["findings"]}
+    assert "pass-failed" not in found
+    assert "gradient=torch.ones_like(t)" in found["scenario-stopped"]["hint"]
+
+
+def test_a_pass_error_the_script_catches_stays_a_pass_failed_finding(tmp_path: Path) -> None:
+    caught = "try:\n    y.backward()\nexcept RuntimeError:\n    pass\nloss = y.sum()"
+    result = invoke("show", write_script(tmp_path, NON_SCALAR.format(call=caught)), "--json")
+    assert result.exit_code == 0
+    codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
+    assert "pass-failed" in codes and "scenario-stopped" not in codes
 
 
 def test_strict_turns_error_findings_into_exit_1() -> None:
@@ -191,10 +225,10 @@ def test_findings_carry_the_file_and_line_they_are_about(tmp_path: Path) -> None
     path = scenario(tmp_path, "import torch\nx = torch.ones(2, requires_grad=True)\n"
                               "y = (x * 2).sum()\ny.backward()\ny.backward()\n")
     trace = as_read(invoke("show", path, "--json").stdout)
-    failed = next(f for f in trace["findings"] if f["code"] == "pass-failed")
+    failed = next(f for f in trace["findings"] if f["code"] == "scenario-stopped")
     assert failed["file"] == str(path) and failed["line"] == 5
     github = invoke("show", path, "--format", "github").stdout
-    assert f"::error file={path},line=5,title=gradtrace pass-failed::" in github
+    assert f"::error file={path},line=5,title=gradtrace scenario-stopped::" in github
 
 
 def test_github_annotations_carry_no_control_character() -> None:

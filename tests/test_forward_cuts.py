@@ -63,6 +63,8 @@ def test_a_cut_in_the_model_s_own_file_is_named_there(tmp_path: Path) -> None:
     (cut,) = [f for f in _findings(script) if f["code"] == "graph-cut"]
     assert cut["file"].endswith("blocks.py") and cut["line"] == 13
     assert ".data is the tensor without its graph" in cut["message"]
+    # another file's line is told with its file's name, and the module with its path
+    assert "blocks.py:13 `return self.ln(h.data)` in Block.forward of model.1" in cut["message"]
 
 
 def test_a_forward_that_detaches_a_target_reaches_every_parameter(tmp_path: Path) -> None:
@@ -102,5 +104,21 @@ def test_an_in_place_change_inside_forward_is_one_finding_naming_its_line(
     assert len(found) == 1  # sigmoid's result and mul's self are one tensor: one cause
     (f,) = found
     assert f["line"] == 13 and "changed in place at line 13 `g.mul_(0.5)`" in f["message"]
-    assert "SigmoidBackward0, line 11" in f["message"]
+    assert "SigmoidBackward0 (line 11, in model.1)" in f["message"]
     assert f["hint"] == "write line 13 out of place: `g = g.mul(0.5)`"
+
+
+def test_an_in_place_change_in_the_model_s_own_file_is_told_there_once_before_the_stop(
+        tmp_path: Path) -> None:
+    gate = GATE.split("\n\ntorch.manual_seed")[0]
+    write_script(tmp_path, gate, "gates.py")
+    script = write_script(tmp_path, GATE.replace(gate, "import torch\nimport torch.nn as nn\n"
+                                                 "from gates import Gate\n"))
+    result = invoke("show", script)
+    assert result.exit_code == 2
+    findings = result.stdout.split("\nfindings\n")[1]
+    assert findings.count("error [") == 2  # the cause, then the stop: one finding each
+    assert findings.index("[inplace-modified]") < findings.index("[scenario-stopped]")
+    assert "SigmoidBackward0 (gates.py:11, in model.1)" in findings
+    assert "changed in place at gates.py:13 `g.mul_(0.5)`" in findings
+    assert findings.count("modified by an inplace operation") == 1  # torch's text, once

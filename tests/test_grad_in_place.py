@@ -104,11 +104,15 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _assert_rows_are(seen: list[dict[str, list[float]]], steps: dict[str, Any]) -> None:
-    """Each pass's row of light statistics holds what plain python saw after that pass."""
+    """Each pass's row of light statistics holds what plain python saw after that pass
+    (divided by GradScaler's scale, in a pass from its scaled loss)."""
     assert len(steps["grads"]) == len(seen)
-    for number, (row, after) in enumerate(zip(steps["grads"], seen, strict=True), 1):
+    scales = steps["loss_scale"] or [None] * len(seen)
+    for number, (row, after, scale) in enumerate(zip(steps["grads"], seen, scales,
+                                                     strict=True), 1):
         for short, values in after.items():
             norm, top, finite, _ = row[steps["leaves"].index(NAMES[short])]
+            norm, top = norm * (scale or 1.0), top * (scale or 1.0)
             assert norm == pytest.approx(_norm(values), rel=1e-6), (number, short)
             assert top == pytest.approx(max(map(abs, values)), rel=1e-6), (number, short)
             assert finite

@@ -25,7 +25,7 @@ from ..model.records import Source, Trace
 from .modules.global_hooks import ModuleCalls
 from .modules.module_hooks import ModuleHooks
 from .modules.reducers import Reducers
-from .modules.tracker import ModuleTracker, module_objects, module_paths
+from .modules.tracker import ModuleTracker, module_objects, module_paths, paths_of_class
 from .naming.cuts import Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames
 from .naming.provenance import LineLog
@@ -50,8 +50,8 @@ class ScenarioStopped(ScenarioError):
     """The captured code raised or ran out of time after recording something: trace holds
     what was recorded up to there (with a finding saying where it stopped)."""
 
-    def __init__(self, message: str, hint: str | None, trace: Trace) -> None:
-        super().__init__(message, hint)
+    def __init__(self, stopped: ScenarioError, trace: Trace) -> None:
+        super().__init__(stopped.message, stopped.hint, brief=stopped.brief)
         self.trace = trace
         self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck
 
@@ -154,9 +154,10 @@ class CaptureSession:
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements,
-                                        self.line_log.places)
+                                        self.line_log.places,
+                                        functools.partial(paths_of_class, modules))
         if stopped is not None:
-            raise ScenarioStopped(stopped.message, stopped.hint, trace)
+            raise ScenarioStopped(stopped, trace)
         return trace
 
     def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,

@@ -21,14 +21,19 @@ class Loaded(NamedTuple):
     trace: Trace
     stopped: ScenarioError | None = None
 
-    def ending(self, printed_shown: bool = False, picture: bool = False) -> ScenarioError | None:
+    def ending(self, printed_shown: bool = False, picture: bool = False,
+               findings_shown: bool = False) -> ScenarioError | None:
         """The one rule every command ends by: the scenario stopped (it raised, in backward()
         too, exited non-zero or ran out of time), else it made no graph — or None: exit 0.
 
         printed_shown: the command showed what the scenario printed (else the error carries
         it); picture: the command draws the graph, so a trace of gradcheck verdicts alone has
-        nothing to give it either."""
+        nothing to give it either; findings_shown: the report above it on the terminal holds
+        the error whole (its scenario-stopped finding), so the error says it in brief."""
         error = self.stopped or no_graph(self.trace, picture)
+        if findings_shown and error is not None and error.brief is not None:
+            error = ScenarioError(f"{error.brief} (the scenario-stopped finding above has "
+                                  "its whole message)", error.hint, error.line)
         if error is not None and not printed_shown and not error.printed:
             error.printed = self.trace.stdout
         return error

@@ -112,8 +112,9 @@ def show(
     shown_pass = pick_pass(trace, pass_number)
     # the report's panel shows what the scenario printed; JSON, annotations and a file do
     # not (a rank that prints no report keeps its output in its trace, not on stderr)
-    ending = loaded.ending(printed_shown=not ranked.prints or printed == "text"
-                           and not by_module and target is None)
+    report = printed == "text" and not by_module and target is None
+    ending = loaded.ending(printed_shown=not ranked.prints or report,
+                           findings_shown=ranked.prints and report)
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
     if ranked.writes or (target is None and ranked.prints):
         with ranked.in_turn():

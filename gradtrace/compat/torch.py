@@ -141,6 +141,13 @@ def foreach_norms(tensors: list[torch.Tensor], order: float,
     return list(_foreach_norm(tensors, order, dtype=dtype))
 
 
+def grad_scaler_scale(scaler: Any) -> torch.Tensor | None:
+    """A GradScaler's scale as the tensor it multiplies by (get_scale() would read it to the
+    host, a synchronisation); None when it has none (disabled, or not a GradScaler's)."""
+    scale = getattr(scaler, "_scale", None)
+    return scale if isinstance(scale, torch.Tensor) else None
+
+
 def has_tensor_hooks(variable: Any) -> bool:
     """Whether a leaf tensor has hooks of its own (registered with Tensor.register_hook)."""
     return bool(getattr(variable, "_backward_hooks", None))

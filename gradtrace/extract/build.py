@@ -15,7 +15,7 @@ from ..findings.located import located
 from ..findings.passes import pass_findings
 from ..findings.recorded import findings_of
 from ..gcpause import gc_paused
-from ..model.facts import Detached
+from ..model.facts import Detached, Fact, SavedChanged, Stopped
 from ..model.records import (
     BACKWARD_HOOK_NODE,
     LEAF,
@@ -85,7 +85,9 @@ def build_trace(c: Captured) -> Trace:
                                       detached.get(name), name in filled)
                           for name, t in named),
             passes=trace_passes,
-            findings=(*findings_of(c.facts), *pass_findings(c.passes),
+            findings=(*findings_of((_with_module(f, c.modules) for f in c.facts
+                                    if not isinstance(f, Stopped)), c.scenario),
+                      *pass_findings(c.passes, c.facts),
                       *findings_of(Detached(name, source) for name, source in detached.items())),
             functions=tuple(FunctionCall(
                 call.function.__name__, node_ids.node(call.node) if call.node is not None
@@ -101,6 +103,13 @@ def build_trace(c: Captured) -> Trace:
     found = trace_findings(trace, c.updated, c.handed, c.reduced,
                            _waiting(named, trace, lost, set(detached.values())) if lost else {})
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
+
+
+def _with_module(fact: Fact, modules: dict[int, str]) -> Fact:
+    """A saved tensor's fact told the module whose forward made its node."""
+    if isinstance(fact, SavedChanged) and fact.module is None:
+        return fact._replace(module=modules.get(fact.node))
+    return fact
 
 
 def _marked(c: Captured, order: list[Any], nodes: list[Node]) -> list[Node]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..model.facts import Fact, GraphFreed, SavedChanged, Stopped
 from ..model.records import Finding
+from .recorded import findings_of
 from .registry import FLOW_NOT_RECORDED, PASS_FAILED
 
 
@@ -49,10 +51,18 @@ _PASS_HINTS = {
 }
 
 
-def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
+# The facts that name the cause of a pass's error, by the error's kind: with one, the
+# error's own hint says nothing more.
+_CAUSES = {"inplace": SavedChanged, "graph-freed": GraphFreed}
+
+
+def pass_findings(passes: Sequence[PassRecord], facts: Sequence[Fact] = ()) -> list[Finding]:
     """A finding for every pass that raised, with a hint for the errors learners meet, and
-    for every pass whose gradient flow gradtrace could not fully record."""
+    for every pass whose gradient flow gradtrace could not fully record; then the finding
+    of the error the scenario stopped on (from facts), which is the finding of the pass
+    that raised it: torch's message once, after the findings of its cause."""
     findings = []
+    stop = next((f for f in facts if isinstance(f, Stopped)), None)
     batched = [i for i, p in enumerate(passes, 1) if p.batched]
     if batched:
         findings.append(FLOW_NOT_RECORDED.finding(
@@ -83,7 +93,13 @@ def pass_findings(passes: Sequence[PassRecord]) -> list[Finding]:
                     "was called with create_graph=True")
         where = f" at line {p.line} `{p.code}`" if p.line else ""
         first_line = p.error.splitlines()[0]
+        if stop is not None and stop.line == p.line and first_line in stop.message:
+            cause = _CAUSES.get(p.error_kind or "")
+            explained = cause is not None and any(isinstance(f, cause) for f in facts)
+            if hint is not None and not explained:
+                stop = stop._replace(hint=hint)
+            continue
         findings.append(PASS_FAILED.finding(
             f"pass {i} ({p.kind}){where} failed: {first_line}", hint=hint, line=p.line,
             tensor=next((n for n in p.root_names if n), None)))
-    return findings
+    return findings + findings_of([stop] if stop is not None else [])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,6 +21,7 @@ from ..model.facts import (
     SavedChanged,
     Stopped,
 )
+from ..model.labels import line_at
 from ..model.records import Finding
 from .registry import (
     DETACHED,
@@ -37,9 +40,20 @@ _METHOD = re.compile(r"^(?P<target>[\w.\[\]]+)\.(?P<op>\w+)_\((?P<args>.*)\)$")
 _AUGMENTED = re.compile(r"^(?P<target>[\w.\[\]]+)\s*(?P<op>[-+*/@]|//|\*\*)=\s*(?P<value>.+)$")
 
 
-def findings_of(facts: Iterable[Fact]) -> list[Finding]:
-    """Each fact's finding, in the order the facts came."""
-    return [_PHRASED[type(fact)](fact) for fact in facts]
+def findings_of(facts: Iterable[Fact], home: str | None = None) -> list[Finding]:
+    """Each fact's finding, in the order the facts came (home: the scenario's label; a line
+    of another file is told with that file's name)."""
+    return [_PHRASED[type(fact)](fact, home) for fact in facts]
+
+
+def without_comment(code: str) -> str:
+    """A line of code without its trailing comment (a `#` in a string stays)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return code.strip()
+    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
+    return (code if comment is None else code[:comment.start[1]]).strip()
 
 
 def out_of_place(code: str) -> str | None:
@@ -52,7 +66,7 @@ def out_of_place(code: str) -> str | None:
     return None
 
 
-def _gradcheck(fact: GradcheckRan) -> Finding:
+def _gradcheck(fact: GradcheckRan, home: str | None = None) -> Finding:
     called = f"{fact.kind}({fact.function}) at line {fact.line}"
     if fact.verdict == "failed":
         return GRADCHECK_FAILED.finding(
@@ -64,21 +78,24 @@ def _gradcheck(fact: GradcheckRan) -> Finding:
                              severity="info" if fact.verdict == "passed" else "error")
 
 
-def _saved_changed(fact: SavedChanged) -> Finding:
+def _saved_changed(fact: SavedChanged, home: str | None = None) -> Finding:
     """`b (output of SigmoidBackward0, line 3) was saved for backward and then changed in
     place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint."""
-    name, changed = fact.tensor, fact.changed
-    where = f", line {fact.made}" if fact.made is not None else ""
-    what = f"the {fact.saved} tensor of {fact.node_type}{where}"
+    name, changed, made = fact.tensor, fact.changed, fact.made
+    where = ", ".join(([line_at(made.file, made.line, home)] if made is not None else [])
+                      + ([f"in {fact.module}"] if fact.module else []))
+    what = f"the {fact.saved} tensor of {fact.node_type}" + (f" ({where})" if where else "")
+    where = f", {where}" if where else ""
     if name is not None:
         what = (f"{name} (output of {fact.node_type}{where})" if fact.saved == "result"
                 else f"{name} (saved as {fact.saved} by {fact.node_type}{where})")
     if changed is not None:
-        then = f"changed in place at line {changed.line} `{changed.code}`"
-        rewrite = out_of_place(changed.code)
-        hint = (f"write line {changed.line} out of place: `{rewrite}`" if rewrite else
-                f"make line {changed.line} out of place, or clone() {name or 'the tensor'} "
-                "before changing it")
+        at, code = line_at(changed.file, changed.line, home), without_comment(changed.code)
+        then = f"changed in place at {at} `{code}`"
+        rewrite = out_of_place(code)
+        hint = (f"write {at} out of place: `{rewrite}`" if rewrite else
+                f"make {at} out of place, or clone() {name or 'the tensor'} before changing "
+                "it")
     else:
         then = "changed in place before backward used it"
         hint = "use the out-of-place op (x = x + 1, not x += 1), or clone() it first"
@@ -88,9 +105,9 @@ def _saved_changed(fact: SavedChanged) -> Finding:
         line=None if changed is None else changed.line)
 
 
-def _graph_freed(fact: GraphFreed) -> Finding:
+def _graph_freed(fact: GraphFreed, home: str | None = None) -> Finding:
     name, made = fact.tensor, fact.made
-    where = f", line {made.line}" if made is not None else ""
+    where = f", {line_at(made.file, made.line, home)}" if made is not None else ""
     through = f"{name} (output of {fact.node_type}{where})" if name \
         else f"{fact.node_type}{where}"
     at = f" (line {fact.earlier_line} `{fact.earlier_code}`)" if fact.earlier_line else ""
@@ -110,17 +127,17 @@ def _graph_freed(fact: GraphFreed) -> Finding:
         file=None if made is None else made.file)
 
 
-def _stopped(fact: Stopped) -> Finding:
+def _stopped(fact: Stopped, home: str | None = None) -> Finding:
     return SCENARIO_STOPPED.finding(fact.message, hint=fact.hint, line=fact.line)
 
 
-def _capped(fact: PassesCapped) -> Finding:
+def _capped(fact: PassesCapped, home: str | None = None) -> Finding:
     return PASSES_CAPPED.finding(
         f"stopped after {fact.limit} backward passes, at the next one ({fact.at})",
         hint="without --passes the script runs to its end", line=fact.line)
 
 
-def _no_root(fact: NoRoot) -> Finding:
+def _no_root(fact: NoRoot, home: str | None = None) -> Finding:
     if fact.instead == "passes":
         return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, line=fact.line, tensor=fact.tensor)
     if fact.instead == "calls":
@@ -131,7 +148,7 @@ def _no_root(fact: NoRoot) -> Finding:
     return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, severity="info", line=fact.line)
 
 
-def _pass_cut(fact: PassCut) -> Finding:
+def _pass_cut(fact: PassCut, home: str | None = None) -> Finding:
     return GRAPH_CUT.finding(
         f"pass {fact.number}: {fact.tensor} has no graph because line {fact.line} "
         f"`{fact.code}` made it so: {fact.why}", tensor=fact.tensor, line=fact.line,
@@ -139,7 +156,7 @@ def _pass_cut(fact: PassCut) -> Finding:
         "require grad (keep .detach(), .item() and torch.tensor() out of it)")
 
 
-def _leaf_cut(fact: LeafCut) -> Finding:
+def _leaf_cut(fact: LeafCut, home: str | None = None) -> Finding:
     leaves = fact.leaves
     via = "it" if fact.through == leaves[0] else f"{fact.through} (computed from {fact.owner})"
     return _cut_off(leaves, f"{_reach(leaves, f' of {fact.owner}')} no root because line "
@@ -148,10 +165,11 @@ def _leaf_cut(fact: LeafCut) -> Finding:
                     "gradient; detach only what should not learn")
 
 
-def _code_cut(fact: CodeCut) -> Finding:
+def _code_cut(fact: CodeCut, home: str | None = None) -> Finding:
     inside = fact.function + (f" of {fact.module}" if fact.module else "")
-    return _cut_off(fact.leaves, f"{_reach(fact.leaves, '')} no root, and line {fact.line} "
-                    f"`{fact.code}` in {inside} took a value without its graph: {fact.why}",
+    return _cut_off(fact.leaves, f"{_reach(fact.leaves, '')} no root, and "
+                    f"{line_at(fact.file, fact.line, home)} `{fact.code}` in {inside} took a "
+                    f"value without its graph: {fact.why}",
                     fact.file, fact.line, "in forward(), keep the tensor itself where later "
                     "layers must learn through it; detach only what should not learn (a "
                     "target, a stop-gradient)")
@@ -170,7 +188,7 @@ def _cut_off(leaves: tuple[str, ...], message: str, file: str, line: int, hint: 
                              line=line, hint=hint)
 
 
-def _detached(fact: Detached) -> Finding:
+def _detached(fact: Detached, home: str | None = None) -> Finding:
     name, source = fact.tensor, fact.source
     return DETACHED.finding(
         f"{name} shares memory with {source} but is cut from its graph (made by "
@@ -178,7 +196,7 @@ def _detached(fact: Detached) -> Finding:
 
 
 # one line per fact: a new kind of fact is a NamedTuple in model/facts.py and its phrasing here
-_PHRASED: dict[type, Callable[[Any], Finding]] = {
+_PHRASED: dict[type, Callable[[Any, str | None], Finding]] = {
     GradcheckRan: _gradcheck,
     SavedChanged: _saved_changed,
     GraphFreed: _graph_freed,

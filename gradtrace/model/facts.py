@@ -23,8 +23,10 @@ class SavedChanged(NamedTuple):
     tensor: str | None  # its name, when a named tensor is it
     node_type: str  # the node that saved it
     saved: str  # what the node calls it: "result", "self", …
-    made: int | None  # the line that made the node
+    made: Source | None  # the line that made the node
     changed: Source | None  # the line that changed it, when known
+    node: int = 0  # id() of the node, until its module is known
+    module: str | None = None  # the nn.Module whose forward made the node
 
 
 class GraphFreed(NamedTuple):

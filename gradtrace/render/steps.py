@@ -106,7 +106,8 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
                  f"{'module' if by_module else 'parameter'}", style="dim")
     scaled = sum(scale is not None for scale in steps.loss_scale)
     if scaled:
-        title.append(f" (÷ GradScaler's scale in {scaled:,} pass{'' if scaled == 1 else 'es'})",
+        title.append(f" (divided by GradScaler's scale in {scaled:,} "
+                     f"pass{'' if scaled == 1 else 'es'})",
                      style="dim")
     if passes > width:
         title.append(f"; a mark: max of ~{passes / width:.3g} passes (loss: mean)", style="dim")

@@ -82,6 +82,11 @@ def module_paths(named: Iterable[tuple[str, Any]],
     return paths
 
 
+def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:
+    """The dotted paths of the named nn.Modules' submodules whose class is qualname."""
+    return [path for path, module in _submodules(named) if type(module).__qualname__ == qualname]
+
+
 def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
     """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
     return {id(module): path for path, module in _submodules(named)}

@@ -12,6 +12,7 @@ from ...extract.captured import RawPass
 from ...findings.graph import unreached
 from ...findings.recorded import findings_of
 from ...model.facts import CodeCut, LeafCut, PassCut
+from ...model.labels import line_at
 from ...model.records import Trace
 from .statements import Statement, bound_at, function_cuts, graph_cut, leaf_cut
 
@@ -36,11 +37,13 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
 
 def place_leaf_findings(trace: Trace, path: str, lines: list[str],
                         statements: Callable[[], Statements],
-                        ran: Sequence[tuple[str, int]] = ()) -> Trace:
+                        ran: Sequence[tuple[str, int]] = (),
+                        paths_of: Callable[[str], list[str]] = lambda qualname: []) -> Trace:
     """Findings about a leaf told where: the line that bound it, and for leaves no root
     reaches, the line that took a value computed from them without its graph: at the
     script's top level, else inside a function that ran (a module's forward; ran: the
-    (file, line) of each own line that ran, in any file)."""
+    (file, line) of each own line that ran, in any file; paths_of(class) the paths of the
+    scenario's modules of that class)."""
     lost = unreached(trace)
     if not lost and not any(f.tensor and f.line is None for f in trace.findings):
         return trace  # the common case: no scan of the lines that ran
@@ -60,23 +63,24 @@ def place_leaf_findings(trace: Trace, path: str, lines: list[str],
         line, why, through = cut
         cuts.append(LeafCut(tuple(leaves), name, line, lines[line - 1].strip(), why, through,
                             path))
-    in_code = code_cuts(trace, tuple(unexplained), ran) if unexplained else []
+    in_code = code_cuts(trace, tuple(unexplained), ran, paths_of) if unexplained else []
     if in_code:  # the cause first: the unreached-leaf finding then points to it
         first = next((i for i, f in enumerate(placed) if f.code == "unreached-leaf"),
                      len(placed))
-        see = f"line {in_code[0].line} cut their graph in {in_code[0].function}: see the " \
-            "graph-cut finding"
-        placed = [*placed[:first], *findings_of(in_code),
+        lead = in_code[0]
+        see = f"{line_at(lead.file, lead.line, trace.scenario)} cut their graph in " \
+            f"{lead.function}: see the graph-cut finding"
+        placed = [*placed[:first], *findings_of(in_code, trace.scenario),
                   *(replace(f, hint=see) if f.code == "unreached-leaf" else f
                     for f in placed[first:])]
-    return replace(trace, findings=(*placed, *findings_of(cuts)))
+    return replace(trace, findings=(*placed, *findings_of(cuts, trace.scenario)))
 
 
-def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, int]]
-              ) -> list[CodeCut]:
+def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, int]],
+              paths_of: Callable[[str], list[str]]) -> list[CodeCut]:
     """The cuts inside functions that ran (a module's forward: `h.detach()`), as the likely
     reason leaves reach no root: each line that cut, with the module whose forward it is when
-    the nodes its function made tell."""
+    the nodes its function made tell, or when one module of the scenario has its class."""
     by_file: dict[str, set[int]] = {}
     for file, line in ran:
         by_file.setdefault(file, set()).add(line)
@@ -84,8 +88,12 @@ def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, in
     for file, lines_run in sorted(by_file.items()):
         lines = linecache.getlines(file)
         for cut in function_cuts([line.rstrip("\n") for line in lines], lines_run):
+            module = _module_of(trace, file, cut.first, cut.last)
+            if module is None and "." in cut.function:
+                paths = paths_of(cut.function.rpartition(".")[0])
+                module = paths[0] if len(paths) == 1 else None
             found.append(CodeCut(leaves, cut.line, lines[cut.line - 1].strip(), cut.why, file,
-                                 cut.function, _module_of(trace, file, cut.first, cut.last)))
+                                 cut.function, module))
     return found
 
 

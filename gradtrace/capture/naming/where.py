@@ -49,10 +49,11 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
             f"{type(exc).__name__}: {exc}{shown}",
             f"this is a bug in gradtrace, not in your script (`python {path}` runs it): "
             "please report it; --debug shows the traceback", line)
+    raised = f"{where}: the scenario raised {type(exc).__name__}"
     return ScenarioError(
-        f"{where}: the scenario raised {type(exc).__name__}: {exc}{shown}",
+        f"{raised}: {exc}{shown}",
         "gradtrace stopped the script there, as python would have: fix the scenario; "
-        f"`python {path}` shows the full traceback", line)
+        f"`python {path}` shows the full traceback", line, brief=raised)
 
 
 def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:

@@ -49,8 +49,7 @@ def saved_changed(node: Any, saved: str, named: Named,
         at = changed_in_place_after(linecache.getlines(made.file), made.line)
         changed = None if at is None else Source(made.file, at, linecache.getline(
             made.file, at).strip())
-    return SavedChanged(name, node_type(node), saved, None if made is None else made.line,
-                        changed)
+    return SavedChanged(name, node_type(node), saved, made, changed, id(node))
 
 
 def same_tensor_saved_twice(changed: list[tuple[Any, str]]) -> set[tuple[int, str]]:

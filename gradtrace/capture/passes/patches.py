@@ -23,6 +23,7 @@ from ...compat.torch import (
     NodeKey,
     compiled_region,
     compiling,
+    grad_scaler_scale,
     inside_backward,
     never_compiled,
     next_sequence_number,
@@ -200,8 +201,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling():
-            recorder.observer(StepLog).note_scaled(scaled, outputs,
-                                                   getattr(scaler, "_scale", None))
+            recorder.observer(StepLog).note_scaled(scaled, outputs, grad_scaler_scale(scaler))
         return scaled
 
     return scale
