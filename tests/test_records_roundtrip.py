@@ -49,7 +49,8 @@ def full_trace() -> Trace:
              saved=(SavedTensor(name="self", shape=(2,), dtype="float32", bytes=8,
                                 status="freed"),),
              module="model.layer", recomputed=True, source=source, grad_graph=True,
-             hooks=("relu_hook of model.layer",)),
+             hooks=("relu_hook of model.layer",),
+             library=Source(file="site-packages/lib/model.py", line=3, code="return x @ w")),
         Node(id="n1", type="AccumulateGrad", kind="leaf", tensor="x"),
     )
     g, h = summary(0.5), summary(1.5)

@@ -27,7 +27,7 @@ from .modules.module_hooks import ModuleHooks
 from .modules.reducers import Reducers
 from .modules.tracker import ModuleTracker, module_objects, module_paths, paths_of_class
 from .naming.cuts import Statements, pass_cuts, place_leaf_findings
-from .naming.names import ScenarioNames
+from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors
 from .naming.statements import statements_run, why_no_root
@@ -67,7 +67,7 @@ class CaptureSession:
         self.options = options
         self.window = window or StopWindow()  # a time limit's: none for a live recording
         self.names = ScenarioNames(path, namespace)
-        self.line_log = LineLog(self.names.owns)
+        self.line_log = LineLog(self.names.owns, library_file)
         self.module_calls = ModuleCalls()  # the one global forward hook pair
         self.tracker = ModuleTracker(self.module_calls)
         self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
@@ -94,6 +94,10 @@ class CaptureSession:
             first = next((where for where in reversed(innermost) if where is not None), None)
             return None if first is None else self.line_log.source_at(first)
         return self.line_log.source_of(node)
+
+    def library_source_of(self, node: Any) -> Source | None:
+        """The line of a library's model code (transformers…) that made node, if one did."""
+        return self.line_log.library_source_of(node)
 
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
@@ -154,7 +158,7 @@ class CaptureSession:
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements,
-                                        self.line_log.places,
+                                        self.line_log.own_places(),
                                         functools.partial(paths_of_class, modules))
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)

@@ -391,6 +391,23 @@ TARGET = typer.Argument(..., help="A scenario .py file, FILE::FUNC, example:NAME
                         ".json saved by `gradtrace show --json`.", metavar="SCENARIO")
 
 
+LEAD_WITH = typer.Option("script", "--lead-with", metavar="script|library",
+                     help="The line a node made in an installed library's model code "
+                     "(transformers, timm, torchvision…) leads with: the script's line that "
+                     "led there (script), or the library's own (library). Both are shown; "
+                     "--json keeps both as they are.")
+
+
+def library_leads(text: str) -> bool:
+    """--lead-with script|library: whether the library's line leads."""
+    choice = text.strip().lower()
+    if choice not in ("script", "library"):
+        raise GradtraceError(f"--lead-with {text!r}: give script or library",
+                             "e.g. --lead-with library to lead with the lines of a model "
+                             "library's own files (modeling_bert.py:…)")
+    return choice == "library"
+
+
 PROFILE = typer.Option(False, "--profile",
                        help="Time each backward node and measure the memory it allocates "
                        "and frees (torch.profiler): the top modules, lines and nodes, with "

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from ..errors import ExportError, GradtraceError
+from ..model.labels import led_by_library
 from ..render.drawing import DrawOptions
 from ..render.escape import visible_console
 from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
@@ -16,6 +17,7 @@ from .core import (
     DEBUG,
     FAIL_ON,
     FINDINGS_FORMATS,
+    LEAD_WITH,
     NO_BACKWARD,
     PASS,
     PASSES,
@@ -29,6 +31,7 @@ from .core import (
     app,
     fail_on_codes,
     findings_fail,
+    library_leads,
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass
@@ -74,6 +77,7 @@ def dot(
     grads: bool = typer.Option(False, "--grads",
                                help="Label edges with the gradient sent along them."),
     pass_number: str | None = PASS,
+    lead_with: str = LEAD_WITH,
     profile: bool = PROFILE,
     heat_by: str | None = typer.Option(None, "--heat", metavar="time|memory",
                                        help="Fill each node by its backward time or the "
@@ -106,6 +110,7 @@ def dot(
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON, Mermaid or an interactive page."""
     failing = fail_on_codes(fail_on)  # checked before the scenario runs
+    library_first = library_leads(lead_with)
     source = input_file(scenario)
     target = None if out is None else absolute(out)
     if rankdir.upper() not in RANKDIRS:
@@ -126,6 +131,8 @@ def dot(
                         run=RunChoices(script_args, passes, timeout, pass_number),
                         profile=profile)
     trace, ending = loaded.trace, loaded.ending(picture=True)
+    if library_first and not chosen.whole_trace:  # a JSON trace keeps both lines as they are
+        trace = led_by_library(trace)
     if ending is not None and not trace.nodes:
         raise ending  # never an empty picture
     options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,

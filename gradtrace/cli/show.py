@@ -11,11 +11,13 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import GradtraceError
+from ..model.labels import led_by_library
 from ..model.records import Pass, Trace
 from ..render.escape import visible_console
 from .core import (
     DEBUG,
     FAIL_ON,
+    LEAD_WITH,
     NO_BACKWARD,
     PASS,
     PASSES,
@@ -29,6 +31,7 @@ from .core import (
     fail_on_codes,
     findings_fail,
     findings_format,
+    library_leads,
     printed_as,
 )
 from .files import absolute, input_file, write_atomic
@@ -83,6 +86,7 @@ def show(
                                    help="One row per nn.Module: nodes, parameters, gradient "
                                    "norm in and out, saved bytes."),
     pass_number: str | None = PASS,
+    lead_with: str = LEAD_WITH,
     profile: bool = PROFILE,
     derivative_order: int = typer.Option(1, "--order", min=1, max=2, metavar="K",
                               help="2: also compute second derivatives of the scalar root "
@@ -96,6 +100,7 @@ def show(
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
     failing = fail_on_codes(fail_on)  # checked before the scenario runs
+    library_first = library_leads(lead_with)
     printed = _printed(out_format, as_json, out)
     ranked = RankedShow(ranks, out, printed)
     target = None if ranked.target is None else absolute(ranked.target)  # before any chdir
@@ -118,7 +123,8 @@ def show(
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
     if ranked.writes or (target is None and ranked.prints):
         with ranked.in_turn():
-            _show(trace, shown_pass, printed, target, scenario, ranked.heading(), by_module,
+            _show(led_by_library(trace) if library_first and printed != "json" else trace,
+                  shown_pass, printed, target, scenario, ranked.heading(), by_module,
                   show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")

@@ -68,7 +68,7 @@ def build_trace(c: Captured) -> Trace:
         for twin_walk in twin_walks.values():
             release(twin_walk)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
-                                         c.saved_before, c.source_of))
+                                         c.saved_before, c.source_of, c.library_source_of))
         named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         edges = _edges(raw_edges, node_ids.ids)
         nodes = _output_hook_modules(nodes, edges)
@@ -152,7 +152,8 @@ def _waiting(named: Named, trace: Trace, lost: list[str], cut: set[str]
 
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],
            saved_before: SavedCache | None,
-           source_of: Callable[[Any], Source | None] | None = None) -> list[Node]:
+           source_of: Callable[[Any], Source | None] | None = None,
+           library_source_of: Callable[[Any], Source | None] | None = None) -> list[Node]:
     """Node records, built column by column with map and zip: a big graph has 100,000s.
     Fills node_ids' leaf index (a leaf's id by its tensor)."""
     ids, leaf_index = node_ids.ids, node_ids.leaf_index
@@ -181,7 +182,8 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
         id=ids, type=map(names.__getitem__, classes), kind=map(kinds.__getitem__, classes),
         tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
         module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
-        source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False))
+        source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False),
+        library=map(library_source_of, order) if library_source_of else repeat(None))
 
 
 def _output_hook_modules(nodes: list[Node], edges: tuple[Edge, ...]) -> list[Node]:

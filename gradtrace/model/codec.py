@@ -199,6 +199,8 @@ def _node_dict(n: Node) -> dict[str, Any]:
         **({"hooks": list(n.hooks)} if n.hooks else {}),
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
+        **({"library": {"file": n.library.file, "line": n.library.line,
+                        "code": n.library.code}} if n.library else {}),
     }
 
 
@@ -217,6 +219,7 @@ def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
         source=map(_source_from, _optional(nodes, "source", None)),
         grad_graph=_optional(nodes, "grad_graph", False),
         hooks=(tuple(n.get("hooks", ())) for n in nodes),
+        library=map(_source_from, _optional(nodes, "library", None)),
     ))
 
 

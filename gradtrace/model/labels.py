@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from .examples import example_file
+from .records import Source, Trace
 
 # FILE::FUNC or FILE::Class::method: a .py file, then names, which never hold a dot. A label
 # that does not end so is all file, `a::b.py` included (re.S: a file name may hold newlines).
@@ -18,6 +20,31 @@ def line_at(file: str, line: int, home: str | None) -> str:
     if home is not None and file == label_file(home):
         return f"line {line}"
     return f"{os.path.basename(file)}:{line}"
+
+
+def lines_text(source: Source, library: Source | None, home: str | None) -> str:
+    """Where a node was made: `line 12`, `line 12 → modeling_bert.py:431` (a library's model
+    code below the script's line), or led by the library: `modeling_bert.py:431 from line 12`."""
+    first = line_at(source.file, source.line, home)
+    if library is None:
+        return first
+    if installed_file(library.file):
+        return f"{first} → {line_at(library.file, library.line, home)}"
+    return f"{first} from {line_at(library.file, library.line, home)}"
+
+
+def installed_file(file: str) -> bool:
+    """Whether file is an installed package's (in site-packages or dist-packages)."""
+    return any(part in ("site-packages", "dist-packages") for part in re.split(r"[\\/]", file))
+
+
+def led_by_library(trace: Trace) -> Trace:
+    """trace with each node made in a library's model code led by that library's line (its
+    source), the script's line after it (its library field)."""
+    if not any(n.library for n in trace.nodes):
+        return trace
+    return replace(trace, nodes=tuple(n._replace(source=n.library, library=n.source)
+                                      if n.library is not None else n for n in trace.nodes))
 
 
 def label_file(label: str) -> str:

@@ -72,17 +72,21 @@ class Node(NamedTuple):
     grad_graph: bool = False  # made while a create_graph=True pass ran: a gradient's graph
     # the module backward hooks that run on it: "model.1 relu_hook (backward hook)"
     hooks: tuple[str, ...] = ()
+    # the line of an installed library's model code (transformers, timm…) that made it, when
+    # source's line called into one
+    library: Source | None = None
 
     @classmethod
     def from_columns(cls, *, id: Iterable[str], type: Iterable[str], kind: Iterable[NodeKind],
                      tensor: Iterable[str | None], saved: Iterable[tuple[SavedTensor, ...]],
                      module: Iterable[str | None], recomputed: Iterable[bool],
                      source: Iterable[Source | None], grad_graph: Iterable[bool],
-                     hooks: Iterable[tuple[str, ...]] = repeat(())) -> list[Node]:
+                     hooks: Iterable[tuple[str, ...]] = repeat(()),
+                     library: Iterable[Source | None] = repeat(None)) -> list[Node]:
         """Nodes made from one iterable per field, as long as id (the others may be endless):
         built as plain tuples, several times faster than Node(...) one by one."""
         rows = zip(id, type, kind, tensor, saved, module, recomputed, source, grad_graph,
-                   hooks, strict=False)
+                   hooks, library, strict=False)
         return list(map(tuple.__new__, repeat(cls), rows))
 
 

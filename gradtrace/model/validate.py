@@ -215,11 +215,12 @@ def _node(raw: Any, ids: set[str], saved: bool) -> None:
     _bool(node.get("recomputed", False), "recomputed")
     _bool(node.get("grad_graph", False), "grad_graph")
     _each(node.get("hooks", []), "hooks", lambda h: _str(h, ""))
-    if node.get("source") is not None:
-        source = _obj(node["source"], "source", ("file", "line", "code"))
-        _str(source["file"], "source.file")
-        _int(source["line"], "source.line")
-        _str(source["code"], "source.code")
+    for key in ("source", "library"):
+        if node.get(key) is not None:
+            source = _obj(node[key], key, ("file", "line", "code"))
+            _str(source["file"], f"{key}.file")
+            _int(source["line"], f"{key}.line")
+            _str(source["code"], f"{key}.code")
     if saved and node["saved"]:
         _each(node["saved"], "saved", _saved)
 

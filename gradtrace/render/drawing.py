@@ -120,7 +120,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                      for box_id, lines, kind, cluster in out.boxes
                      if folded_into.get(box_id, (box_id,))[0] == box_id]
 
-    out.tooltips = {n.id: f"{os.path.basename(n.source.file)}:{n.source.line}: {n.source.code}"
+    out.tooltips = {n.id: "; ".join(f"{os.path.basename(s.file)}:{s.line}: {s.code}"
+                                    for s in (n.source, n.library) if s is not None)
                     for n in nodes if n.source is not None and n.id not in folded_into}
 
     def drawn(node_id: str) -> str:

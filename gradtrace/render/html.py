@@ -130,6 +130,8 @@ def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:
         "shape": shapes.get(n.tensor) if n.tensor else None, "module": n.module,
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
+        "library": None if n.library is None else
+        {"file": n.library.file, "line": n.library.line, "code": n.library.code},
         "saved": [[s.name, shape_text(s.dtype, s.shape) if s.status == "ok" else s.status,
                    size_text(s.bytes)] for s in n.saved],
         "grads": grads,

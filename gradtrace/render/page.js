@@ -119,6 +119,7 @@
     row(t, "tensor", n.tensor ? n.tensor + (n.shape ? "  " + n.shape : "") : null);
     row(t, "module", n.module);
     if (n.source) row(t, "line", n.source.file.split("/").pop() + ":" + n.source.line + "  " + n.source.code);
+    if (n.library) row(t, "then", n.library.file.split("/").pop() + ":" + n.library.line + "  " + n.library.code);
     n.saved.forEach(function (s) { row(t, "saved " + s[0], s[1] + "  " + s[2]); });
     if (n.cost) row(t, "backward cost", n.cost);
     var p = Number(passSelect.value);
@@ -196,7 +197,7 @@
     var b = boxes[id], words = b.label.concat([id, b.cluster || ""]);
     b.nodes.forEach(function (n) {
       words.push(n.id, n.type, n.tensor || "", n.module || "");
-      if (n.source) words.push("line " + n.source.line, n.source.file.split("/").pop() + ":" + n.source.line, n.source.code);
+      for (const s of [n.source, n.library]) if (s) words.push("line " + s.line, s.file.split("/").pop() + ":" + s.line, s.code);
     });
     index[id] = words.join("\n").toLowerCase();
   });

@@ -7,6 +7,7 @@ from collections import defaultdict
 from rich.text import Text
 
 from ..model.gradients import hook_replaced, same_gradient, scalar
+from ..model.labels import lines_text
 from ..model.records import (
     CUSTOM,
     LEAF,
@@ -90,7 +91,7 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
             lines += 1
             seen = node_id in expanded
             out.append(guide + connector, style="dim")
-            out.append_text(_label(node, edge, seen, tensors))
+            out.append_text(_label(node, edge, seen, tensors, trace.scenario))
             if root_pass is not None:
                 single = edge is None or fan_in[(edge.src, edge.src_output)] == 1
                 out.append_text(_flow_label(root_pass, node_id, edge, seen, single))
@@ -172,7 +173,8 @@ def hook_label(pass_: Pass | None, node: Node) -> Text:
     return text
 
 
-def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorInfo]) -> Text:
+def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorInfo],
+           home: str | None) -> Text:
     text = Text()
     if edge is not None:
         text.append(f"[{edge.dst_input}] ", style="dim")
@@ -192,7 +194,7 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
         text.append("  ⚓", style="magenta")
     text.append(f"  {node.id}", style="dim")
     if node.source is not None and not seen:
-        text.append(f"  line {node.source.line}", style="dim")
+        text.append(f"  {lines_text(node.source, node.library, home)}", style="dim")
     if seen:
         text.append("  ↑ shown above", style="dim italic")
     return text

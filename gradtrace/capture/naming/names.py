@@ -28,6 +28,23 @@ def _installed(path: str) -> bool:
     return path.startswith(_INSTALLED) or "site-packages" in path
 
 
+# Installed packages whose code is not a model's: torch and what it is built on, gradtrace,
+# the test runner. Their lines are never a node's.
+_NOT_MODEL_CODE = frozenset({"torch", "functorch", "triton", "numpy", "gradtrace", "_pytest",
+                             "pluggy", "typing_extensions"})
+
+
+def library_file(filename: str) -> bool:
+    """Whether filename is an installed package's model code (transformers, timm,
+    torchvision…): in site-packages or dist-packages, and not of a package of
+    _NOT_MODEL_CODE."""
+    parts = os.path.normcase(os.path.abspath(filename)).split(os.sep)
+    at = next((i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")),
+              None)
+    return at is not None and at + 2 < len(parts) \
+        and parts[at + 1].removesuffix(".py") not in _NOT_MODEL_CODE
+
+
 def loop_targets(path: str | None) -> frozenset[str]:
     """The names a script's module-level `for` statements bind (its loop variables): a
     tensor under one is named by the container it came from (params[1], not p)."""

@@ -1,6 +1,8 @@
-"""Which line of the scenario's own files made each autograd node: a line tracer on those
-files only (torch's frames are not traced), keyed by autograd's sequence numbers, which count
-nodes as they are made. Measured in bench/provenance.py against a forward without it."""
+"""Which line of the scenario's own files made each autograd node, and which line of an
+installed library's model code (transformers, timm…) when the scenario's line called into
+one: a line tracer on those files only (torch's frames are not traced), keyed by autograd's
+sequence numbers, which count nodes as they are made. Measured in bench/provenance.py
+against a forward without it."""
 
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ def own_tracer() -> Callable[..., Any] | None:
 
 
 UNTRACED = -1  # where a stretch the log did not trace begins: its nodes have no line
+# What a file is to the log: not traced (torch's), the scenario's own, a library's model code
+_NOT_TRACED, _OWN, _LIBRARY = 0, 1, 2
 
 
 class LineLog:
@@ -53,15 +57,19 @@ class LineLog:
     node would get then: a node was made by the last line that ran before its number (none
     when that is where an untraced stretch began: a loop's light steps)."""
 
-    def __init__(self, owns: Callable[[str], bool]) -> None:
-        # Two arrays of machine integers, not lists of Python objects: a loop's lines run
-        # 100,000s of times (12 bytes a line run instead of ~110).
+    def __init__(self, owns: Callable[[str], bool],
+                 library: Callable[[str], bool] = lambda file: False) -> None:
+        # Arrays of machine integers, not lists of Python objects: a loop's lines run
+        # 100,000s of times (16 bytes a line run instead of ~110).
         self.starts = array("q")  # the next sequence number as each line ran
         self.at = array("i")  # where each line is, as an index into places
+        self.own_at = array("i")  # where the scenario's last own line then is (a library's
+        # line runs below it)
         self.places: list[tuple[str, int]] = []  # (file, line), each once
         self._place_of: dict[tuple[str, int], int] = {}
-        self._owns = owns
-        self._owned: dict[str, bool] = {}  # by file name: asked once per file
+        self._owns, self._library = owns, library
+        self._owned: dict[str, int] = {}  # by file name, asked once per file: _OWN, …
+        self._own = UNTRACED  # the own line that ran last
         self._sources: dict[tuple[str, int], Source] = {}
         self._thread: int | None = None  # the thread traced, while tracing() runs
 
@@ -99,15 +107,18 @@ class LineLog:
             sys.settrace(self._call)
         elif not on and tracing:
             sys.settrace(None)
+            self._own = UNTRACED
             self.starts.append(next_sequence_number())
             self.at.append(UNTRACED)
+            self.own_at.append(UNTRACED)
 
     @never_compiled  # trace functions are frames too: never rewritten by torch.compile
     def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
         name = frame.f_code.co_filename
         owned = self._owned.get(name)
         if owned is None:
-            owned = self._owned[name] = self._owns(name)
+            owned = self._owned[name] = _OWN if self._owns(name) else \
+                _LIBRARY if self._library(name) else _NOT_TRACED
         return self._line if owned else None  # torch's frames run untraced
 
     @never_compiled
@@ -128,8 +139,11 @@ class LineLog:
         if i is None:
             i = self._place_of[place] = len(self.places)
             self.places.append(place)
+        if self._owned[place[0]] == _OWN:
+            self._own = i
         self.starts.append(next_sequence_number())
         self.at.append(i)
+        self.own_at.append(self._own)
 
     def lines_run(self, file: str) -> set[int] | None:
         """The lines of file that ran (None when nothing was traced: a debugger's run)."""
@@ -137,13 +151,31 @@ class LineLog:
             return None
         return {line for name, line in self.places if name == file}
 
+    def own_places(self) -> list[tuple[str, int]]:
+        """The (file, line) of each line of the scenario's own files that ran."""
+        return [place for place in self.places if self._owned.get(place[0]) == _OWN]
+
     def source_of(self, node: Any) -> Source | None:
-        """The scenario line that made node; None for a leaf, or when no line is known."""
+        """The scenario line that made node (the one that called the library code that
+        did); None for a leaf, or when no line is known."""
+        i = self._entry(node)
+        return None if i is None or self.own_at[i] == UNTRACED else \
+            self.source_at(self.places[self.own_at[i]])
+
+    def library_source_of(self, node: Any) -> Source | None:
+        """The line of a library's model code that made node, below its scenario line;
+        None when the scenario's own line did."""
+        i = self._entry(node)
+        if i is None:
+            return None
+        place = self.places[self.at[i]]
+        return self.source_at(place) if self._owned.get(place[0]) == _LIBRARY else None
+
+    def _entry(self, node: Any) -> int | None:
+        """The log's entry of the line that ran last before node was made (None: none)."""
         number = sequence_number(node)
         i = bisect_right(self.starts, number) - 1
-        if i < 0 or number == NO_SEQUENCE or self.at[i] == UNTRACED:
-            return None
-        return self.source_at(self.places[self.at[i]])
+        return None if i < 0 or number == NO_SEQUENCE or self.at[i] == UNTRACED else i
 
     def source_at(self, where: tuple[str, int]) -> Source:
         """The Source of a (file, line)."""

@@ -24,6 +24,9 @@ class Host(Protocol):
     def source_of(self, node: Any) -> Source | None:
         """The line that made node."""
 
+    def library_source_of(self, node: Any) -> Source | None:
+        """The line of a library's model code that made node, below source_of's."""
+
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
 

@@ -167,13 +167,17 @@ class Recorder:
             modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
                        **modules}
 
-        def source_of(node: Any) -> Source | None:
-            twin = twins.get(id(node))
-            return self.host.source_of(node) or \
-                (None if twin is None else self.host.source_of(twin))
+        def of_node_or_twin(line_of: Callable[[Any], Source | None]
+                            ) -> Callable[[Any], Source | None]:
+            def of(node: Any) -> Source | None:
+                twin = twins.get(id(node))
+                return line_of(node) or (None if twin is None else line_of(twin))
+            return of
 
         given = replace(given, modules=modules, passes=self.passes, calls=self.calls,
-                        graph_passes=shown, walked=walked, source_of=source_of,
+                        graph_passes=shown, walked=walked,
+                        source_of=of_node_or_twin(self.host.source_of),
+                        library_source_of=of_node_or_twin(self.host.library_source_of),
                         recomputed=self.marks.recomputed,
                         handed=frozenset(n for n, t in given.named
                                          if self.marks.handed.get(id(t)) is t))
