@@ -142,7 +142,7 @@ def test_what_a_function_returns_is_the_root(tmp_path: Any) -> None:
 
 
 def test_a_gpt_style_model_fits_a_screen_with_module_names() -> None:
-    result = invoke("show", REAL / "gpt_tiny.py")  # piped: 120 columns
+    result = invoke("show", REAL / "gpt_tiny.py", "--tree")  # piped: 120 columns
     lines = result.stdout.splitlines()
     assert result.exit_code == 0 and len(lines) <= 120
     assert max(len(line) for line in lines) <= 120

@@ -85,6 +85,9 @@ def show(
     by_module: bool = typer.Option(False, "--by-module",
                                    help="One row per nn.Module: nodes, parameters, gradient "
                                    "norm in and out, saved bytes."),
+    tree: bool = typer.Option(False, "--tree",
+                              help="The node tree, tensors and passes even for a big model "
+                              "(past 60 nodes made by nn.Modules, the module summary leads)."),
     pass_number: str | None = PASS,
     lead_with: str = LEAD_WITH,
     profile: bool = PROFILE,
@@ -115,17 +118,22 @@ def show(
         raise
     trace = loaded.trace
     shown_pass = pick_pass(trace, pass_number)
+    from ..render.report import summarised
+
+    # a big model's report leads with its modules, unless the tree is asked for
+    tree = tree or show_all or max_nodes is not None or saved
+    modules = by_module or (not tree and printed == "text" and summarised(trace))
     # the report's panel shows what the scenario printed; JSON, annotations and a file do
     # not (a rank that prints no report keeps its output in its trace, not on stderr)
-    report = printed == "text" and not by_module and target is None
-    ending = loaded.ending(printed_shown=not ranked.prints or report,
-                           findings_shown=ranked.prints and report)
+    on_screen = printed == "text" and target is None
+    ending = loaded.ending(printed_shown=not ranked.prints or on_screen and not by_module,
+                           findings_shown=ranked.prints and on_screen)
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
     if ranked.writes or (target is None and ranked.prints):
         with ranked.in_turn():
             _show(led_by_library(trace) if library_first and printed != "json" else trace,
-                  shown_pass, printed, target, scenario, ranked.heading(), by_module,
-                  show_all, max_nodes, max_depth, saved, profile)
+                  shown_pass, printed, target, scenario, ranked.heading(),
+                  (by_module, modules), show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
     if ending is not None:
@@ -137,9 +145,10 @@ def show(
 
 
 def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | None,
-          scenario: str, heading: str | None, by_module: bool, show_all: bool,
+          scenario: str, heading: str | None, modules: tuple[bool, bool], show_all: bool,
           max_nodes: int | None, max_depth: int, saved: bool, profile: bool = False) -> None:
-    """Print or write the trace as asked: JSON, annotations, a module table or the report."""
+    """Print or write the trace as asked: JSON, annotations, a module table (modules: asked
+    for, shown) or the report."""
     console = stdout_console() if target is None else _file_console()
     if heading is not None and printed == "text" and target is None:
         console.rule(heading)
@@ -151,10 +160,10 @@ def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | No
         from ..render.github import github_annotations
 
         _emit(github_annotations(trace.findings), target, scenario)
-    elif by_module:
+    elif modules[1]:
         from ..render.report import module_report
 
-        console.print(module_report(trace, shown_pass, every=show_all))
+        console.print(module_report(trace, shown_pass, every=show_all, chosen=modules[0]))
     else:
         from ..render.report import Budget, report
 

@@ -61,7 +61,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
             for path in set(giver) - set(taker) - {NO_MODULE}:
                 out[path] += sent.norm ** 2
     table = Table(title="modules", title_justify="left", header_style="bold")
-    columns = ["module", "nodes", "parameters", "grad in", "grad out", "saved"]
+    # saved bytes only when the saved tensors were read (--saved, --by-module, --json)
+    columns = ["module", "nodes", "parameters", "grad in", "grad out"] + \
+        (["saved"] if trace.saved_read else [])
     if recomputed:
         columns.append("recomputed")
     for column in columns:
@@ -72,7 +74,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
     for path in shown:
         cells: list[Text | str] = [Text(path, style="cyan" if path != NO_MODULE else "dim"),
                  str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
-                 _norm(into, path), _norm(out, path), size_text(saved[path])]
+                 _norm(into, path), _norm(out, path)]
+        if trace.saved_read:
+            cells.append(size_text(saved[path]))
         if recomputed:
             cells.append(size_text(recomputed[path]))
         table.add_row(*cells)

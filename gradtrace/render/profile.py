@@ -66,6 +66,33 @@ def totals_text(costs: Costs) -> Text:
     return text
 
 
+UNRELIABLE_SPREAD = 0.5  # a spread (max − min) past half the median: the figures are noise
+
+
+def doubt_text(costs: Costs) -> Text | None:
+    """Why the timings cannot be trusted, when they cannot: too few of them, a spread past
+    half their median (load on the machine), or the profiler seeming to save time."""
+    reasons = []
+    if len(costs.wall_us) < 3:
+        reasons.append(f"the pass was timed {len(costs.wall_us) or 'once, under the profiler'}"
+                       f"{' times' if costs.wall_us else ''}, too few to tell noise (a loop "
+                       "that runs it more times gives medians)")
+    else:
+        wall = median(costs.wall_us)
+        spread = max(costs.wall_us) - min(costs.wall_us)
+        if wall > 0 and spread > UNRELIABLE_SPREAD * wall:
+            reasons.append(f"the pass's timings spread {spread / wall:.0%} of their median: "
+                           "the machine was busy (other processes, threads, frequency "
+                           "changes)")
+        if costs.profiled_us and median(costs.profiled_us) < wall:
+            reasons.append("the pass ran faster under the profiler than without it: the "
+                           "difference is noise")
+    if not reasons:
+        return None
+    return Text("unreliable: " + "; ".join(reasons) + ". Rerun on a quiet machine; compare "
+                "shares of the total, not absolute times", style="yellow")
+
+
 def _key_text(row: CostRow, by: CostKey, trace: Trace) -> Text:
     if by == "line":
         file, _, line = row.key.rpartition(":")
@@ -156,6 +183,9 @@ def cost_view(trace: Trace, every: bool = False) -> RenderableType | None:
                  f"{METHODS[costs.method]}; each time is a median, ± its spread (max − min)",
                  style="dim")
     parts: list[RenderableType] = [title, totals_text(costs)]
+    doubt = doubt_text(costs)
+    if doubt is not None:
+        parts.append(doubt)
     for by in ("module", "line", "op", "node"):
         parts += [Text(), cost_table(trace, by, "time", rows)]  # type: ignore[arg-type]
     parts += [Text(), cost_table(trace, "module", "memory", rows)]

@@ -65,11 +65,26 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
     return Group(*parts)
 
 
-def module_report(trace: Trace, shown_pass: Pass | None, every: bool = False) -> Group:
+SUMMARY_PAST = 60  # nodes: past this, a model's report leads with its modules
+
+
+def summarised(trace: Trace) -> bool:
+    """Whether `show` leads with the module summary: a graph past SUMMARY_PAST nodes made
+    by nn.Modules (a tree of it would follow one path for a screen)."""
+    return len(trace.nodes) > SUMMARY_PAST and any(n.module for n in trace.nodes)
+
+
+def module_report(trace: Trace, shown_pass: Pass | None, every: bool = False,
+                  chosen: bool = True) -> Group:
     """`show --by-module`: the header, one row per module (a screen's worth unless every),
-    and the findings."""
+    and the findings; not chosen (a big model's default), with how to get the tree."""
     parts: list[RenderableType] = [header(trace), graph_title(trace, shown_pass),
                                    module_table(trace, shown_pass, None if every else 40)]
+    if not chosen:  # the report's place for what the scenario printed, and the way back
+        printed = scenario_output(trace)
+        parts[1:1] = [] if printed is None else [printed]
+        parts.append(Text(f"a graph of {len(trace.nodes):,} nodes: its modules lead; --tree "
+                          "shows the node tree, tensors and passes", style="yellow"))
     steps = steps_view(trace, by_module=True, max_rows=None if every else STEPS_ROWS)
     if steps is not None:
         parts.append(steps)

@@ -18,6 +18,16 @@ COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad
 DROP_ORDER = ("value", "retains_grad", "grad before", "is_leaf", "grad_fn", "requires_grad",
               "shape")
 CELL_VALUES = 3  # a gradient with more elements is shown by its norm in a cell
+# The columns that hold the evidence of a finding, by its code: kept whatever the width.
+EVIDENCE = {
+    "grad-accumulating": ("grad before",),
+    "grad-changed-after": ("grad before",),
+    "unreached-leaf": ("requires_grad",),
+    "graph-cut": ("requires_grad", "grad_fn"),
+    "no-graph": ("requires_grad", "grad_fn"),
+    "detached": ("grad_fn",),
+    "nan-value": ("value",),
+}
 
 
 def compact(x: Any) -> str:
@@ -81,6 +91,7 @@ class TensorTable:
     def __init__(self, trace: Trace, max_rows: int | None = None) -> None:
         self.tensors = list(trace.tensors)
         self.max_rows = max_rows
+        self.evidence = {c for f in trace.findings for c in EVIDENCE.get(f.code, ())}
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         shown = self.tensors if self.max_rows is None else self.tensors[:self.max_rows]
@@ -91,8 +102,9 @@ class TensorTable:
         for column in DROP_ORDER:
             if sum(widths[c] + 3 for c in columns) + 1 <= options.max_width:
                 break
-            columns.remove(column)
-            dropped.append(column)
+            if column not in self.evidence:  # a finding's evidence stays, however narrow
+                columns.remove(column)
+                dropped.append(column)
         table = Table(title="tensors", title_justify="left", header_style="bold")
         for column in columns:
             table.add_column(column, no_wrap=True, overflow="ellipsis",
