@@ -28,8 +28,9 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 def test_dot_says_the_findings_on_stderr_one_line_each(tmp_path: Path) -> None:
     result = invoke("dot", LOG_OF_ZERO, "-o", tmp_path / "g.dot")
     assert result.exit_code == 0 and result.stdout == ""
-    lines = result.stderr.splitlines()
+    *lines, wrote = result.stderr.splitlines()
     assert all(line.startswith(("error [", "warning [", "info [")) for line in lines)
+    assert wrote == f"wrote {tmp_path / 'g.dot'}"
     assert any(line.startswith("error [nan-value] y (made by LogBackward0 at line 8")
                for line in lines)
     result = invoke("dot", INPLACE)  # DOT on stdout stays clean: findings go to stderr

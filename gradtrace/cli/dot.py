@@ -34,7 +34,7 @@ from .core import (
     library_leads,
 )
 from .files import absolute, input_file, write_atomic
-from .inputs import RunChoices, load_trace, pick_pass
+from .inputs import RunChoices, load_trace, pick_pass, told_after
 from .output import write_stdout
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
@@ -147,6 +147,8 @@ def dot(
     said = None if quiet else finding_lines(trace.findings)
     if said is not None:
         visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(said)
+    if not quiet:
+        told_after(scenario, loaded, script_args, target, chosen.name == "json")
     if ending is not None:
         raise ending
     if findings_fail(trace.findings, strict, failing):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import time
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -11,7 +13,9 @@ from ..errors import GradtraceError, NoGraph, ScenarioError, TraceFileError
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD
 from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
+from ..model.labels import label_file
 from ..model.records import Pass, Trace
+from .output import tell
 
 
 class Loaded(NamedTuple):
@@ -20,6 +24,7 @@ class Loaded(NamedTuple):
 
     trace: Trace
     stopped: ScenarioError | None = None
+    seconds: float | None = None  # how long the script ran (None: a saved trace, read)
 
     def ending(self, printed_shown: bool = False, picture: bool = False,
                findings_shown: bool = False) -> ScenarioError | None:
@@ -125,11 +130,48 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
 
     options = CaptureOptions(tuple(roots), backward, derivative_order, saved or profile, flow,
                              passes, shown, profile)
+    started = time.perf_counter()
     try:
-        return Loaded(run_scenario(parse_target(source, run.args or ()), options,
-                                   timeout=run.timeout))
+        trace = run_scenario(parse_target(source, run.args or ()), options, timeout=run.timeout)
     except ScenarioStopped as stop:
-        return Loaded(stop.trace, stop)
+        return Loaded(stop.trace, stop, time.perf_counter() - started)
+    return Loaded(trace, None, time.perf_counter() - started)
+
+
+SLOW_RUN = 10.0  # seconds: a script this slow is better recorded once and read many times
+
+
+def reuse_hint(source: str, loaded: Loaded, args: list[str] | None) -> str | None:
+    """For a script that ran SLOW_RUN seconds or more, the command that records it once and
+    the commands that then read the record in a fraction of a second; else None."""
+    if loaded.seconds is None or loaded.seconds < SLOW_RUN:
+        return None
+    saved = shlex.quote(f"{Path(label_file(source)).stem}.json")
+    after = f" -- {shlex.join(args)}" if args else ""
+    return (f"hint: the script ran {loaded.seconds:.0f} s; record it once with `gradtrace show "
+            f"{shlex.quote(source)} -o {saved}{after}`, then give {saved} to show, steps, dot "
+            "or diff: each reads it in a fraction of a second")
+
+
+def wrote_line(target: Path, trace_file: bool) -> str:
+    """What -o FILE says on stderr once written; for a trace, the commands that read it."""
+    line = f"wrote {target}"
+    if trace_file:
+        file = shlex.quote(str(target))
+        line += (f": `gradtrace show {file}`, `gradtrace steps {file}` and `gradtrace dot "
+                 f"{file} -o graph.svg` read it without running the script again")
+    return line
+
+
+def told_after(source: str, loaded: Loaded, args: list[str] | None, target: Path | None,
+               trace_file: bool) -> None:
+    """What a command says on stderr when it is done: the file it wrote, and for a slow
+    script not saved as a trace, how to record it once."""
+    if target is not None:
+        tell(wrote_line(target, trace_file))
+    hint = None if trace_file else reuse_hint(source, loaded, args)
+    if hint is not None:
+        tell(hint)
 
 
 def _refuse_run_options(source: str, backward: bool, derivative_order: int,

@@ -140,3 +140,10 @@ class ReportConsole(Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
+
+
+def tell(line: str) -> None:
+    """One line for the person at the terminal on stderr (what was written, a hint): never
+    in the output a pipe or a file takes."""
+    visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(
+        line, style="dim", markup=False)

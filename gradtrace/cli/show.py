@@ -35,7 +35,7 @@ from .core import (
     printed_as,
 )
 from .files import absolute, input_file, write_atomic
-from .inputs import RunChoices, load_trace, pick_pass
+from .inputs import RunChoices, load_trace, pick_pass, told_after
 from .output import stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
 
@@ -136,6 +136,8 @@ def show(
                   (by_module, modules), show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
+    if ranked.writes or (target is None and ranked.prints):
+        told_after(scenario, loaded, script_args, target, printed == "json")
     if ending is not None:
         if not ranked.prints and ranked.said:  # the shown rank's line for it says why
             raise typer.Exit(ExitCode.USAGE)

@@ -27,7 +27,7 @@ from .core import (
     printed_as,
 )
 from .files import absolute, input_file, write_atomic
-from .inputs import RunChoices, load_trace
+from .inputs import RunChoices, load_trace, told_after
 from .output import stdout_console, write_stdout
 
 
@@ -105,6 +105,7 @@ def steps(
     else:
         data = chosen.make(trace, True if by_module is None else by_module, show_all)
         write_atomic(absolute(out), data, protected=[source])
+    told_after(scenario, loaded, script_args, None if out is None else absolute(out), False)
     if ending is not None:
         raise ending
     if findings_fail(health.findings, strict, failing):
