@@ -264,3 +264,15 @@ def test_file_func_sides() -> None:
     result = invoke("diff", target, target)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "same:" in result.stdout
+
+
+def test_the_script_s_arguments_after_dashes_go_to_each_side_that_is_a_script(
+        tmp_path: Path) -> None:
+    script = SCENARIOS / "real" / "train_args.py"
+    saved = tmp_path / "one_epoch.json"
+    assert invoke("show", script, "-o", saved, "--", "--epochs", "1").exit_code == 0
+    same = invoke("diff", saved, script, "--", "--epochs", "1")
+    assert same.exit_code == 0, same.stdout + same.stderr
+    assert invoke("diff", script, script, "--", "--epochs", "1").exit_code == 0
+    # without them the script runs its default 3 epochs: a different run
+    assert "passes 4 → 12" in invoke("diff", saved, script).stdout

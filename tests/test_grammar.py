@@ -249,9 +249,11 @@ def test_an_unknown_option_hints_at_the_scripts_arguments(args: list[str], again
 
 
 def test_an_unknown_option_of_a_command_without_script_arguments_says_only_that() -> None:
-    result = invoke("diff", "a.json", "b.json", "--lr", "0.1")
+    result = invoke("check", "a.py", "--lr", "0.1")
     assert result.exit_code == 2 and "No such option: --lr" in result.stderr
     assert "after `--`" not in result.stderr
+    # diff runs scripts with their arguments after --, as show does, and says so
+    assert "after `--`" in invoke("diff", "a.py", "b.py", "--lr", "0.1").stderr
 
 
 def test_check_prints_failed_checks_as_github_annotations() -> None:

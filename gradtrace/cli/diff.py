@@ -19,6 +19,7 @@ from .core import (
     PASSES,
     PROFILE,
     ROOT,
+    SCRIPT_ARGS,
     TIMEOUT,
     ExitCode,
     FailOn,
@@ -59,6 +60,7 @@ def diff(
                             "FILE::FUNC, example:NAME, or a trace .json saved by "
                             "`gradtrace show --json`."),
     b: str = typer.Argument(..., metavar="B", help="The new side, the same kinds."),
+    script_args: list[str] | None = SCRIPT_ARGS,
     rtol: float = tolerance_option(1e-4, "--rtol", "Relative tolerance for gradients "
                                    "(float32 sums move by ~1e-6 between machines)."),
     atol: float = tolerance_option(1e-6, "--atol", "Absolute tolerance."),
@@ -94,8 +96,10 @@ def diff(
     if chosen is not None and chosen.name != "json" and chosen.draw is None:
         raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",
                              "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
-    run = RunChoices(None, passes, timeout)
-    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False, run=run,
+    # the script's arguments after --: for each side that is a script (a saved trace has none)
+    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False,
+                         run=RunChoices(None if side.endswith(".json") else script_args,
+                                        passes, timeout),
                          lean=True, profile=profile)
               for side in (a, b)]
     endings = [side.ending() for side in loaded]
