@@ -325,3 +325,46 @@ def test_sub(assert_graph_matches):
     assert (pytester.path / "__gradtrace_snapshots__" / "test_sub" / "models" / "cube.json"
             ).exists()
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+ATTENTION_TEST = """
+import torch
+import torch.nn.functional as F
+
+
+def test_attention(gradtrace_snapshot):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 8, requires_grad=True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v)
+    loss = out.pow(2).mean()
+    loss.backward()
+    gradtrace_snapshot(loss)
+"""
+
+
+def test_a_snapshot_of_another_device_s_kernels_matches_the_same_ops(
+        pytester: pytest.Pytester) -> None:
+    """The CPU names its attention kernel ScaledDotProductFlashAttentionForCpuBackward0, a
+    GPU ScaledDotProductEfficientAttentionBackward0: one op, and a snapshot taken on either
+    matches a run on the other."""
+    pytester.makepyfile(test_attn=ATTENTION_TEST)
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=1)
+    snapshot = pytester.path / "__gradtrace_snapshots__" / "test_attn" / "test_attention.json"
+    text = snapshot.read_text()
+    assert "ScaledDotProductFlashAttentionForCpuBackward0" in text
+    snapshot.write_text(text.replace("ScaledDotProductFlashAttentionForCpuBackward0",
+                                     "ScaledDotProductEfficientAttentionBackward0"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    # another op in its place is a change still
+    snapshot.write_text(text.replace("ScaledDotProductFlashAttentionForCpuBackward0",
+                                     "BmmBackward0"))
+    pytester.runpytest().assert_outcomes(failed=1)
+
+
+def test_only_a_device_s_kernel_names_are_made_one() -> None:
+    from gradtrace.diff.kernels import neutral_type
+
+    assert neutral_type("CudnnBatchNormBackward0") == neutral_type("NativeBatchNormBackward0")
+    assert neutral_type("ScaledDotProductFlashAttentionForCpuBackward0") == \
+        neutral_type("ScaledDotProductCudnnAttentionBackward0")
+    assert neutral_type("MmBackward0") == "MmBackward0"

@@ -84,6 +84,7 @@ def diff(
 ) -> None:
     """Compare two graphs: nodes, edges, modules, tensors, gradients, findings and costs."""
     from ..diff.compare import compare
+    from ..diff.kernels import device_neutral
     from ..diff.match import match_nodes
     from ..render.diffs import diff_annotations, diff_json, diff_report
 
@@ -106,7 +107,8 @@ def diff(
     for side, ending in zip(loaded, endings, strict=True):
         if ending is not None and not side.trace.nodes:
             raise ending  # no graph to compare: the error every command gives
-    trace_a, trace_b = loaded[0].trace, loaded[1].trace
+    # a trace made on a GPU and one made on a CPU name some kernels apart: as one
+    trace_a, trace_b = device_neutral(loaded[0].trace, loaded[1].trace)
     matching = match_nodes(trace_a, trace_b)
     result = compare(trace_a, trace_b, a, b, rtol, atol, matching)
     if printed == "json":
