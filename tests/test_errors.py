@@ -248,3 +248,14 @@ def test_timeout_is_at_most_a_day_and_inf_means_no_limit() -> None:
             assert result.exit_code == 2 and "Traceback" not in result.stderr, (command, value)
             assert "a day" in " ".join(result.stderr.split()) or "0.001" in result.stderr
     assert invoke("show", SCENARIOS / "chain_rule.py", "--timeout", "inf").exit_code == 0
+
+
+def test_a_module_s_unused_parameters_are_annotated_on_the_line_that_made_the_module() -> None:
+    """The annotation of unreached-leaf for a module's parameters has a file and line: where
+    the module was bound (one annotation for the module, not one per parameter)."""
+    path = SCENARIOS / "explained" / "unused_head.py"
+    github = invoke("show", path, "--format", "github").stdout
+    (line,) = [x for x in github.splitlines() if "unreached-leaf" in x]
+    bound = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                 if text.startswith("model ="))
+    assert line.startswith(f"::warning file={path},line={bound},title=gradtrace unreached-leaf::")

@@ -142,6 +142,7 @@ def _unreached(trace: Trace, names: list[str], users: tuple[str, ...]) -> list[F
         return [UNREACHED_LEAF.finding(
                         f"{len(names)} tensors require grad{why.format('them')}, so "
                         f"their .grad stays None; by module: {shown}{more}",
+                        tensor=names[0],  # the first: where its module is bound is the line
                         hint="a module whose output does not reach the loss (an unused "
                         "branch: DDP's find_unused_parameters case), or pick a root that "
                         f"uses it (--root {root})")]
