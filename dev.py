@@ -59,12 +59,15 @@ def has_torch() -> bool:
 
 def ensure_system_package(commands: tuple[str, ...], package: str, missing: str) -> None:
     """Install a Debian package with apt-get when none of its commands is found and this
-    user can; else say what is missing (missing: what goes without it)."""
+    user can (root, and GRADTRACE_NO_APT unset); else say what is missing (missing: what
+    goes without it)."""
     if any(shutil.which(c) for c in commands):
         return
     apt = shutil.which("apt-get")
-    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
-        say(f"installing {package} (apt-get install -y {package})")
+    if apt and hasattr(os, "geteuid") and os.geteuid() == 0 and \
+            not os.environ.get("GRADTRACE_NO_APT"):
+        say(f"installing {package} with the system packages it needs, which apt may upgrade "
+            f"(apt-get install -y {package}; GRADTRACE_NO_APT=1 skips this)")
         if run(apt, "update", "-qq", check=False) == 0 and \
                 run(apt, "install", "-y", "-qq", package, check=False) == 0:
             return
