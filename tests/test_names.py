@@ -191,3 +191,23 @@ def test_a_leaf_in_a_list_is_named_by_its_place_not_by_the_loop_variable(
     names = _names(trace)
     assert "params[0]" in names and "params[1]" in names and "p" not in names
     assert trace["steps"]["leaves"] == ["params[0]", "params[1]"]
+
+
+def test_a_weak_proxy_is_not_named_in_place_of_what_it_stands_for() -> None:
+    """Lightning's trainer keeps a weakref.proxy of its module: the proxy passes for an
+    nn.Module but is not one (it cannot be weakly referenced): the module is named where it
+    is held, and the walk goes on (it once failed with a TypeError)."""
+    import weakref
+
+    class Trainer:
+        pass
+
+    model = torch.nn.Linear(2, 1)
+    trainer = Trainer()
+    trainer.module = weakref.proxy(model)  # type: ignore[attr-defined]
+    trainer.callback = weakref.proxy(print)  # type: ignore[attr-defined]
+    found = reached([("trainer", trainer), ("alias", weakref.proxy(model))])
+    assert found == []  # only proxies: nothing to name through them
+    names = ScenarioNames(None, {"trainer": trainer, "model": model})
+    names.add([("<module>", {"trainer": trainer, "model": model})])
+    assert dict(names.merged())["model"] is model

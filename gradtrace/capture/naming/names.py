@@ -80,7 +80,10 @@ def _give(given: Given, name: str, value: Any) -> str:
     held = given.get(id(value))
     if held is not None and held[1]() is value:
         return held[0]
-    given[id(value)] = (name, weakref.ref(value))
+    try:
+        given[id(value)] = (name, weakref.ref(value))
+    except TypeError:  # not weakly referable (a weak proxy itself): named, not kept
+        pass
     return name
 
 

@@ -96,7 +96,7 @@ def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     todo: deque[tuple[str, Any, int]] = deque()
     modules: list[torch.nn.Module] = []
     for name, value in roots:
-        if id(value) in seen:
+        if id(value) in seen or type(value) in weakref.ProxyTypes:
             continue
         seen.add(id(value))
         if isinstance(value, torch.nn.Module):
@@ -109,7 +109,9 @@ def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         path, value, depth = todo.popleft()
         for sub, item in _inside(path, value):
             looks += 1
-            if id(item) in seen:
+            # a weak proxy (Lightning's trainer keeps one of its module) passes for what it
+            # stands for, but is not it: what it stands for is named where it is held
+            if id(item) in seen or type(item) in weakref.ProxyTypes:
                 continue
             seen.add(id(item))
             if isinstance(item, torch.Tensor):
