@@ -96,7 +96,10 @@ class CaptureSession:
         return self.line_log.source_of(node)
 
     def library_source_of(self, node: Any) -> Source | None:
-        """The line of a library's model code (transformers…) that made node, if one did."""
+        """The line of a library's model code (transformers…) that made node, if one did (a
+        compiled region's node has no line of its own: none)."""
+        if is_compiled_region(node) and id(node) not in self.tracker.owner:
+            return None
         return self.line_log.library_source_of(node)
 
     @contextlib.contextmanager
