@@ -11,14 +11,13 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 import typer
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._version import __version__
 from ..compat.typer import CONTROL_FLOW, NO_SUCH_OPTION
 from ..errors import GradtraceError, Interrupted, ScenarioError
-from ..render.escape import visible_console
+from .output import stderr_console
 
 
 class ExitCode(IntEnum):
@@ -54,7 +53,7 @@ def print_error(message: str, hint: str | None, github: bool = False) -> None:
         from ..render.github import log_line
 
         message, hint = log_line(message), hint and log_line(hint)
-    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+    err = stderr_console()
     err.print(Text("error: ", style="bold red") + Text(message))
     if hint:
         err.print(Text("hint: ", style="bold") + Text(hint))
@@ -69,7 +68,7 @@ def print_printed(printed: str, github: bool = False) -> None:
         from ..render.report import printed_panel
 
         printed = inert(printed) if github else printed
-        err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+        err = stderr_console()
         err.print(printed_panel(printed, PRINTED_LINES))
 
 
@@ -81,7 +80,7 @@ def print_compat_notes() -> None:
     probed only when a command needed torch: --help and saved traces never import it)."""
     from ..compat import missing
 
-    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+    err = stderr_console()
     for line in missing():
         err.print(Text("info: ", style="bold") + Text(line))
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from ..errors import GradtraceError
 from ..model.diffs import TraceDiff
-from ..render.escape import visible_console
 from ..render.formats import find_format
 from .core import (
     DEBUG,
@@ -31,7 +29,7 @@ from .core import (
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace
-from .output import stdout_console, write_stdout
+from .output import stderr_console, stdout_console, write_stdout
 
 
 @app.command(
@@ -146,7 +144,7 @@ def _rules_fail(result: TraceDiff, rules: FailOn) -> bool:
     if rules.slower is not None:
         failures += [f"slower beyond {rules.slower:.0%}: {module_cost_text(c)}"
                      for c in result.costs if c.slower(rules.slower)]
-    err = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+    err = stderr_console()
     for line in failures:
         err.print(Text("fail-on: ", style="bold red") + Text(line))
     return bool(failures)

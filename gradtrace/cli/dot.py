@@ -10,7 +10,6 @@ from rich.console import Console
 from ..errors import ExportError, GradtraceError
 from ..model.labels import led_by_library
 from ..render.drawing import DrawOptions
-from ..render.escape import visible_console
 from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
 from ..render.report import finding_lines
 from .core import (
@@ -35,7 +34,7 @@ from .core import (
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass, told_after
-from .output import write_stdout
+from .output import stderr_console, write_stdout
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
 HEATS = ("time", "memory")
@@ -146,7 +145,7 @@ def dot(
         write_atomic(target, data, protected=[source])
     said = None if quiet else finding_lines(trace.findings)
     if said is not None:
-        visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(said)
+        stderr_console().print(said)
     if not quiet:
         told_after(scenario, loaded, script_args, target, chosen.name == "json")
     if ending is not None:

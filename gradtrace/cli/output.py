@@ -142,8 +142,13 @@ class ReportConsole(Console):
         raise BrokenPipeError
 
 
+def stderr_console() -> Console:
+    """Rich console for what gradtrace says on stderr (errors, findings lines, hints): no
+    text from a scenario or a trace can drive the terminal."""
+    return visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+
+
 def tell(line: str) -> None:
     """One line for the person at the terminal on stderr (what was written, a hint): never
     in the output a pipe or a file takes."""
-    visible_console(Console(stderr=True, highlight=False, soft_wrap=True)).print(
-        line, style="dim", markup=False)
+    stderr_console().print(line, style="dim", markup=False)

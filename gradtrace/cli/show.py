@@ -36,7 +36,7 @@ from .core import (
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass, told_after
-from .output import stdout_console, write_stdout
+from .output import stderr_console, stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
 
 
@@ -129,14 +129,15 @@ def show(
     ending = loaded.ending(printed_shown=not ranked.prints or on_screen and not by_module,
                            findings_shown=ranked.prints and on_screen)
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
-    if ranked.writes or (target is None and ranked.prints):
+    shows = ranked.writes or (target is None and ranked.prints)
+    if shows:
         with ranked.in_turn():
             _show(led_by_library(trace) if library_first and printed != "json" else trace,
                   shown_pass, printed, target, scenario, ranked.heading(),
                   (by_module, modules), show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
-    if ranked.writes or (target is None and ranked.prints):
+    if shows:
         told_after(scenario, loaded, script_args, target, printed == "json")
     if ending is not None:
         if not ranked.prints and ranked.said:  # the shown rank's line for it says why
@@ -189,7 +190,7 @@ def _emit_lines(lines: list[str], to_stdout: bool) -> None:
     if to_stdout:
         write_stdout("".join(f"{line}\n" for line in lines))
     else:
-        console = visible_console(Console(stderr=True, highlight=False, soft_wrap=True))
+        console = stderr_console()
         for line in lines:
             console.print(Text(line))
 

@@ -77,7 +77,7 @@ class Captured:
     module_objects id(module) to its path; recomputed holds the nodes (by id) made inside
     torch.utils.checkpoint regions; hooks the module backward hooks that run on a node (by
     id); source_of(node) is the scenario line that made a node (library_source_of(node) the
-line of an installed library's model code below it, if one did). walked: a pass's walk, used
+    line of an installed library's model code below it, if one did). walked: a pass's walk, used
     again when it starts from the same roots. grad_graph tells the nodes made while a
     create_graph pass ran. earlier: leaves named in passes under names the code bound again
     since: they label their nodes, and have rows when the graph shows them. updated: the

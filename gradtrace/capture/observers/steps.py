@@ -268,8 +268,10 @@ def _resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafS
     not kept."""
     if entry is _SAME:
         return None if before is None else before._replace(kept=False)
-    if entry is _PENDING or entry is None or scale is None:
-        return None if entry is _PENDING else entry
+    if entry is _PENDING:
+        return None
+    if entry is None or scale is None:
+        return entry
     return entry._replace(norm=entry.norm / scale, max_abs=entry.max_abs / scale)
 
 
