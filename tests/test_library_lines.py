@@ -10,8 +10,9 @@ import linecache
 from pathlib import Path
 
 import pytest
-from helpers import invoke, write_script
+from helpers import invoke, needs_dot, write_script
 from plain_python import run_plain
+from test_html import page, parts
 
 from gradtrace.capture.naming.names import library_file
 
@@ -67,6 +68,7 @@ def test_the_gradients_are_plain_pytorch_s(bert: tuple[Path, dict]) -> None:
     assert weight["grad"]["norm"] == pytest.approx(expected, rel=1e-6)
 
 
+@needs_dot
 def test_the_report_leads_with_the_line_asked_for(bert: tuple[Path, dict], tmp_path: Path
                                                   ) -> None:
     _, trace = bert
@@ -78,6 +80,10 @@ def test_the_report_leads_with_the_line_asked_for(bert: tuple[Path, dict], tmp_p
     assert f"from line {CALL}" in library_first and "modeling_bert.py:" in library_first
     dot = invoke("dot", saved, "--lead-with", "library").stdout
     assert "modeling_bert.py:" in dot  # the tooltips name both lines
+    data, _ = parts(page(saved, tmp_path, "--lead-with", "library").read_text())
+    nodes = [n for box in data["boxes"].values() for n in box["nodes"] if n["library"]]
+    assert nodes and all("transformers" in Path(n["source"]["file"]).parts for n in nodes)
+    assert {n["library"]["line"] for n in nodes} == {CALL}  # the script's line comes second
     wrong = invoke("show", saved, "--lead-with", "torch")
     assert wrong.exit_code == 2 and "--lead-with 'torch': give script or library" in \
         wrong.stderr

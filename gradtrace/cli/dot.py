@@ -130,7 +130,7 @@ def dot(
                         run=RunChoices(script_args, passes, timeout, pass_number),
                         profile=profile)
     trace, ending = loaded.trace, loaded.ending(picture=True)
-    if library_first and not chosen.whole_trace:  # a JSON trace keeps both lines as they are
+    if library_first and chosen.name != "json":  # a JSON trace keeps both lines as they are
         trace = led_by_library(trace)
     if ending is not None and not trace.nodes:
         raise ending  # never an empty picture
