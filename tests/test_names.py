@@ -4,11 +4,14 @@ lists, tuples, dicts and plain objects, named by their shortest path, within bou
 from __future__ import annotations
 
 import argparse
+import json
 from collections import namedtuple
 from typing import Any
 
 import pytest
 import torch
+from helpers import invoke
+from plain_python import run_plain
 
 from gradtrace.capture.naming.names import ScenarioNames
 from gradtrace.capture.naming.reach import MAX_DEPTH, MAX_ITEMS, reached
@@ -211,3 +214,109 @@ def test_a_weak_proxy_is_not_named_in_place_of_what_it_stands_for() -> None:
     names = ScenarioNames(None, {"trainer": trainer, "model": model})
     names.add([("<module>", {"trainer": trainer, "model": model})])
     assert dict(names.merged())["model"] is model
+
+
+HOSTILE = """import weakref
+import torch
+
+
+class Loud:
+    def __getattr__(self, name):
+        raise RuntimeError(f"no {name}")
+
+    def __eq__(self, other):
+        raise RuntimeError("eq")
+
+    def __hash__(self):
+        raise RuntimeError("hash")
+
+    def __bool__(self):
+        raise RuntimeError("bool")
+
+    def __len__(self):
+        raise RuntimeError("len")
+
+
+class Prop:
+    def __init__(self, w):
+        self.w = w
+
+    @property
+    def boom(self):
+        raise RuntimeError("property")
+
+    @property
+    def __class__(self):
+        raise RuntimeError("class")
+
+
+class Counting(dict):
+    reads = 0
+
+    def items(self):
+        Counting.reads += 1
+        raise RuntimeError("items")
+
+    def __len__(self):
+        raise RuntimeError("len")
+
+
+class BadList(list):
+    def __iter__(self):
+        raise RuntimeError("iter")
+
+    def __len__(self):
+        raise RuntimeError("len")
+
+
+class Meta(type):
+    def __eq__(cls, other):
+        raise RuntimeError("meta eq")
+
+    __hash__ = None
+
+
+class Odd(metaclass=Meta):
+    def __init__(self, w):
+        self.w = w
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+alias = weakref.proxy(model)
+loud = Loud()
+prop = Prop(torch.randn(3, requires_grad=True))
+cyc = []
+cyc.append(cyc)
+cyc.append({"self": cyc, "w": torch.randn(3, requires_grad=True)})
+counting = Counting(w=torch.randn(3, requires_grad=True))
+badlist = BadList([torch.randn(3, requires_grad=True)])
+odd = Odd(torch.randn(3, requires_grad=True))
+huge = [list(range(10**6)), {i: i for i in range(10**5)}, Loud()]
+x = torch.randn(4, 3)
+loss = alias(x).sum() + (prop.w * 2).sum() + cyc[1]["w"].sum() + counting["w"].sum() \\
+    + badlist[0].sum() + odd.w.sum()
+loss.backward()
+assert Counting.reads == 0, "gradtrace called user code"
+print("NORM", float(model.weight.grad.norm()))
+"""
+
+
+def test_objects_that_defy_reading_are_named_and_none_of_their_code_runs(tmp_path: Any
+                                                                         ) -> None:
+    """A weak proxy of the model, objects whose __getattr__, property, __class__, __eq__,
+    __hash__, __bool__ or __len__ raise, a dict and a list whose own methods raise (and count
+    their calls), a class whose metaclass has no hash, a list that holds itself, huge
+    containers: the script runs to its end as under python (its last assert: no method of
+    the dict ran), each leaf is named by its path, and the gradient is plain python's."""
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE)
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    trace = json.loads(result.stdout)
+    grads = {t["name"]: t["grad"] for t in trace["tensors"] if t.get("grad")}
+    assert {"model.weight", "prop.w", 'counting["w"]', "badlist[0]", "odd.w",
+            'cyc[1]["w"]'} <= set(grads)
+    plain = run_plain(script)
+    assert plain.returncode == 0, plain.stderr
+    assert grads["model.weight"]["norm"] == pytest.approx(float(plain.stdout.split("NORM ")[1]))

@@ -14,6 +14,7 @@ import torch
 from ..errors import ScenarioError
 from ..extract.walk import release, walk
 from ..model.records import Trace
+from .naming.reach import is_module, is_tensor
 from .naming.roots import named_tensors
 from .naming.where import scenario_line
 from .observers.roots_seen import RootsSeen
@@ -113,16 +114,16 @@ class BlockRecorder:
         made_nodes = {id(m) for _, m in self.session.tracker.owner.values()}
 
         def used(value: Any) -> bool:
-            if isinstance(value, torch.Tensor):
+            if is_tensor(value):
                 return id(value) in on_graph or id(value.grad_fn) in on_graph
             return any(id(m) in made_nodes for m in value.modules()) or \
                 any(id(p) in on_graph for p in value.parameters())
 
         return lambda name, value: name in fresh or (
-            isinstance(value, (torch.Tensor, torch.nn.Module)) and used(value))
+            (is_tensor(value) or is_module(value)) and used(value))
 
 
 def _bound(frame: FrameType) -> dict[str, int]:
     """name -> id of each tensor and module the frame sees as the block starts."""
     return {n: id(v) for n, v in {**frame.f_globals, **frame.f_locals}.items()
-            if isinstance(v, (torch.Tensor, torch.nn.Module))}
+            if is_tensor(v) or is_module(v)}

@@ -12,6 +12,7 @@ import torch
 
 from ...compat.torch import backward_hooks_of, compiling, never_compiled, node_key
 from ...model.records import BACKWARD_HOOK_NODE
+from ..naming.reach import is_module
 from ..passes.recorder import Recorder
 from .global_hooks import ModuleCalls
 
@@ -62,7 +63,7 @@ class ModuleHooks:
         does not name is told by its class)."""
         path_of: dict[int, str] = {}
         for name, value in list(namespace.items()):
-            if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            if is_module(value) and not name.startswith("__"):
                 for sub, m in value.named_modules():
                     path_of.setdefault(id(m), f"{name}.{sub}" if sub else name)
         return {key: tuple(f"{_hook_name(h)} of "

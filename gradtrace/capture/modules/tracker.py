@@ -14,6 +14,7 @@ from ...compat.torch import (
     next_sequence_number,
 )
 from ...extract.walk import made_since
+from ..naming.reach import is_module
 from .global_hooks import ModuleCalls
 
 
@@ -58,7 +59,7 @@ def _submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.n
     """Every submodule of the named nn.Modules, once, under its first dotted path."""
     seen: set[int] = set()
     for name, value in list(named):
-        if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+        if is_module(value) and not name.startswith("__"):
             for sub, module in value.named_modules():
                 if id(module) not in seen:
                     seen.add(id(module))

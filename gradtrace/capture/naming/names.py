@@ -17,7 +17,7 @@ import torch
 from ...extract.tensors import Named
 from ...extract.walk import node_kind
 from ...model.records import LEAF
-from .reach import container, reached
+from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
@@ -72,7 +72,7 @@ Given = dict[int, tuple[str, "weakref.ref[Any]"]]
 
 def _nameable(value: Any) -> bool:
     """A tensor or module, or a container that may hold some (a list, a plain object …)."""
-    return isinstance(value, (torch.Tensor, torch.nn.Module)) or container(value)
+    return is_tensor(value) or is_module(value) or container(value)
 
 
 def _give(given: Given, name: str, value: Any) -> str:
@@ -224,7 +224,7 @@ class ScenarioNames:
             if t.is_leaf and t.requires_grad:
                 self._note(self._leaves, name, t, line)
         for name, value in merged.items():
-            if isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            if is_module(value) and not name.startswith("__"):
                 held = self._modules.get(id(value))
                 if held is None or held[1]() is not value:  # its parts too, once
                     for sub, module in value.named_modules():

@@ -37,54 +37,107 @@ _NOT_PLAIN = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionT
 # by class, weakly: a scenario's class holds its module's globals, which die with its run
 _PLAIN: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
+# The search touches the scenario's objects only through their types and the C code of
+# list, tuple, dict and object: no __getattr__, property, __len__, __iter__, __eq__,
+# __hash__ or __class__ of theirs runs (it could fail, or change what the script sees).
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether value is a tensor (a Parameter, a DTensor …), by its type alone."""
+    return issubclass(type(value), torch.Tensor)
+
+
+def is_module(value: Any) -> bool:
+    """Whether value is an nn.Module, by its type alone (a weak proxy of one is not)."""
+    return issubclass(type(value), torch.nn.Module)
+
 
 def _plain_type(cls: type) -> bool:
     """Whether instances of cls are plain objects to look into: they have a __dict__ and
     their class is the user's (not the stdlib's, torch's, numpy's …)."""
-    plain = _PLAIN.get(cls)
+    try:
+        plain = _PLAIN.get(cls)
+    except Exception:  # a metaclass without a hash, or whose __eq__ raises: not cached
+        return _plain_now(cls)
     if plain is None:
-        plain = _PLAIN[cls] = bool(cls.__dictoffset__) and not issubclass(cls, _NOT_PLAIN) \
-            and str(getattr(cls, "__module__", "")).partition(".")[0] not in _FOREIGN
+        plain = _PLAIN[cls] = _plain_now(cls)
     return plain
+
+
+def _plain_now(cls: type) -> bool:
+    try:
+        home = type.__dict__["__module__"].__get__(cls)
+        return bool(type.__dict__["__dictoffset__"].__get__(cls)) \
+            and not issubclass(cls, _NOT_PLAIN) \
+            and str(home).partition(".")[0] not in _FOREIGN
+    except Exception:  # a class that defies reading: not looked into
+        return False
 
 
 def _key(key: Any) -> str | None:
     """A dict key as a subscript: ["w"] or [3]; None for keys that do not read well."""
-    if isinstance(key, str):
-        return f"[{json.dumps(key, ensure_ascii=False)}]"
-    if isinstance(key, int):
-        return f"[{key}]"
+    if issubclass(type(key), str):
+        return f"[{json.dumps(str.__str__(key), ensure_ascii=False)}]"
+    if issubclass(type(key), int) and not issubclass(type(key), bool):
+        return f"[{int.__repr__(key)}]"
+    return None
+
+
+def _attributes(value: Any) -> dict[str, Any] | None:
+    """value's instance __dict__, read by the C descriptor that makes it (None where a
+    class of its own defines __dict__)."""
+    for cls in type(value).__mro__:
+        descriptor = type.__dict__["__dict__"].__get__(cls).get("__dict__")
+        if descriptor is not None:
+            if type(descriptor) is not types.GetSetDescriptorType:
+                return None
+            attributes = descriptor.__get__(value, type(value))
+            return attributes if type(attributes) is dict else None
+    return None
+
+
+def _fields(cls: type) -> Any:
+    """A named tuple class's _fields, from the class dicts (no metaclass code runs)."""
+    for klass in cls.__mro__:
+        fields = type.__dict__["__dict__"].__get__(klass).get("_fields")
+        if fields is not None:
+            return fields
     return None
 
 
 def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
     """The (path, object) pairs one step inside value: items of a list, tuple or dict,
     fields of a named tuple, attributes of a plain object."""
-    if isinstance(value, (list, tuple, dict)) and len(value) > MAX_ITEMS:
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            sub = _key(key)
-            if sub is not None:
-                yield path + sub, item
-    elif isinstance(value, (list, tuple)):
-        fields = getattr(type(value), "_fields", None)
-        if isinstance(fields, tuple) and len(fields) == len(value):  # a named tuple
-            yield from ((f"{path}.{f}", item) for f, item in zip(fields, value, strict=True))
+    cls = type(value)
+    if issubclass(cls, dict):
+        if dict.__len__(value) <= MAX_ITEMS:
+            for key, item in list(dict.items(value)):
+                sub = _key(key)
+                if sub is not None:
+                    yield path + sub, item
+    elif issubclass(cls, (list, tuple)):
+        base = list if issubclass(cls, list) else tuple
+        if base.__len__(value) > MAX_ITEMS:
+            return
+        items = list(base.__iter__(value))
+        fields = _fields(cls) if issubclass(cls, tuple) else None
+        if type(fields) is tuple and len(fields) == len(items):  # a named tuple
+            yield from ((f"{path}.{f}", item) for f, item in zip(fields, items, strict=True)
+                        if type(f) is str)
         else:
-            yield from ((f"{path}[{i}]", item) for i, item in enumerate(value))
-    elif _plain_type(type(value)):
-        attributes = getattr(value, "__dict__", None)
-        if isinstance(attributes, dict):
-            for attribute, item in islice(attributes.items(), MAX_ITEMS):
-                if isinstance(attribute, str) and not attribute.startswith("__"):
+            yield from ((f"{path}[{i}]", item) for i, item in enumerate(items))
+    elif _plain_type(cls):
+        attributes = _attributes(value)
+        if attributes is not None:
+            for attribute, item in list(islice(dict.items(attributes), MAX_ITEMS)):
+                if type(attribute) is str and not attribute.startswith("__"):
                     yield f"{path}.{attribute}", item
 
 
 def container(value: Any) -> bool:
     """Whether value may hold tensors or modules worth naming: a list, tuple, dict or a
     plain object of the user's."""
-    return isinstance(value, (list, tuple, dict)) or _plain_type(type(value))
+    return issubclass(type(value), (list, tuple, dict)) or _plain_type(type(value))
 
 
 def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -96,35 +149,37 @@ def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     todo: deque[tuple[str, Any, int]] = deque()
     modules: list[torch.nn.Module] = []
     for name, value in roots:
-        if id(value) in seen or type(value) in weakref.ProxyTypes:
+        if id(value) in seen:
             continue
         seen.add(id(value))
-        if isinstance(value, torch.nn.Module):
+        if is_module(value):
             modules.append(value)
-        elif not isinstance(value, torch.Tensor) and container(value):
+        elif not is_tensor(value) and container(value):
             todo.append((name, value, 0))
     found: list[tuple[str, Any]] = []
     looks = 0
     while todo and looks < MAX_LOOKS:
         path, value, depth = todo.popleft()
-        for sub, item in _inside(path, value):
+        try:
+            inside = list(_inside(path, value))
+        except Exception:  # an object that defies reading: not looked into
+            continue
+        for sub, item in inside:
             looks += 1
-            # a weak proxy (Lightning's trainer keeps one of its module) passes for what it
-            # stands for, but is not it: what it stands for is named where it is held
-            if id(item) in seen or type(item) in weakref.ProxyTypes:
+            if id(item) in seen:
                 continue
             seen.add(id(item))
-            if isinstance(item, torch.Tensor):
-                if item.requires_grad and item.is_leaf:
+            if is_tensor(item):
+                if _trained_leaf(item):
                     found.append((sub, item))
-            elif isinstance(item, torch.nn.Module):
+            elif is_module(item):
                 found.append((sub, item))
             elif depth + 1 < MAX_DEPTH and container(item):
                 todo.append((sub, item, depth + 1))
     if not found:
         return found
     owned: set[int] = set()  # what named and found modules hold: named as their parts
-    for module in [*modules, *(m for _, m in found if isinstance(m, torch.nn.Module))]:
+    for module in [*modules, *(m for _, m in found if is_module(m))]:
         if id(module) in owned:
             continue
         for sub_module in module.modules():
@@ -132,3 +187,11 @@ def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
                 owned.add(id(sub_module))
         owned.update(map(id, module.parameters()))
     return [(path, item) for path, item in found if id(item) not in owned]
+
+
+def _trained_leaf(tensor: torch.Tensor) -> bool:
+    """A leaf that requires grad (False for a subclass whose __torch_function__ fails)."""
+    try:
+        return bool(tensor.requires_grad and tensor.is_leaf)
+    except Exception:
+        return False

@@ -10,6 +10,7 @@ import torch
 from ...errors import ScenarioError
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
+from .reach import is_module, is_tensor
 from .statements import why_no_grad_fn
 
 
@@ -21,12 +22,12 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
              if not name.startswith("__")]
     # each module's parameters, read once (this runs at every pass of a loop)
     of_module = {name: list(value.named_parameters()) for name, value in items
-                 if isinstance(value, torch.nn.Module)}
+                 if is_module(value)}
     in_modules = {id(t) for parameters in of_module.values() for _, t in parameters}
     out: Named = []
     params: set[int] = set()
     for name, value in items:
-        if isinstance(value, torch.Tensor):
+        if is_tensor(value):
             if id(value) not in in_modules:
                 out.append((name, value))
         for p, t in of_module.get(name, ()):
