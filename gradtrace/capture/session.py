@@ -25,7 +25,13 @@ from ..model.records import Source, Trace
 from .modules.global_hooks import ModuleCalls
 from .modules.module_hooks import ModuleHooks
 from .modules.reducers import Reducers
-from .modules.tracker import ModuleTracker, module_objects, module_paths, paths_of_class
+from .modules.tracker import (
+    ModuleTracker,
+    module_objects,
+    module_paths,
+    paths_of_class,
+    unsharded_aliases,
+)
 from .naming.cuts import Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
@@ -157,7 +163,8 @@ class CaptureSession:
             earlier=earlier, stdout=printed, modules=module_paths(modules, self.tracker),
             module_objects=module_objects(modules)
             if recorder.observer(Profile).samples is not None else {},
-            hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named)))
+            hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named),
+            leaf_aliases=unsharded_aliases(modules)))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements,

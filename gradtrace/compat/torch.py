@@ -141,6 +141,34 @@ def foreach_norms(tensors: list[torch.Tensor], order: float,
     return list(_foreach_norm(tensors, order, dtype=dtype))
 
 
+def local_shard(t: torch.Tensor) -> torch.Tensor | None:
+    """A DTensor's local shard (this rank's part: FSDP2's parameters and their .grad), else
+    None. No collective: each rank reads its own part. (torch.distributed.tensor is looked up,
+    not imported: a script with DTensors has imported it.)"""
+    if type(t) is torch.Tensor:
+        return None
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    if dtensor is None or not isinstance(t, dtensor):
+        return None
+    return t.to_local()
+
+
+def fsdp_parameters(module: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(sharded, unsharded) of each parameter an FSDP2 fully_shard module manages (its
+    FSDPParams' private fields; the graph's leaves are the unsharded ones); [] for any other
+    module, or where this torch keeps them otherwise."""
+    state_of = getattr(module, "_get_fsdp_state", None)
+    if state_of is None:
+        return []
+    try:
+        group = state_of()._fsdp_param_group
+        return [(p.sharded_param, p._unsharded_param)
+                for p in (group.fsdp_params if group is not None else ())
+                if hasattr(p, "_unsharded_param")]
+    except Exception:  # noqa: BLE001 - another torch's FSDP2: its leaves stay unnamed
+        return []
+
+
 def grad_scaler_scale(scaler: Any) -> torch.Tensor | None:
     """A GradScaler's scale as the tensor it multiplies by (get_scale() would read it to the
     host, a synchronisation); None when it has none (disabled, or not a GradScaler's)."""

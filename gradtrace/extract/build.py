@@ -68,7 +68,8 @@ def build_trace(c: Captured) -> Trace:
         for twin_walk in twin_walks.values():
             release(twin_walk)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
-                                         c.saved_before, c.source_of, c.library_source_of))
+                                         c.saved_before, c.source_of, c.library_source_of,
+                                         c.leaf_aliases))
         named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         edges = _edges(raw_edges, node_ids.ids)
         nodes = _output_hook_modules(nodes, edges)
@@ -153,9 +154,11 @@ def _waiting(named: Named, trace: Trace, lost: list[str], cut: set[str]
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],
            saved_before: SavedCache | None,
            source_of: Callable[[Any], Source | None] | None = None,
-           library_source_of: Callable[[Any], Source | None] | None = None) -> list[Node]:
+           library_source_of: Callable[[Any], Source | None] | None = None,
+           aliases: dict[int, int] | None = None) -> list[Node]:
     """Node records, built column by column with map and zip: a big graph has 100,000s.
-    Fills node_ids' leaf index (a leaf's id by its tensor)."""
+    Fills node_ids' leaf index (a leaf's id by its tensor; an FSDP2 leaf's by its sharded
+    parameter, through aliases)."""
     ids, leaf_index = node_ids.ids, node_ids.leaf_index
     classes = list(map(type, order))
     one_of_each = dict(zip(classes, order, strict=True))
@@ -174,6 +177,8 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
         leaf_classes = {cls for cls, kind in kinds.items() if kind == LEAF}
         for i in compress(range(len(order)), map(leaf_classes.__contains__, classes)):
             keys[i] = id(order[i].variable)
+            if aliases:
+                keys[i] = aliases.get(keys[i], keys[i])
             leaf_index[keys[i]] = i
     saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
     if saved_before is not None:

@@ -106,6 +106,7 @@ class Captured:
     source_of: Callable[[Any], Source | None] | None = None
     library_source_of: Callable[[Any], Source | None] | None = None
     walked: Walk | None = None
+    leaf_aliases: dict[int, int] = field(default_factory=dict)  # FSDP2: unsharded -> sharded
     grad_graph: Callable[[Any], bool] | None = None
     steps: Steps | None = None
     updated: frozenset[str] = frozenset()

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..compat.torch import local_shard
 from ..gcpause import gc_paused
 from ..model.records import GradSummary
 from ..model.values import flat_values
@@ -95,6 +96,7 @@ class RawStats(NamedTuple):
     place: StatsRow | None
     values: torch.Tensor | complex | None  # a number for a 0-d gradient (no clone)
     is_complex: bool = False  # its statistics are of |z|
+    local_shard: bool = False  # a DTensor's local shard was read
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -125,6 +127,8 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     kept. A BLAS dot gives the squared norm at about half vector_norm's cost.
     """
     d = t.detach() if t.requires_grad else t
+    if (local := local_shard(d)) is not None:
+        return grad_stats(local, table)._replace(local_shard=True)
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         if not d.dim() and type(d) is torch.Tensor and d.layout == torch.strided \
                 and d.device.type == "cpu" and not d.is_quantized:
@@ -157,7 +161,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
     for raw in raws:
         if raw is None or id(raw) in made:
             continue
-        shape, place, values, is_complex = raw
+        shape, place, values, is_complex, local = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
             if type(values) is float:  # a 0-d gradient's number: the common case, short
@@ -169,7 +173,8 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
                 made[id(raw)] = _small_summary(shape, values)
                 continue
             try:
-                made[id(raw)] = _small_summary(shape, values.tolist())
+                made[id(raw)] = _small_summary(shape, values.tolist())._replace(
+                    local_shard=local)
             except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash
                 made[id(raw)] = unavailable(values, exc)
             continue
@@ -178,7 +183,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         # min and max propagate NaN and hold any infinity, so they alone tell finiteness
         made[id(raw)] = GradSummary(shape, norm, lo, hi,
                                     math.isfinite(lo) and math.isfinite(hi),
-                                    is_complex=is_complex)
+                                    is_complex=is_complex, local_shard=local)
     return [None if raw is None else made[id(raw)] for raw in raws]
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..compat.torch import is_view_of
+from ..compat.torch import is_view_of, local_shard
 from ..model.records import GradSummary, TensorInfo
 from .summary import summarize
 from .walk import NodeIds, dtype_name, node_type, readable_grad
@@ -63,6 +63,8 @@ def grad_note(t: torch.Tensor, node: str | None, reached: set[str],
     if grad is not None:
         if grad.grad_fn is not None:
             return f"has a graph: {node_type(grad.grad_fn)}, from create_graph=True"
+        if local_shard(grad) is not None:
+            return "a DTensor: shape and statistics are of this rank's local shard"
         return None
     if not t.requires_grad:
         cut = f"; cut from {detached_from} by detach()" if detached_from else ""

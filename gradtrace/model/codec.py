@@ -267,6 +267,8 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
         d["note"] = g.note
     if g.is_complex:
         d["complex"] = True
+    if g.local_shard:
+        d["local_shard"] = True
     return d
 
 
@@ -278,7 +280,7 @@ def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
         shape=tuple(d["shape"]), norm=_norm(d["norm"]), min=py_float(d["min"]),
         max=py_float(d["max"]), finite=d["finite"],
         values=py_values(d["values"]) if "values" in d else None, note=d.get("note"),
-        is_complex=d.get("complex", False),
+        is_complex=d.get("complex", False), local_shard=d.get("local_shard", False),
     )
 
 

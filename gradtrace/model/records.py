@@ -120,6 +120,7 @@ class GradSummary(NamedTuple):
     values: Any = None
     note: str | None = None  # why the statistics are unavailable (meta, quantized …)
     is_complex: bool = False  # a complex gradient: min and max are of |z|, values not kept
+    local_shard: bool = False  # a DTensor's: this rank's shard (shape and statistics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,12 +37,14 @@ def values_text(g: GradSummary, limit: int, fmt: Callable[[Any], str] = number) 
 
 def grad_text(g: GradSummary | None) -> str:
     """ "None", "0.6", "[1, 1, 1]", or "[32] norm 3.21 in [-1.2, 5.4]" for large tensors
-    ("[32] norm 3.21, |z| in [0.1, 5.4]" when complex)."""
+    ("[32] norm 3.21, |z| in [0.1, 5.4]" when complex; "… (local shard)": a DTensor's)."""
     if g is None:
         return "None"
-    small = values_text(g, SMALL)
-    if small is not None:
-        return small
+    text = values_text(g, SMALL) or _brief(g)
+    return text + " (local shard)" if g.local_shard else text
+
+
+def _brief(g: GradSummary) -> str:
     dims = ", ".join(str(d) for d in g.shape)
     if g.note is not None:
         return f"[{dims}] {g.note}"

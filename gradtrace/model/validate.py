@@ -156,8 +156,9 @@ def _summary(value: Any, path: str) -> None:
         if "values" in s:
             _values(s["values"], "values", s["shape"])
         _str(s.get("note"), "note", null=True)
-        if "complex" in s:
-            _bool(s["complex"], "complex")
+        for flag in ("complex", "local_shard"):
+            if flag in s:
+                _bool(s[flag], flag)
     except _Invalid as exc:
         raise exc.under(path) from None
 

@@ -10,6 +10,7 @@ import torch
 from ...compat.torch import (
     compiled_module,
     compiling,
+    fsdp_parameters,
     never_compiled,
     next_sequence_number,
 )
@@ -81,6 +82,14 @@ def module_paths(named: Iterable[tuple[str, Any]],
             if id(module) in path_of:
                 paths[key] = path_of[id(module)]
     return paths
+
+
+def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
+    """id(unsharded parameter) -> id(its sharded parameter), for the FSDP2 (fully_shard)
+    parts of the named nn.Modules: the graph's leaves are the unsharded parameters, the
+    module's (and the optimizer's) the sharded DTensors."""
+    return {id(unsharded): id(sharded) for _, module in _submodules(named)
+            for sharded, unsharded in fsdp_parameters(module)}
 
 
 def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:

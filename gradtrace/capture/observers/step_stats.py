@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ...compat.torch import foreach_norms, tensor_version
+from ...compat.torch import foreach_norms, local_shard, tensor_version
 
 # GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
 # float64 copy on the scale's device)
@@ -144,7 +144,10 @@ def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None
 
 def _norm_and_ends(g: torch.Tensor) -> torch.Tensor | None:
     """A gradient's (norm, min, max) as float64 on its device (of |g| when complex; of the
-    stored values when sparse; NaN propagates); None for a meta or quantized one."""
+    stored values when sparse; of this rank's shard of a DTensor; NaN propagates); None for a
+    meta or quantized one."""
+    local = local_shard(g)
+    g = g if local is None else local
     if g.is_meta or g.is_quantized:
         return None
     g = g.detach()
@@ -173,6 +176,8 @@ def fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
 def sum_now(t: torch.Tensor) -> torch.Tensor | None:
     """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
     d = t.detach()
+    local = local_shard(d)  # a DTensor's sum would be a collective
+    d = d if local is None else local
     if d.is_meta:
         return None
     try:
