@@ -95,6 +95,9 @@ def rank_gradient_text(c: RankGradient, ranks: tuple[Ranks, Ranks]) -> str:
     if c.equal:
         return (f"{c.tensor}: .grad {a} on both ranks: their own gradients were averaged "
                 "into it (DDP's allreduce)")
+    if any(g is not None and g.local_shard for g in (c.a, c.b)):
+        return (f"{c.tensor}: .grad {a} on rank {ranks[0].rank}, {b} on rank "
+                f"{ranks[1].rank}: each rank's local shard of it (FSDP's reduce-scatter)")
     return (f"{c.tensor}: .grad {a} on rank {ranks[0].rank}, {b} on rank {ranks[1].rank}: "
             "not reduced across the ranks")
 

@@ -30,8 +30,9 @@ def rank_summary(trace: Trace | None, failed: str | None) -> str:
     if trace is None:
         return json.dumps({"failed": failed})
     severities = Counter(f.severity for f in trace.findings)
+    # a local shard (FSDP2) is each rank's own part of the reduced gradient: not compared
     grads = {t.name: [t.grad.norm, t.grad.min, t.grad.max] for t in trace.tensors
-             if t.is_leaf and t.grad is not None}
+             if t.is_leaf and t.grad is not None and not t.grad.local_shard}
     reentrant = any(n.type == REENTRANT_CHECKPOINT for n in trace.nodes)
     return json.dumps({"passes": len(trace.passes), "nodes": len(trace.nodes),
                        "graph": graph_key(trace), "findings": dict(sorted(severities.items())),
