@@ -218,7 +218,7 @@ def test_capture_keeps_summaries_not_gradients() -> None:
     y.backward()
     capture.remove()
     for outs, ins in ((r.received, r.sent) for r in capture.records.values()):
-        for _shape, stats, kept, _ in [s for s in outs + ins if s is not None]:
+        for _shape, stats, kept, *_ in [s for s in outs + ins if s is not None]:
             if stats is not None:  # a row of a table of floats: (squared norm, min, max)
                 table, row = stats
                 assert all(isinstance(v, float) for v in table.row(row))

@@ -1,0 +1,172 @@
+"""The training stacks people use, run unchanged (tests/frameworks/): Lightning's Trainer.fit
+(automatic and manual optimization), Hugging Face's Trainer, PEFT LoRA, FSDP1 and FSDP2. Each
+exits 0 under `gradtrace show`, records every pass and optimizer step, names parameters by
+the user's model, and has plain python's gradients (the script's own prints, run both ways).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plain_python import run_plain
+from test_distributed import free_port
+
+FRAMEWORKS = Path(__file__).parent / "frameworks"
+LIMIT = 300  # seconds for one run: Lightning and transformers take seconds to import
+# ~10 s a run, most of it the framework's import: .ci/run's slow tier runs them (FSDP's, a
+# few seconds and torch's alone, run in the quick one and on every torch of the matrix)
+FRAMEWORK = pytest.mark.slow
+
+
+def recorded(script: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """The trace of `gradtrace show SCRIPT -o trace.json` (a process of its own: a framework's
+    global state stays there), and what the script printed."""
+    out = tmp_path / "trace.json"
+    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(FRAMEWORKS / script),
+                          "-o", str(out)], capture_output=True, text=True, timeout=LIMIT,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    trace = json.loads(out.read_text())
+    return trace, trace["stdout"]
+
+
+def printed(text: str, key: str) -> Any:
+    """The value the script printed after KEY on a line of its own."""
+    line = next(line for line in text.splitlines() if line.startswith(key + " "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def plain(script: str) -> str:
+    run = run_plain(FRAMEWORKS / script, timeout=LIMIT)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def grad_of(trace: dict[str, Any], name: str) -> dict[str, Any]:
+    (tensor,) = [t for t in trace["tensors"] if t["name"] == name]
+    return tensor["grad"]
+
+
+def pass_norms(trace: dict[str, Any]) -> list[float]:
+    """Each pass's gradient norm over every parameter (what clip_grad_norm_ computes)."""
+    return [math.sqrt(sum(g[0] ** 2 for g in grads)) for grads in trace["steps"]["grads"]]
+
+
+def optimizer_steps(trace: dict[str, Any]) -> int:
+    steps = trace["steps"]
+    return sum(steps["optimizer_steps"]) + steps["optimizer_steps_after"]
+
+
+def codes(trace: dict[str, Any]) -> set[str]:
+    return {f["code"] for f in trace["findings"]}
+
+
+@FRAMEWORK
+def test_lightning_fit_with_accumulation_clipping_and_a_callback(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    trace, stdout = recorded("lightning_fit.py", tmp_path)
+    expected = plain("lightning_fit.py")
+    assert printed(stdout, "BATCHES") == printed(expected, "BATCHES") == 8
+    assert len(trace["passes"]) == 8 and optimizer_steps(trace) == 4
+    assert trace["steps"]["leaves"] == ["model.net.0.weight", "model.net.0.bias",
+                                        "model.net.2.weight", "model.net.2.bias"]
+    # the last step's clipped .grad, as Lightning left it
+    assert grad_of(trace, "model.net.0.weight")["norm"] == \
+        pytest.approx(printed(expected, "NORM"), rel=1e-6)
+    assert "grad-accumulating" not in codes(trace)  # Lightning's accumulation is deliberate
+
+
+@FRAMEWORK
+def test_lightning_manual_optimization(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    trace, _ = recorded("lightning_manual.py", tmp_path)
+    assert len(trace["passes"]) == 12 and optimizer_steps(trace) == 12
+    assert grad_of(trace, "model.net.0.weight")["norm"] == \
+        pytest.approx(printed(plain("lightning_manual.py"), "NORM"), rel=1e-6)
+
+
+@FRAMEWORK
+def test_hugging_face_trainer_accumulates_and_clips_as_it_logs(tmp_path: Path) -> None:
+    """Trainer logs each step's norm before clipping: the norm over every parameter of the
+    step's second (last accumulated) pass."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    trace, stdout = recorded("hf_trainer.py", tmp_path)
+    logged = printed(plain("hf_trainer.py"), "GRAD_NORMS")
+    assert printed(stdout, "GRAD_NORMS") == pytest.approx(logged, rel=1e-6)
+    assert len(trace["passes"]) == 6 and optimizer_steps(trace) == 3
+    assert pass_norms(trace)[1::2] == pytest.approx(logged, rel=1e-5)
+    assert "unreached-leaf" not in codes(trace)
+    assert all(name.startswith("model.") for name in trace["steps"]["leaves"])
+
+
+@FRAMEWORK
+def test_peft_lora_trains_its_adapters_and_the_frozen_base_is_no_finding(tmp_path: Path
+                                                                         ) -> None:
+    pytest.importorskip("peft")
+    trace, _ = recorded("peft_lora.py", tmp_path)
+    assert len(trace["passes"]) == 3
+    # `base`, the script's name for the model PEFT wraps, is the shortest path to its weights
+    lora = "base.transformer.h.0.attn.c_attn.lora_B.default.weight"
+    assert grad_of(trace, lora)["norm"] == \
+        pytest.approx(printed(plain("peft_lora.py"), "NORM"), rel=1e-6)
+    frozen = [t for t in trace["tensors"] if t["name"].endswith("c_attn.base_layer.weight")]
+    assert frozen and not any(t["requires_grad"] for t in frozen)
+    assert not codes(trace) & {"unreached-leaf", "dead-parameter", "graph-cut"}
+
+
+@pytest.mark.matrix  # FSDP2's parameters are read through torch's private fields
+def test_fsdp2_names_the_sharded_parameters_and_reads_their_local_shards(tmp_path: Path
+                                                                          ) -> None:
+    trace, _ = recorded("fsdp2.py", tmp_path)
+    assert len(trace["passes"]) == 3 and optimizer_steps(trace) == 3
+    names = ["model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]
+    # the graph's leaves are FSDP's unsharded parameters, named by the sharded ones' paths
+    leaves = {n["tensor"] for n in trace["nodes"] if n["kind"] == "leaf"}
+    assert leaves == set(names)
+    grads = [grad_of(trace, name) for name in names]
+    assert all(g["local_shard"] for g in grads)  # one rank: its shard is the whole tensor
+    clipped = math.sqrt(sum(g["norm"] ** 2 for g in grads))
+    assert clipped == pytest.approx(printed(plain("fsdp2.py"), "NORM"), rel=1e-6)
+
+
+@pytest.mark.matrix
+def test_fsdp1_runs_with_its_flat_parameter(tmp_path: Path) -> None:
+    trace, _ = recorded("fsdp1.py", tmp_path)
+    assert len(trace["passes"]) == 3
+    grads = [grad_of(trace, f"net.{i}.{p}") for i in (0, 2) for p in ("weight", "bias")]
+    assert math.sqrt(sum(g["norm"] ** 2 for g in grads)) == \
+        pytest.approx(printed(plain("fsdp1.py"), "NORM"), rel=1e-6)
+
+
+@pytest.mark.slow  # two processes that start torch and connect (as test_distributed's)
+def test_fsdp2_on_two_ranks_reads_each_rank_s_shard(tmp_path: Path) -> None:
+    script = FRAMEWORKS / "fsdp2_ranks.py"
+
+    def launch(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *command],
+            cwd=tmp_path, capture_output=True, text=True, timeout=LIMIT)
+
+    expected = launch(str(script))
+    assert expected.returncode == 0, expected.stderr
+    ours = launch("-m", "gradtrace", "show", str(script), "-o", "t-{rank}.json")
+    assert ours.returncode == 0, ours.stderr
+    assert "rank 1: 3 pass(es)" in ours.stdout + ours.stderr
+    assert "not reduced" not in ours.stdout + ours.stderr  # the shards differ by design
+    # the two ranks' lines may interleave on torchrun's stdout
+    printed_by = {int(rank): json.loads(norms)
+                  for rank, norms in re.findall(r"LOCAL(\d) (\[[^\]]*\])", expected.stdout)}
+    for rank in (0, 1):
+        trace = json.loads((tmp_path / f"t-{rank}.json").read_text())
+        local = printed_by[rank]
+        names = ["model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]
+        assert [grad_of(trace, n)["norm"] for n in names] == pytest.approx(local, rel=1e-6)
