@@ -4,6 +4,7 @@ left behind, a scenario cannot change the process for the next one, files are re
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import signal
@@ -112,8 +113,9 @@ def test_a_scenario_cannot_change_the_process_for_the_next(tmp_path: Path) -> No
         "torch.set_default_dtype(torch.float64)\n"
         "torch.autograd.set_detect_anomaly(True)\n"
         "torch.use_deterministic_algorithms(True)\n"
+        "import colorsys, builtins\n"  # an import while it runs (its tracer is off then)
         "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
-    folder = os.getcwd()
+    folder, importing = os.getcwd(), builtins.__import__
     result = invoke("show", scenario, "--json")
     assert result.exit_code == 0, result.stderr
     assert '"dtype": "float64"' in result.stdout  # the scenario ran with its own settings
@@ -121,6 +123,7 @@ def test_a_scenario_cannot_change_the_process_for_the_next(tmp_path: Path) -> No
     assert torch.get_default_dtype() == torch.float32
     assert not torch.is_anomaly_enabled()
     assert not torch.are_deterministic_algorithms_enabled()
+    assert builtins.__import__ is importing
 
 
 @pytest.mark.parametrize("data", [
