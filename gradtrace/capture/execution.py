@@ -16,6 +16,7 @@ from .naming.where import at_line, located, quoted, scenario_error, scenario_lin
 from .observers.gate import PassLimit
 from .observers.roots_seen import RootsSeen
 from .passes.recorder import Recorder
+from .script.forked import exit_child, forked_child, forks_watched
 from .script.process_state import (
     ExitHandler,
     ProcessExit,
@@ -76,15 +77,24 @@ def _script(target: Target, code: CodeType, module: ModuleType,
     """The target's code, as python runs it to its end: FUNC's return value and locals (None
     for a script); the atexit handlers it registered run last, and a tracer it left on is
     taken off before gradtrace's own code runs."""
-    with tracers_kept(), exit_handlers_taken() as at_exit, os_exit_stopping(window):
+    with tracers_kept(), exit_handlers_taken() as at_exit, os_exit_stopping(window), \
+            forks_watched():
         try:
-            run_module(code, module)
-            return None if target.function is None else call_function(target, module)
-        except (ProcessExit, TimeUp):  # os._exit runs no handler; a time limit stops it all
-            at_exit.clear()
+            try:
+                run_module(code, module)
+                called = None if target.function is None else call_function(target, module)
+            except (ProcessExit, TimeUp):  # os._exit runs no handler; a time limit stops it
+                at_exit.clear()
+                raise
+            finally:
+                run_exit_handlers(at_exit)
+        except BaseException as exc:
+            if forked_child():  # os.fork()'s child at the script's end: it ends here
+                exit_child(exc)
             raise
-        finally:
-            run_exit_handlers(at_exit)
+        if forked_child():
+            exit_child(None)
+        return called
 
 
 def run_exit_handlers(handlers: list[ExitHandler]) -> None:

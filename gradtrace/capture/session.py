@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from types import FrameType
@@ -73,6 +74,7 @@ class CaptureSession:
         self.options = options
         self.window = window or StopWindow()  # a time limit's: none for a live recording
         self.names = ScenarioNames(path, namespace)
+        self._threads = set(threading.enumerate())  # those the scenario did not start
         self.line_log = LineLog(self.names.owns, library_file)
         self.module_calls = ModuleCalls()  # the one global forward hook pair
         self.tracker = ModuleTracker(self.module_calls)
@@ -220,7 +222,10 @@ class CaptureSession:
         self.recorder.release()
         self.tracker.owner.clear()
         self.module_hooks.clear()
-        self.names.clear()
+        # a daemon thread the scenario left running reads its globals until the process
+        # ends, as under python: they stay
+        self.names.clear(namespace=not any(t.is_alive() and t not in self._threads
+                                           for t in threading.enumerate()))
 
 
 def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:

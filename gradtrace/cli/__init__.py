@@ -11,7 +11,7 @@ from typing import Any
 from ..compat.cpython import run_exit_handlers
 from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
-from .output import flush_streams
+from .output import flush_streams, main_thread_streams
 
 __all__ = ["ExitCode", "app", "main"]
 
@@ -23,6 +23,7 @@ def _terminated(signum: int, frame: Any) -> None:
 def main() -> None:
     """Console entry point."""
     signal.signal(signal.SIGTERM, _terminated)
+    main_thread_streams()
     try:
         app()
         status = 0

@@ -15,6 +15,7 @@ import os
 import select
 import shutil
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,31 @@ from ..render.escape import visible_console
 
 BLOCK = 1 << 16  # bytes gathered before a write: few system calls for many small pieces
 PIPED_WIDTH = 120  # columns of a report that goes to a pipe or a file
+
+
+class _MainThreadOnly:
+    """sys.stdout or sys.stderr for the command's life: what the main thread writes goes
+    through; another thread's writes — a daemon thread a script left running after its run
+    ended, or its traceback — are dropped: they never reach gradtrace's output."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is threading.main_thread():
+            return int(self._stream.write(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def main_thread_streams() -> None:
+    """Let only the main thread write on sys.stdout and sys.stderr (the command's)."""
+    if sys.stdout is not None:
+        sys.stdout = _MainThreadOnly(sys.stdout)  # type: ignore[assignment]
+    if sys.stderr is not None:
+        sys.stderr = _MainThreadOnly(sys.stderr)  # type: ignore[assignment]
 
 
 def flush_streams() -> None:

@@ -268,13 +268,14 @@ class ScenarioNames:
             for name in [n for n, v in names.items() if not keep(n, v)]:
                 del names[name]
 
-    def clear(self) -> None:
-        """Drop every reference (the scenario's objects die with their run)."""
+    def clear(self, namespace: bool = True) -> None:
+        """Drop every reference (the scenario's objects die with their run), the scenario's
+        globals too unless namespace is False."""
         self._seen.clear()
         # dunder names stay: torch.compile keeps its own there (__compiled_fn_1,
         # __builtins_dict___0) and deletes them when what they guard dies (a KeyError
         # printed at exit, had they gone)
-        for name in [n for n in self.namespace if not n.startswith("__")]:
+        for name in [n for n in self.namespace if namespace and not n.startswith("__")]:
             del self.namespace[name]
         for given in (self._paths, self._leaves, self._modules):
             given.clear()

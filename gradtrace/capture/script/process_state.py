@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ...compat.torch import default_device_mode, mode_stack_depths, pop_modes_to
+from .forked import write_printed
 from .scenario_thread import StopWindow
 from .target import Target
 
@@ -134,7 +135,10 @@ def os_exit_stopping(window: StopWindow) -> Iterator[None]:
 
     def exiting(status: int) -> None:
         code = operator.index(status)  # a TypeError for what python refuses
-        if os.getpid() != pid or threading.current_thread() in before:
+        if os.getpid() != pid:  # a forked child: what it printed goes out first
+            write_printed()
+            real(code)
+        if threading.current_thread() in before:
             real(code)
         if threading.current_thread() is scenario:
             raise ProcessExit(code)

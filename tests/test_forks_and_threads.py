@@ -1,0 +1,153 @@
+"""A script that forks, or leaves daemon threads running, ends under gradtrace as under
+python (each run in a real process, with a time limit: the failure was a hang): a child
+runs the script on and exits at its end, printing what it printed; a daemon thread keeps
+its globals and writes nothing into gradtrace's output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_script
+from plain_python import run_plain
+
+LIMIT = 60  # seconds: the run takes a few; a hang is the failure
+
+FORKS = {
+    # the child falls through to the script's end, as most forking code does
+    "falls through": """import os
+import torch
+
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+pid = os.fork()
+y = (x * 3).sum()
+y.backward()
+print("grad", "child" if pid == 0 else "parent", x.grad.tolist(), flush=True)
+if pid:
+    os.waitpid(pid, 0)
+""",
+    "sys.exit": """import os
+import sys
+import torch
+
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+pid = os.fork()
+(x * 3).sum().backward()
+if pid == 0:
+    print("grad child", x.grad.tolist())
+    sys.exit(0)
+os.waitpid(pid, 0)
+print("grad parent", x.grad.tolist())
+""",
+    "os._exit": """import os
+import torch
+
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+pid = os.fork()
+(x * 3).sum().backward()
+if pid == 0:
+    print("grad child", x.grad.tolist())
+    os._exit(0)
+os.waitpid(pid, 0)
+print("grad parent", x.grad.tolist())
+""",
+    "raises": """import os
+import torch
+
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+pid = os.fork()
+if pid == 0:
+    raise ValueError("the child's own error")
+_, status = os.waitpid(pid, 0)
+(x * 3).sum().backward()
+print("child exit status", os.waitstatus_to_exitcode(status))
+print("grad parent", x.grad.tolist())
+""",
+    "DataLoader workers, then a fork": """import os
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+data = DataLoader(TensorDataset(torch.randn(16, 3)), batch_size=4, num_workers=2,
+                  multiprocessing_context="fork")
+w = torch.ones(3, requires_grad=True)
+for (x,) in data:
+    (x @ w).sum().backward()
+pid = os.fork()
+if pid == 0:
+    (w * 2).sum().backward()
+    print("grad child", round(float(w.grad.norm()), 4))
+else:
+    os.waitpid(pid, 0)
+    print("grad parent", round(float(w.grad.norm()), 4))
+""",
+}
+
+
+def gradtrace(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), *args],
+                          capture_output=True, text=True, timeout=LIMIT, cwd=script.parent)
+
+
+@pytest.mark.parametrize("text", FORKS.values(), ids=FORKS.keys())
+def test_a_forked_child_runs_on_and_exits_as_under_python(text: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, text)
+    plain = run_plain(script)
+    assert plain.returncode == 0, plain.stderr
+    ours = gradtrace(script, "--json")
+    assert ours.returncode == 0, ours.stderr
+    trace = json.loads(ours.stdout)  # the parent's report, whole
+    assert trace["passes"] and "Traceback" not in ours.stderr
+    # what each process printed, the child's too (it lives in the child's memory); the
+    # script's stderr is in the box as well: the child's traceback, from the script's frames
+    printed = trace["stdout"].splitlines()
+    assert sorted(line for line in printed if not line.startswith(" ")
+                  and line.split(":")[0] not in ("Traceback (most recent call last)",
+                                                 "ValueError")) == \
+        sorted(plain.stdout.splitlines())
+    if "ValueError" in text:
+        assert 'ValueError: the child\'s own error' in printed
+        assert [line for line in printed if line.startswith("  File ")] == \
+            [f'  File "{script}", line 7, in <module>']
+
+
+DAEMON = """import sys
+import threading
+import time
+import torch
+
+w = torch.ones(2, requires_grad=True)
+
+
+def spin():
+    while True:
+        print("tick", w.shape)  # reads its global: a NameError once it is gone
+        print("tock", file=sys.stderr)
+        time.sleep(0.0005)
+
+
+threading.Thread(target=spin, daemon=True).start()
+loss = (w * 3).sum()
+loss.backward()
+time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("args", [["--json"], ["-o", "t.json"], []], ids=["json", "o", "report"])
+def test_a_daemon_thread_keeps_its_globals_and_stays_out_of_the_output(
+        args: list[str], tmp_path: Path) -> None:
+    script = write_script(tmp_path, DAEMON)
+    for _ in range(3):  # it was one run in three
+        ours = gradtrace(script, *args)
+        assert ours.returncode == 0, ours.stderr
+        assert "tick" not in ours.stderr and "tock" not in ours.stderr
+        assert "NameError" not in ours.stderr and "Exception in thread" not in ours.stderr
+        if args == ["--json"]:
+            assert json.loads(ours.stdout)["passes"]
+        elif args:
+            assert json.loads((tmp_path / "t.json").read_text())["passes"]
+        else:  # what it printed while the script ran is in the report's box, not after it
+            assert "tick" not in ours.stdout[ours.stdout.index("passes"):]
