@@ -19,6 +19,7 @@ from ...extract.walk import node_kind
 from ...model.records import LEAF
 from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
+from .where import absolute
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
@@ -38,7 +39,7 @@ def library_file(filename: str) -> bool:
     """Whether filename is an installed package's model code (transformers, timm,
     torchvision…): in site-packages or dist-packages, and not of a package of
     _NOT_MODEL_CODE."""
-    parts = os.path.normcase(os.path.abspath(filename)).split(os.sep)
+    parts = os.path.normcase(absolute(filename)).split(os.sep)
     at = next((i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")),
               None)
     return at is not None and at + 2 < len(parts) \
@@ -103,7 +104,7 @@ class ScenarioNames:
 
     def __init__(self, path: str | None, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
-        self._folder = None if path is None else os.path.dirname(os.path.abspath(path))
+        self._folder = None if path is None else os.path.dirname(absolute(path))
         self._seen: dict[str, Any] = {}  # the latest object under each name
         self._owned: dict[str, bool] = {}  # by file name: asked at every pass of a loop
         self._paths: Given = {}  # objects named through containers: each keeps its path
@@ -119,7 +120,7 @@ class ScenarioNames:
         (a scenario that is itself installed, as gradtrace's examples are, owns its folder)."""
         owned = self._owned.get(filename)
         if owned is None:
-            full = os.path.normcase(os.path.abspath(filename))
+            full = os.path.normcase(absolute(filename))
             folder = None if self._folder is None else os.path.normcase(self._folder)
             owned = self._owned[filename] = folder is not None \
                 and not filename.startswith("<") and full.startswith(folder + os.sep) \

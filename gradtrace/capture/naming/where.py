@@ -23,8 +23,25 @@ def scenario_line(path: str, exc: BaseException) -> int | None:
     return line
 
 
+def _folder_now() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # deleted under gradtrace: the file system's root stands in
+        return os.sep
+
+
+_STARTED_IN = _folder_now()  # where a relative file name is read from, as python read it
+
+
+def absolute(filename: str) -> str:
+    """filename made absolute against the folder gradtrace started in: never by asking for
+    the current folder, which the script may have deleted (or left)."""
+    return os.path.normpath(filename if os.path.isabs(filename)
+                            else os.path.join(_STARTED_IN, filename))
+
+
 # the gradtrace package (this file is gradtrace/capture/naming/where.py)
-_OURS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_OURS = os.path.dirname(os.path.dirname(os.path.dirname(absolute(__file__))))
 _FORWARDERS: set[CodeType] = set()
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
@@ -69,10 +86,10 @@ def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:
         last = max((i for i, (f, _) in enumerate(frames) if f.f_code.co_filename == path),
                    default=-1)
         ours = [(f, n) for f, n in frames[last + 1:]
-                if os.path.abspath(f.f_code.co_filename).startswith(_OURS + os.sep)]
+                if absolute(f.f_code.co_filename).startswith(_OURS + os.sep)]
         if ours and ours[-1][0].f_code not in _FORWARDERS:
             frame, lineno = ours[-1]
-            file = os.path.abspath(frame.f_code.co_filename)
+            file = absolute(frame.f_code.co_filename)
             return f"{os.path.relpath(file, os.path.dirname(_OURS))}:{lineno}"
         # torch.compile tells where in Python it failed as text ("from user code: File …")
         if f'"{_OURS}{os.sep}' in str(error):

@@ -50,8 +50,8 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     function_cls = torch.autograd.Function
     patches = [
         (checkpoint_module, "checkpoint", _checkpointing(recorder, checkpoint_module.checkpoint)),
-        (torch.Tensor, "backward", _pass_wrapper(recorder, window, "backward",
-                                                     torch.Tensor.backward)),
+        # Tensor.backward is left as it is: it calls torch.autograd.backward, recorded here
+        # (a script that makes that a no-op runs no pass, and none is recorded)
         (torch.autograd, "backward", _pass_wrapper(recorder, window, "backward",
                                                         torch.autograd.backward)),
         (torch.autograd, "grad", _pass_wrapper(recorder, window, "grad", torch.autograd.grad)),

@@ -1,7 +1,8 @@
-"""A script that forks, or leaves daemon threads running, ends under gradtrace as under
-python (each run in a real process, with a time limit: the failure was a hang): a child
-runs the script on and exits at its end, printing what it printed; a daemon thread keeps
-its globals and writes nothing into gradtrace's output."""
+"""Scripts that do odd things to their process end under gradtrace as under python (each run
+in a real process, with a time limit: some failures were hangs): a child it forks runs the
+script on and exits at its end, printing what it printed; a daemon thread keeps its globals
+and writes nothing into gradtrace's output; a backward made a no-op records no pass; a
+deleted working folder changes nothing on stdout."""
 
 from __future__ import annotations
 
@@ -151,3 +152,49 @@ def test_a_daemon_thread_keeps_its_globals_and_stays_out_of_the_output(
             assert json.loads((tmp_path / "t.json").read_text())["passes"]
         else:  # what it printed while the script ran is in the report's box, not after it
             assert "tick" not in ours.stdout[ours.stdout.index("passes"):]
+
+
+PHANTOM = """import torch
+
+x = torch.tensor(2.0, requires_grad=True)
+y = x * 3
+y.backward(retain_graph=True)
+torch.autograd.backward = lambda *args, **kwargs: None  # python runs no backward from here
+z = x * 4
+z.backward()
+print("grad", x.grad.item())
+"""
+
+
+@pytest.mark.parametrize("command", ["show", "steps"])
+def test_a_backward_made_a_no_op_records_no_pass(command: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, PHANTOM)
+    assert run_plain(script).stdout == "grad 3.0\n"
+    ours = subprocess.run([sys.executable, "-m", "gradtrace", command, str(script), "--json"],
+                          capture_output=True, text=True, timeout=LIMIT)
+    assert ours.returncode == 0, ours.stderr
+    passes = json.loads(ours.stdout)["passes"]  # show: the passes; steps: how many
+    assert (len(passes) if command == "show" else passes) == 1
+
+
+DELETES_ITS_FOLDER = """import os
+import shutil
+import torch
+
+shutil.rmtree(os.getcwd())  # the folder gradtrace was started in
+x = torch.tensor(2.0, requires_grad=True)
+(x * 3).backward()
+"""
+
+
+@pytest.mark.parametrize("args", [["show"], ["show", "--json"], ["dot"], ["steps"]],
+                         ids=" ".join)
+def test_stdout_does_not_depend_on_the_working_folder(args: list[str], tmp_path: Path) -> None:
+    folder = tmp_path / "deleted"
+    folder.mkdir()
+    script = write_script(folder, DELETES_ITS_FOLDER)
+    ours = subprocess.run([sys.executable, "-m", "gradtrace", *args, "s.py"],
+                          capture_output=True, text=True, timeout=LIMIT, cwd=folder)
+    assert ours.returncode == 0, ours.stderr
+    assert not folder.exists() and not script.exists()
+    assert ours.stdout.strip() and "error" not in ours.stderr
