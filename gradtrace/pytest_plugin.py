@@ -16,11 +16,12 @@ import io
 import json
 import os
 import re
-import tempfile
 from pathlib import Path, PurePath
 from typing import Any, NoReturn
 
 import pytest
+
+from .atomic import replace_file
 
 SNAPSHOTS = "__gradtrace_snapshots__"
 USED = "gradtrace_snapshot"  # the user property naming each snapshot a test used
@@ -139,18 +140,7 @@ def _unreadable(path: Path, why: str) -> NoReturn:
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path through a temporary file beside it that replaces it when complete:
     an interrupted or failed write leaves the old snapshot or none, never half of one."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        mask = os.umask(0)  # mkstemp makes the file private: give it a plain open()'s mode
-        os.umask(mask)
-        os.chmod(temp, 0o666 & ~mask)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    replace_file(path, text.encode("utf-8"))
 
 
 class UnusedSnapshots:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -90,6 +91,39 @@ def test_an_interrupted_write_leaves_nothing_behind(tmp_path: Path,
     with pytest.raises(KeyboardInterrupt):
         write_atomic(tmp_path / "big.svg", b"x" * 1_000_000)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("when", ["the temporary file is made", "it is renamed"])
+def test_a_signal_at_any_point_of_a_write_leaves_no_temporary_file(
+        signal_number: int, when: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM as the temporary file has just been made (the moment it once
+    survived: `.copy0.json.xaqxw2w5.tmp`) or as it replaces the output: the signal's own
+    handler runs once the file is whole, and no temporary file is left."""
+    import tempfile
+
+    made, replace = tempfile.mkstemp, os.replace
+
+    def signalled(original: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            signal.raise_signal(signal_number)  # delivered at once, were it not held
+            return result
+        return call
+
+    if when.startswith("the temporary"):
+        monkeypatch.setattr(tempfile, "mkstemp", signalled(made))
+    else:
+        monkeypatch.setattr(os, "replace", signalled(replace))
+    target = tmp_path / "copy0.json"
+    previous = signal.signal(signal.SIGTERM, lambda n, f: sys.exit(128 + n))
+    try:
+        with pytest.raises((KeyboardInterrupt, SystemExit)):
+            write_atomic(target, b"{}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [p.name for p in tmp_path.iterdir()] == ["copy0.json"]
+    assert target.read_bytes() == b"{}"
 
 
 def test_sigterm_ends_gradtrace_like_ctrl_c(tmp_path: Path) -> None:

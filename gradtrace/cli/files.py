@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..atomic import replace_file
 from ..errors import ExportError
 from ..model.labels import label_file
 
@@ -32,8 +32,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def write_atomic(path: Path, data: bytes, protected: Sequence[Path] = ()) -> None:
     """Write data to path so that no failure or interruption leaves a half-written file.
 
-    A regular file is written through a temporary file that replaces it at the end (removed
-    on any exit, Ctrl-C and SIGTERM included); a device, FIFO or socket (/dev/null,
+    A regular file is written through a temporary file that replaces it at the end (Ctrl-C
+    and SIGTERM held meanwhile: atomic.py); a device, FIFO or socket (/dev/null,
     /dev/stdout) is written through, never replaced. Paths in protected (the inputs) are
     refused.
     """
@@ -60,22 +60,6 @@ def write_atomic(path: Path, data: bytes, protected: Sequence[Path] = ()) -> Non
     if not path.parent.is_dir():
         raise ExportError(f"cannot write {shown}: folder {path.parent} does not exist")
     try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        replace_file(path, data, mode)
     except OSError as exc:
         raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
-    done = False
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        # mkstemp makes the file private (0600); give it the mode a plain open() would
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temp, stat.S_IMODE(mode) if mode is not None else 0o666 & ~mask)
-        os.replace(temp, path)
-        done = True
-    except OSError as exc:
-        raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
-    finally:
-        if not done:  # any exit: an error, Ctrl-C, SIGTERM (raised as SystemExit)
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
