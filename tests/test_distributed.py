@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SCENARIOS, as_read, invoke, tensor
+from helpers import ROOT, SCENARIOS, as_read, invoke, tensor, write_script
 
 CHAIN = SCENARIOS / "chain_rule.py"
 
@@ -169,6 +169,62 @@ def test_another_launcher_s_rank_prints_only_when_shown() -> None:
     assert "rank 0 of 2" in shown.stdout and "chain_rule.py  ·  3 nodes" in shown.stdout
     assert shown.stdout.rstrip().endswith(
         "other ranks: not shown (only torchrun's store carries their summaries)")
+
+
+MARKS_ITS_RUN = """import pathlib
+import torch
+
+pathlib.Path("ran").write_text("1")
+
+
+class Twice(torch.autograd.Function):  # for check to check
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+x = torch.tensor(2.0, requires_grad=True, dtype=torch.float64)
+Twice.apply(x * 3).backward()
+"""
+EVERY_OUTPUT = {  # each command's output option, as a file name with {rank}
+    "dot": ["-o", "g-{rank}.svg"], "steps": ["-o", "s-{rank}.svg"],
+    "check": ["--junit", "j-{rank}.xml"], "diff": ["s.py", "-o", "d-{rank}.svg"],
+    "show": ["-o", "t-{rank}.json"],
+}
+
+
+@pytest.mark.parametrize("command", EVERY_OUTPUT)
+def test_rank_in_every_output_option_names_each_rank_s_file(command: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """{rank} in -o (check: --junit) is this rank's number; a rank other than the shown one
+    prints nothing on stdout (its findings neither)."""
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, MARKS_ITS_RUN)
+    option, name = EVERY_OUTPUT[command][-2:]
+    result = invoke(command, "s.py", *EVERY_OUTPUT[command],
+                    env={"RANK": "1", "WORLD_SIZE": "2"})
+    assert result.exit_code in (0, 1), result.stderr  # diff: 1, the same graph is no change
+    assert (tmp_path / name.replace("{rank}", "1")).is_file()
+    assert not (tmp_path / name).exists() and result.stdout == ""
+
+
+@pytest.mark.parametrize("command", [c for c in EVERY_OUTPUT if c != "show"])
+def test_one_file_for_every_rank_is_refused_before_the_run(command: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Each rank writing one path (their files overwriting each other) is refused, exit 2,
+    before the script runs; `show -o FILE` writes the shown rank's alone."""
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, MARKS_ITS_RUN)
+    args = [a.replace("-{rank}", "") for a in EVERY_OUTPUT[command]]
+    result = invoke(command, "s.py", *args, env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert result.exit_code == 2 and "each of the 2 ranks would write it" in result.stderr
+    assert "{rank}" in result.stderr and not (tmp_path / "ran").exists()
 
 
 @pytest.mark.parametrize("which", ["x", "-1", "1.5"])

@@ -27,6 +27,7 @@ from .core import (
 )
 from .files import absolute, input_file, write_atomic
 from .output import stdout_console, write_stdout
+from .ranked import quiet_unless_shown, rank_file
 
 
 @app.command(
@@ -86,7 +87,9 @@ def check(
                            timeout=timeout, max_jacobian=max_jacobian)
     found = targets_of(paths)
     # resolved before any scenario runs (and perhaps changes the working folder)
+    junit = rank_file(junit, "--junit")
     junit = None if junit is None else absolute(junit)
+    quiet_unless_shown()
     inputs = [input_file(f) for f in found.targets]
     with CallProgress(quiet, github=printed == "github") as watcher:
         run = check_files(found.targets, options, stop_on_error=debugging(ctx),

@@ -17,7 +17,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from .._version import __version__
 from ..compat.typer import CONTROL_FLOW, NO_SUCH_OPTION
 from ..errors import GradtraceError, Interrupted, ScenarioError
-from .output import stderr_console
+from .output import stderr_console, stdout_silenced
 
 
 class ExitCode(IntEnum):
@@ -154,6 +154,7 @@ class BoundedGroup(TyperGroup):
         return plain_help(super().get_params(ctx))
 
     def invoke(self, ctx: Any) -> Any:
+        stdout_silenced(False)  # each command decides (one process may run several: tests)
         try:
             try:
                 return super().invoke(ctx)

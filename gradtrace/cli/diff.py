@@ -30,6 +30,7 @@ from .core import (
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace
 from .output import stderr_console, stdout_console, write_stdout
+from .ranked import quiet_unless_shown, rank_file
 
 
 @app.command(
@@ -90,7 +91,9 @@ def diff(
     profile = profile or (rules is not None and rules.slower is not None)
     printed = printed_as(out_format, as_json)
     sources = [input_file(a), input_file(b)]
+    out = rank_file(out)
     target = None if out is None else absolute(out)
+    quiet_unless_shown()
     chosen = None if out is None else find_format(out, None)
     if chosen is not None and chosen.name != "json" and chosen.draw is None:
         raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",

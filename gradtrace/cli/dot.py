@@ -35,6 +35,7 @@ from .core import (
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass, told_after
 from .output import stderr_console, write_stdout
+from .ranked import quiet_unless_shown, rank_file
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
 HEATS = ("time", "memory")
@@ -111,7 +112,9 @@ def dot(
     failing = fail_on_codes(fail_on)  # checked before the scenario runs
     library_first = library_leads(lead_with)
     source = input_file(scenario)
+    out = rank_file(out)
     target = None if out is None else absolute(out)
+    shown = quiet_unless_shown()
     if rankdir.upper() not in RANKDIRS:
         raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
     if heat_by is not None and heat_by not in HEATS:
@@ -143,7 +146,7 @@ def dot(
         write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])
-    said = None if quiet else finding_lines(trace.findings)
+    said = None if quiet or not shown else finding_lines(trace.findings)
     if said is not None:
         stderr_console().print(said)
     if not quiet:

@@ -62,8 +62,18 @@ def flush_streams() -> None:
             stream.flush()
 
 
+_SILENT = [False]  # this process is a rank whose output another rank prints
+
+
+def stdout_silenced(silent: bool) -> None:
+    """Print nothing on stdout from now on (a rank that is not the shown one), or again."""
+    _SILENT[0] = silent
+
+
 def write_stdout(data: str | bytes | Iterable[str]) -> None:
     """Write a command's output to stdout, pieces as they are made; text as UTF-8."""
+    if _SILENT[0]:
+        return
     if sys.stdout is None:
         raise GradtraceError("standard output is closed",
                              "redirect it to a file (> out.json), or give -o FILE")

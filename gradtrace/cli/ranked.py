@@ -15,13 +15,35 @@ from ..capture.script.ranks import RankStore, launched
 from ..errors import GradtraceError
 from ..model.records import Trace
 from ..render.ranks import rank_line, rank_summary
-from .output import flush_streams
+from .output import flush_streams, stdout_silenced
 
 RANKS = typer.Option("0", "--ranks", metavar="N|all",
                      help="Under torchrun (RANK and WORLD_SIZE set): the rank whose report is "
                      "printed, with a line for each other rank, or all: every rank's report "
                      "in rank order. Put {rank} in -o FILE for one file per rank.")
 RANK_FIELD = "{rank}"
+
+
+def rank_file(out: Path | None, option: str = "-o") -> Path | None:
+    """out with {rank} made this rank's number; under a launcher of several ranks, a file
+    name without {rank} (every rank would write it) is refused before anything runs."""
+    if out is None:
+        return None
+    ranks = launched()
+    if ranks is not None and RANK_FIELD not in str(out) and not str(out).startswith("/dev/"):
+        raise GradtraceError(f"{option} {out}: each of the {ranks.world} ranks would write it",
+                             f"one file per rank: put {RANK_FIELD} in the name, e.g. "
+                             f"{option} {out.stem}-{RANK_FIELD}{out.suffix}")
+    return Path(str(out).replace(RANK_FIELD, str(ranks.rank if ranks else 0)))
+
+
+def quiet_unless_shown() -> bool:
+    """Whether this process prints (on stdout, and its findings): alone, or rank 0 of a
+    launcher's ranks; another rank falls silent on stdout (its output would interleave)."""
+    ranks = launched()
+    shown = ranks is None or ranks.rank == 0
+    stdout_silenced(not shown)
+    return shown
 
 
 class RankedShow:

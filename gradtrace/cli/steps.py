@@ -29,6 +29,7 @@ from .core import (
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, told_after
 from .output import stdout_console, write_stdout
+from .ranked import quiet_unless_shown, rank_file
 
 
 @app.command(
@@ -71,6 +72,8 @@ def steps(
     from ..findings.registry import STEP_CODES
 
     source = input_file(scenario)
+    out = rank_file(out)
+    quiet_unless_shown()
     failing = fail_on_codes(fail_on, sorted(STEP_CODES))  # the codes steps can find
     printed = printed_as(out_format, as_json)
     if out is not None and printed != "text":
