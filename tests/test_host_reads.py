@@ -40,7 +40,9 @@ with Reads() as reads:
         batch = torch.randint(0, 256, (32,))
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x[batch]), y[batch])
-        loss.backward()
+        # not loss.backward(): a mode is off inside the methods it sees (Tensor.backward),
+        # and gradtrace records torch.autograd.backward, which that calls
+        torch.autograd.backward(loss)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         opt.step()
 print("reads", reads.count)
