@@ -9,14 +9,13 @@ import os
 import random
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
+from plain_python import run_gradtrace
 from typer.testing import CliRunner
 
 from gradtrace.cli import app
@@ -256,8 +255,7 @@ def show_without(script: Path, without: str = "", *more: str) -> tuple[dict[str,
     """`gradtrace show script --json` in a process of its own with GRADTRACE_WITHOUT set:
     the trace, and stderr."""
     env = {**os.environ, "GRADTRACE_WITHOUT": without}
-    done = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), "--json",
-                           *more], capture_output=True, text=True, env=env, timeout=120)
+    done = run_gradtrace("show", script, "--json", *more, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     return json.loads(done.stdout), done.stderr

@@ -2,8 +2,9 @@
 that imported torch once (2-3 s saved per run), so each script still starts from a fresh
 interpreter state, as under `python`.
 
-The tests call run_plain(); this file run as a script is the process it forks from: it reads
-one JSON request per line and answers one JSON line each."""
+`gradtrace ARGS` likewise (run_gradtrace): forked from a process that imported torch and
+gradtrace. The tests call run_plain() and run_gradtrace(); this file run as a script is the
+process they fork from: it reads one JSON request per line and answers one JSON line each."""
 
 from __future__ import annotations
 
@@ -17,44 +18,72 @@ import threading
 from pathlib import Path
 from typing import Any
 
-_server: subprocess.Popen[str] | None = None
+_servers: dict[str, subprocess.Popen[str]] = {}  # "python" and "gradtrace": what each imported
 _lock = threading.Lock()
+_READ_AT_IMPORT = "GRADTRACE_WITHOUT"  # gradtrace's probes read it as they are imported
 
 
 def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
               timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The script run as `python SCRIPT ARGS` in cwd (default: the script's folder)."""
-    global _server
     script = Path(script).resolve()
-    request = {"argv": [str(script), *args], "cwd": str(cwd or script.parent),
-               "timeout": timeout}
+    return _ask({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
+                 "timeout": timeout})
+
+
+def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
+                  env: dict[str, str] | None = None,
+                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`gradtrace ARGS` (as `python -m gradtrace ARGS`) in a process of its own, forked from
+    one that imported torch and gradtrace once: a real process (signals, forks, its exit),
+    without 2-3 s of imports. env: the whole environment (default: this one's)."""
+    env = dict(os.environ if env is None else env)
+    if env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT):  # a process of its own
+        return subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args)], env=env,
+                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return _ask({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
+                 "timeout": timeout, "module": "gradtrace", "env": env})
+
+
+def _ask(request: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    kind = request.get("module") or "python"
     with _lock:
-        if _server is None or _server.poll() is not None:
-            _server = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True)
-            atexit.register(_server.kill)
-        assert _server.stdin is not None and _server.stdout is not None
-        _server.stdin.write(json.dumps(request) + "\n")
-        _server.stdin.flush()
-        answer = json.loads(_server.stdout.readline())
+        server = _servers.get(kind)
+        if server is None or server.poll() is not None:
+            server = _servers[kind] = subprocess.Popen([sys.executable, __file__, kind],
+                                                       stdin=subprocess.PIPE,
+                                                       stdout=subprocess.PIPE, text=True)
+            atexit.register(server.kill)
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
     return subprocess.CompletedProcess(request["argv"], answer["code"], answer["stdout"],
                                        answer["stderr"])
 
 
-def _run_in_child(argv: list[str], cwd: str, out: int, err: int) -> None:
-    """In the forked child: what `python ARGV` does, then exit with its code."""
+def _run_in_child(request: dict[str, Any], out: int, err: int) -> None:
+    """In the forked child: what `python ARGV` (or `python -m MODULE ARGV`) does, then exit
+    with its code."""
     import runpy
     import traceback
 
+    argv, module = request["argv"], request.get("module")
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # not the requests' pipe
     os.dup2(out, 1)
     os.dup2(err, 2)
-    os.chdir(cwd)
-    sys.argv = argv
-    sys.path[0] = str(Path(argv[0]).parent)
+    os.chdir(request["cwd"])
+    if request.get("env") is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
+    sys.argv = [module or "", *argv] if module else argv
+    sys.path[0] = request["cwd"] if module else str(Path(argv[0]).parent)
     code = 0
     try:
-        runpy.run_path(argv[0], run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if not isinstance(exit_.code, int | None):
@@ -68,15 +97,21 @@ def _run_in_child(argv: list[str], cwd: str, out: int, err: int) -> None:
     os._exit(code)
 
 
-def _serve() -> None:
-    import torch  # noqa: F401  (imported once, before any fork: the point of this process)
+def _serve(kind: str) -> None:
+    # imported once, before any fork: the point of this process (gradtrace only in the
+    # server of its runs: a plain run's interpreter is python's)
+    import torch  # noqa: F401
+
+    if kind == "gradtrace":
+        import gradtrace.capture.runner  # noqa: F401
+        import gradtrace.cli  # noqa: F401
 
     for line in sys.stdin:
         request: dict[str, Any] = json.loads(line)
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             pid = os.fork()
             if pid == 0:
-                _run_in_child(request["argv"], request["cwd"], out.fileno(), err.fileno())
+                _run_in_child(request, out.fileno(), err.fileno())
             code = _wait(pid, request["timeout"])
             out.seek(0)
             err.seek(0)
@@ -96,4 +131,4 @@ def _wait(pid: int, timeout: float) -> int:
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1])

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from helpers import SCENARIOS, invoke
+from plain_python import run_gradtrace
 
 BROKEN = SCENARIOS / "broken"
 
@@ -29,8 +29,7 @@ def check_json(*args: str | Path) -> tuple[int, dict]:
 
 def gradtrace(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`python -m gradtrace ARGS` as CI runs it: stdout and stderr are pipes."""
-    return subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    return run_gradtrace(*args, timeout=timeout)
 
 
 @pytest.mark.slow  # waits out a time limit in a real process: ~7 s

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from helpers import ROOT, SCENARIOS, code_files, invoke, show_without, trace_numbers, write_script
+from plain_python import run_gradtrace
 
 import gradtrace.compat.cpython
 import gradtrace.compat.torch
@@ -166,8 +165,7 @@ def test_without_click_s_no_such_option_an_unknown_option_is_still_a_usage_error
         tmp_path: Path) -> None:
     script = write_script(tmp_path, "import torch\nx = torch.ones(1, requires_grad=True)\n")
     env = {**os.environ, "GRADTRACE_WITHOUT": "NoSuchOption"}
-    done = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), "--lr",
-                           "1"], capture_output=True, text=True, env=env, timeout=60)
+    done = run_gradtrace("show", script, "--lr", "1", env=env, timeout=60)
     assert done.returncode == 2 and "No such option" in done.stderr and "--lr" in done.stderr
     assert "Traceback" not in done.stderr and "after `--`" not in done.stderr
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plain_python import run_plain
+from plain_python import run_gradtrace, run_plain
 from test_distributed import free_port
 
 FRAMEWORKS = Path(__file__).parent / "frameworks"
@@ -29,9 +29,7 @@ def recorded(script: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
     """The trace of `gradtrace show SCRIPT -o trace.json` (a process of its own: a framework's
     global state stays there), and what the script printed."""
     out = tmp_path / "trace.json"
-    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(FRAMEWORKS / script),
-                          "-o", str(out)], capture_output=True, text=True, timeout=LIMIT,
-                         cwd=tmp_path)
+    run = run_gradtrace("show", FRAMEWORKS / script, "-o", out, timeout=LIMIT, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     trace = json.loads(out.read_text())
     return trace, trace["stdout"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import SCENARIOS, as_read, invoke
+from plain_python import run_gradtrace
 
 CHAIN = SCENARIOS / "chain_rule.py"
 INJECTED_ID = 'n0 [URL="javascript:alert(1)"]; n0'
@@ -148,8 +147,7 @@ def test_a_500mb_style_single_line_of_output_is_cut_when_shown(good: dict[str, A
     data["stdout"] = "y" * 20_000_000
     path = saved(tmp_path, data)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "(19,999,000 more characters)" in proc.stdout
     assert len(proc.stdout) < 20_000

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import write_script
-from plain_python import run_plain
+from plain_python import run_gradtrace, run_plain
 
 LIMIT = 60  # seconds: the run takes a few; a hang is the failure
 
@@ -89,8 +88,7 @@ else:
 
 
 def gradtrace(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gradtrace", "show", str(script), *args],
-                          capture_output=True, text=True, timeout=LIMIT, cwd=script.parent)
+    return run_gradtrace("show", script, *args, timeout=LIMIT, cwd=script.parent)
 
 
 @pytest.mark.parametrize("text", FORKS.values(), ids=FORKS.keys())
@@ -170,8 +168,7 @@ print("grad", x.grad.item())
 def test_a_backward_made_a_no_op_records_no_pass(command: str, tmp_path: Path) -> None:
     script = write_script(tmp_path, PHANTOM)
     assert run_plain(script).stdout == "grad 3.0\n"
-    ours = subprocess.run([sys.executable, "-m", "gradtrace", command, str(script), "--json"],
-                          capture_output=True, text=True, timeout=LIMIT)
+    ours = run_gradtrace(command, script, "--json", timeout=LIMIT)
     assert ours.returncode == 0, ours.stderr
     passes = json.loads(ours.stdout)["passes"]  # show: the passes; steps: how many
     assert (len(passes) if command == "show" else passes) == 1
@@ -193,8 +190,7 @@ def test_stdout_does_not_depend_on_the_working_folder(args: list[str], tmp_path:
     folder = tmp_path / "deleted"
     folder.mkdir()
     script = write_script(folder, DELETES_ITS_FOLDER)
-    ours = subprocess.run([sys.executable, "-m", "gradtrace", *args, "s.py"],
-                          capture_output=True, text=True, timeout=LIMIT, cwd=folder)
+    ours = run_gradtrace(*args, "s.py", timeout=LIMIT, cwd=folder)
     assert ours.returncode == 0, ours.stderr
     assert not folder.exists() and not script.exists()
     assert ours.stdout.strip() and "error" not in ours.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from helpers import (
     printed_without_torch_logs,
     tensor,
 )
-from plain_python import run_plain
+from plain_python import run_gradtrace, run_plain
 
 REAL = SCENARIOS / "real"
 Traced = Callable[..., dict[str, Any]]  # the `traced` fixture
@@ -245,9 +244,8 @@ def test_a_compiled_train_step_under_inductor_from_a_cold_cache(tmp_path: Any) -
     """inductor compiles C++ in a thread pool it leaves open: the run hung (> 600 s) waiting
     for the pool's idle workers, which python's exit stops. A cold cache makes it compile."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", "compile_tutorial.py",
-                          "--json", "--timeout", "600", "--", "inductor"], cwd=REAL, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run = run_gradtrace("show", "compile_tutorial.py", "--json", "--timeout", "600", "--",
+                        "inductor", cwd=REAL, env=env, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
     assert_like_plain_python("compile_tutorial.py", json.loads(run.stdout), "inductor")
 
@@ -264,8 +262,7 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
                     "    loss.backward()\n"
                     "while True:\n"
                     "    step(torch.ones(3))\n")
-    run = subprocess.run([sys.executable, "-m", "gradtrace", "show", path, "--json",
-                          "--timeout", "30"], capture_output=True, text=True, timeout=120)
+    run = run_gradtrace("show", path, "--json", "--timeout", "30", timeout=120)
     assert run.returncode == 2, run.stderr[-2000:]
     assert "did not finish within 30 s: it was at" in run.stderr
     trace = as_read(run.stdout)

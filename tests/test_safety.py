@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 from helpers import SCENARIOS, as_read, invoke, write_script
+from plain_python import run_gradtrace
 
 from gradtrace.capture.runner import run_scenario
 from gradtrace.cli.files import write_atomic
@@ -182,7 +183,7 @@ def test_undeclared_non_utf8_says_how_to_declare_it(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "coding: latin-1" in result.stderr
 
 
-def run_gradtrace(*args: str, **popen: object) -> subprocess.CompletedProcess[bytes]:
+def with_streams(*args: str, **popen: object) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=False,
                           stderr=subprocess.PIPE, timeout=120, **popen)  # type: ignore[call-overload]
 
@@ -192,7 +193,7 @@ def run_gradtrace(*args: str, **popen: object) -> subprocess.CompletedProcess[by
 def test_a_broken_pipe_stops_quietly_with_141(args: list[str]) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first byte, as with `| head -0`
-    proc = run_gradtrace(*args, stdout=write)
+    proc = with_streams(*args, stdout=write)
     os.close(write)
     assert proc.returncode == 141 and proc.stderr == b""
 
@@ -200,10 +201,10 @@ def test_a_broken_pipe_stops_quietly_with_141(args: list[str]) -> None:
 @pytest.mark.parametrize("args", [["show", str(CHAIN), "--json"], ["show", str(CHAIN)]],
                          ids=["json", "report"])
 def test_a_closed_or_full_stdout_is_exit_2(args: list[str]) -> None:
-    closed = run_gradtrace(*args, preexec_fn=lambda: os.close(1))
+    closed = with_streams(*args, preexec_fn=lambda: os.close(1))
     assert closed.returncode == 2 and b"error: standard output is closed" in closed.stderr
     with open("/dev/full", "wb") as full:
-        proc = run_gradtrace(*args, stdout=full)
+        proc = with_streams(*args, stdout=full)
     assert proc.returncode == 2 and b"No space left on device" in proc.stderr
     assert b"Traceback" not in proc.stderr + closed.stderr
 
@@ -214,8 +215,7 @@ def test_output_below_python_is_captured_not_mixed_into_json(tmp_path: Path) -> 
                         "subprocess.run(['echo', 'from a subprocess'])\n"
                         "os.write(1, b'raw on fd 1\\n')\nos.write(2, b'raw on fd 2\\n')\n"
                         "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\n")
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", scenario, "--json", timeout=120)
     assert proc.returncode == 0, proc.stderr
     trace = as_read(proc.stdout)  # nothing before or after the JSON
     assert trace["stdout"] == "from a subprocess\nraw on fd 1\nraw on fd 2\n"
@@ -230,8 +230,7 @@ def test_timeout_names_the_line_the_scenario_was_on(command: str, tmp_path: Path
     scenario = tmp_path / "endless.py"
     scenario.write_text(ENDLESS)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", command, str(scenario),
-                           "--timeout", "2"], capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace(command, scenario, "--timeout", "2", timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert f"did not finish within 2 s: it was at {scenario}:4 `time.sleep(0.01)`" \
         in proc.stderr
@@ -271,9 +270,7 @@ def test_check_timeout_gives_a_timed_out_verdict_and_goes_on(tmp_path: Path) -> 
         "x = torch.ones(2, dtype=torch.float64, requires_grad=True)\n"
         "z = Slow.apply(x)\ny = Quick.apply(x)\n")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "check", str(scenario),
-                           "--timeout", "2", "--json"], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_gradtrace("check", scenario, "--timeout", "2", "--json", timeout=120)
     assert time.perf_counter() - start < 40
     assert proc.returncode == 2, proc.stderr
     verdicts = {r["function"]: r["gradcheck"] for r in json.loads(proc.stdout)["results"]}
@@ -353,8 +350,7 @@ def test_signal_handlers_of_the_script_run_as_under_python(tmp_path: Path) -> No
     """signal.signal and set_wakeup_fd work in the scenario; its handlers run when their
     signal arrives, and what they raise is raised where the script is."""
     scenario = write_script(tmp_path, SIGNALS)
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", scenario, "--json", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert as_read(proc.stdout)["stdout"] == "stopped by alarm [True]\n"
 
@@ -373,8 +369,7 @@ def test_a_signal_the_kernel_gives_the_scenario_s_thread_is_handled(tmp_path: Pa
         "    while True:\n        time.sleep(0.01)\n"
         "except Late as exc:\n    print('stopped by', exc)\n"
         "x = torch.tensor(2.0, requires_grad=True)\n(x * 3).backward()\n"))
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json",
-                           "--timeout", "60"], capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", scenario, "--json", "--timeout", "60", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert as_read(proc.stdout)["stdout"] == "stopped by alarm\n"
 
@@ -466,8 +461,7 @@ def test_os_exit_after_a_pass_is_a_stop_and_forked_children_still_exit(tmp_path:
         "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
         "print('child exited', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
         "os._exit(0)\nprint('not reached')\n"))
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", scenario, "--json", timeout=120)
     assert proc.returncode == 0, proc.stderr
     trace = as_read(proc.stdout)
     assert trace["stdout"] == "child exited 7\n" and len(trace["passes"]) == 1
@@ -479,8 +473,7 @@ def test_os_exit_n_in_a_thread_of_the_script_stops_it_with_exit_2(tmp_path: Path
         "y = x * 3\ny.backward()\n"
         "threading.Thread(target=os._exit, args=(3,)).start()\n"
         "while True:\n    time.sleep(0.01)\n"))
-    proc = subprocess.run([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_gradtrace("show", scenario, "--json", timeout=120)
     assert proc.returncode == 2
     assert "the scenario called os._exit(3)" in proc.stderr
     assert len(as_read(proc.stdout)["passes"]) == 1
