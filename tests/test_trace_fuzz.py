@@ -85,13 +85,29 @@ def assert_safe(args: list[Any], fmt: str) -> Any:
     return result
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.too_slow])
-@given(data=st.data())
+MUTATED = given(data=st.data())
+UNHURRIED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=UNHURRIED)
+@MUTATED
 def test_mutated_traces_are_refused_or_shown_safely(data: st.DataObject,
                                                     base_traces: list[dict[str, Any]],
                                                     tmp_path: Path) -> None:
+    shown_safely(data, base_traces, tmp_path)
+
+
+@pytest.mark.slow  # the same, 150 cases more (as many as it once ran): the slow tier
+@settings(max_examples=150, deadline=None, suppress_health_check=UNHURRIED)
+@MUTATED
+def test_many_more_mutated_traces_are_refused_or_shown_safely(
+        data: st.DataObject, base_traces: list[dict[str, Any]], tmp_path: Path) -> None:
+    shown_safely(data, base_traces, tmp_path)
+
+
+def shown_safely(data: st.DataObject, base_traces: list[dict[str, Any]], tmp_path: Path
+                 ) -> None:
+    """A mutated trace, through show and dot in every text format: refused or shown safely."""
     trace = data.draw(mutated(base_traces))
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace))
