@@ -5,12 +5,13 @@ whose other threads are not in it (waiting on them hangs both processes)."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import sys
 import traceback
 from collections.abc import Iterator
 from typing import NoReturn
+
+from .printed import captured_text
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep  # gradtrace's
 _parent: list[int] = []  # the pid of the process running the scenario, while it runs
@@ -19,16 +20,10 @@ _printed_from: list[int] = []  # in a child: where its own printing begins in th
 
 def _at_fork_in_child() -> None:
     if _parent:  # what the script printed before the fork is the parent's to show
-        _printed_from[:] = [len(_captured())]
+        _printed_from[:] = [len(captured_text())]
 
 
 os.register_at_fork(after_in_child=_at_fork_in_child)
-
-
-def _captured() -> str:
-    """The text captured of what the scenario printed (printed.py's _Stream), else ""."""
-    into = getattr(sys.stdout, "_into", None)
-    return into.getvalue() if isinstance(into, io.StringIO) else ""
 
 
 @contextlib.contextmanager
@@ -68,7 +63,7 @@ def exit_child(error: BaseException | None) -> NoReturn:
 def write_printed() -> None:
     """In a forked child: what it printed, written to its descriptor 1 (the capture lives
     in its memory, which the parent never sees), as python flushes its streams at exit."""
-    captured = _captured()
+    captured = captured_text()
     text = captured[_printed_from[0] if _printed_from else 0:]
     _printed_from[:] = [len(captured)]  # written once
     with contextlib.suppress(OSError):

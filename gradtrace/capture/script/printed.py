@@ -30,13 +30,19 @@ def python_output_captured(output: io.StringIO) -> Iterator[None]:
         yield
 
 
+def captured_text() -> str:
+    """What the scenario printed so far, while sys.stdout is its capture (else "")."""
+    stream = sys.stdout
+    return stream.into.getvalue() if isinstance(stream, _Stream) else ""
+
+
 class _Stream(io.TextIOBase):
     """The scenario's sys.stdout or sys.stderr: what it writes goes into the one capture;
     closing it closes only itself (printing then fails, as in python), not the capture."""
 
     def __init__(self, into: io.StringIO) -> None:
         super().__init__()
-        self._into = into
+        self.into = into
 
     def writable(self) -> bool:
         return True
@@ -44,7 +50,7 @@ class _Stream(io.TextIOBase):
     def write(self, text: str) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file.")
-        return self._into.write(text)
+        return self.into.write(text)
 
 
 @contextlib.contextmanager
