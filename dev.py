@@ -180,7 +180,7 @@ def matrix(pytest_args: list[str]) -> int:
             say(f"torch {before}: the tests marked matrix")
             # -p no:cacheprovider: the checkout's .pytest_cache is the main suite's
             code = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                       "-m", "matrix", *pytest_args, check=False)
+                       "--dist", "loadgroup", "-m", "matrix", *pytest_args, check=False)
             if code != 0:
                 failed.append(f"torch {version}: tests failed")
     for line in failed:
@@ -208,8 +208,10 @@ def main(argv: list[str]) -> int:
         return code
     ensure_chromium()
     # both cores by default (pytest-xdist, a test extra): the suite takes ~2 minutes, not ~3
+    # --dist loadgroup: a module whose fixture is costly (a fresh venv, a model) is marked
+    # xdist_group and runs on one worker, its fixture made once, not once per worker
     workers = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in argv[1:]) \
-        else ["-n", str(min(os.cpu_count() or 1, 2))]
+        else ["-n", str(min(os.cpu_count() or 1, 2)), "--dist", "loadgroup"]
     # one torch thread per process, as torchrun sets it: two workers (and the gradtrace runs
     # they start) each with a thread per core fought over the cores, ~1.5x the time
     os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -19,7 +19,7 @@ from helpers import (
 )
 from plain_python import run_plain
 
-pytestmark = pytest.mark.matrix
+pytestmark = [pytest.mark.matrix, pytest.mark.xdist_group("every_torch")]  # fixtures once
 
 # A loop that prints, after each backward, the loss and each module's gradient norm (the root
 # of its parameters' squared norms) as `steps` computes them.

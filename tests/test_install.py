@@ -22,7 +22,8 @@ import pytest
 from helpers import DOT, ROOT, module_from
 from test_docs import EXAMPLES, PRODUCERS, SHARED
 
-pytestmark = pytest.mark.slow
+# one worker builds the venv (its fixture is the module's), not each of them
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

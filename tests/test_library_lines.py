@@ -17,6 +17,7 @@ from test_html import page, parts
 from gradtrace.capture.naming.names import library_file
 
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.xdist_group("library_lines")  # the model's run once, on one worker
 
 BERT = """import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is downloaded: the model is made from a config

@@ -129,10 +129,14 @@ def test_a_signal_at_any_point_of_a_write_leaves_no_temporary_file(
 
 def test_sigterm_ends_gradtrace_like_ctrl_c(tmp_path: Path) -> None:
     scenario = tmp_path / "sleepy.py"
-    scenario.write_text("import time\ntime.sleep(60)\n")
+    started = tmp_path / "started"
+    scenario.write_text(f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+                        "time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(5)  # torch imported, the scenario sleeping
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:  # the scenario sleeping
+        time.sleep(0.05)
     start = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
