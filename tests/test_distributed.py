@@ -234,6 +234,16 @@ def test_a_rank_that_is_no_number_is_refused(which: str) -> None:
     assert f"--ranks {which!r}: give a rank number (0, 1, …) or all" in result.stderr
 
 
+def test_ranks_all_refuses_one_file_for_every_rank(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, MARKS_ITS_RUN)
+    result = invoke("show", "s.py", "--ranks", "all", "-o", "t.json",
+                    env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert result.exit_code == 2 and "each of the 2 ranks would write it" in result.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "t.json").exists()
+
+
 def test_ranks_all_refuses_json_on_stdout() -> None:
     result = invoke("show", CHAIN, "--ranks", "all", "--json",
                     env={"RANK": "0", "WORLD_SIZE": "2"})

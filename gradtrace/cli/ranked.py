@@ -64,6 +64,10 @@ class RankedShow:
                                  "documents", "write one file per rank: -o trace-{rank}.json")
         self.rank = self.ranks.rank if self.ranks else 0
         self.templated = out is not None and RANK_FIELD in str(out)
+        if self.every and self.ranks and out is not None and not self.templated:
+            raise GradtraceError(f"--ranks all -o {out}: each of the {world} ranks would "
+                                 "write it", "one file per rank: put {rank} in the name, "
+                                 "e.g. -o trace-{rank}.json")
         self.target = None if out is None else Path(str(out).replace(RANK_FIELD,
                                                                       str(self.rank)))
         self.store = RankStore() if self.ranks else None
