@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from ..compat.cpython import run_exit_handlers
+from ..compat.cpython import exit_status, run_exit_handlers
 from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
 from .output import flush_streams, main_thread_streams
@@ -28,16 +28,8 @@ def main() -> None:
         app()
         status = 0
     except SystemExit as exc:
-        status = _status(exc.code)
+        status = exit_status(exc.code)
     _leave(status)
-
-
-def _status(code: object) -> int:
-    """The exit status `sys.exit(code)` gives under `python`: None is 0, text is printed, 1."""
-    if code is None or isinstance(code, int):
-        return code or 0
-    print(code, file=sys.stderr)
-    return 1
 
 
 def _leave(status: int) -> None:

@@ -24,13 +24,15 @@ RANKS = typer.Option("0", "--ranks", metavar="N|all",
 RANK_FIELD = "{rank}"
 
 
-def rank_file(out: Path | None, option: str = "-o") -> Path | None:
-    """out with {rank} made this rank's number; under a launcher of several ranks, a file
-    name without {rank} (every rank would write it) is refused before anything runs."""
+def rank_file(out: Path | None, option: str = "-o", every_rank_writes: bool = True
+              ) -> Path | None:
+    """out with {rank} made this rank's number; under a launcher of several ranks, when
+    every rank writes, a file name without {rank} is refused before anything runs."""
     if out is None:
         return None
     ranks = launched()
-    if ranks is not None and RANK_FIELD not in str(out) and not str(out).startswith("/dev/"):
+    if every_rank_writes and ranks is not None and RANK_FIELD not in str(out) \
+            and not str(out).startswith("/dev/"):
         raise GradtraceError(f"{option} {out}: each of the {ranks.world} ranks would write it",
                              f"one file per rank: put {RANK_FIELD} in the name, e.g. "
                              f"{option} {out.stem}-{RANK_FIELD}{out.suffix}")
@@ -64,12 +66,8 @@ class RankedShow:
                                  "documents", "write one file per rank: -o trace-{rank}.json")
         self.rank = self.ranks.rank if self.ranks else 0
         self.templated = out is not None and RANK_FIELD in str(out)
-        if self.every and self.ranks and out is not None and not self.templated:
-            raise GradtraceError(f"--ranks all -o {out}: each of the {world} ranks would "
-                                 "write it", "one file per rank: put {rank} in the name, "
-                                 "e.g. -o trace-{rank}.json")
-        self.target = None if out is None else Path(str(out).replace(RANK_FIELD,
-                                                                      str(self.rank)))
+        # with --ranks all every rank writes -o FILE; else only the shown one, or each its own
+        self.target = rank_file(out, every_rank_writes=self.every)
         self.store = RankStore() if self.ranks else None
         self._told = ""
         if self.store is not None and self.store.reachable:

@@ -49,6 +49,14 @@ _run_exitfuncs = probe(_PYTHON, "atexit._run_exitfuncs", lambda: _find(atexit, "
                        _CHECKED)
 
 
+def exit_status(code: object) -> int:
+    """The exit status `sys.exit(code)` gives under `python`: None is 0, text is printed, 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
 def run_exit_handlers() -> None:
     """Run the atexit handlers now, as the interpreter would at its exit."""
     if _run_exitfuncs is not None:

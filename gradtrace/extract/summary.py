@@ -127,7 +127,7 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     kept. A BLAS dot gives the squared norm at about half vector_norm's cost.
     """
     d = t.detach() if t.requires_grad else t
-    if (local := local_shard(d)) is not None:
+    if type(d) is not torch.Tensor and (local := local_shard(d)) is not None:
         return grad_stats(local, table)._replace(local_shard=True)
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         if not d.dim() and type(d) is torch.Tensor and d.layout == torch.strided \

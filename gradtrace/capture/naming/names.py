@@ -276,8 +276,9 @@ class ScenarioNames:
         # dunder names stay: torch.compile keeps its own there (__compiled_fn_1,
         # __builtins_dict___0) and deletes them when what they guard dies (a KeyError
         # printed at exit, had they gone)
-        for name in [n for n in self.namespace if namespace and not n.startswith("__")]:
-            del self.namespace[name]
+        if namespace:
+            for name in [n for n in self.namespace if not n.startswith("__")]:
+                del self.namespace[name]
         for given in (self._paths, self._leaves, self._modules):
             given.clear()
         self._named_at.clear()

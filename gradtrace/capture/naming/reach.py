@@ -83,26 +83,27 @@ def _key(key: Any) -> str | None:
     return None
 
 
+_CLASS_DICT = type.__dict__["__dict__"].__get__  # a class's own dict, as type reads it
+
+
+def _in_classes(cls: type, name: str) -> Any:
+    """name as the first class of cls's MRO defines it, read from the class dicts (no
+    metaclass code runs); None where none does."""
+    for klass in cls.__mro__:
+        found = _CLASS_DICT(klass).get(name)
+        if found is not None:
+            return found
+    return None
+
+
 def _attributes(value: Any) -> dict[str, Any] | None:
     """value's instance __dict__, read by the C descriptor that makes it (None where a
     class of its own defines __dict__)."""
-    for cls in type(value).__mro__:
-        descriptor = type.__dict__["__dict__"].__get__(cls).get("__dict__")
-        if descriptor is not None:
-            if type(descriptor) is not types.GetSetDescriptorType:
-                return None
-            attributes = descriptor.__get__(value, type(value))
-            return attributes if type(attributes) is dict else None
-    return None
-
-
-def _fields(cls: type) -> Any:
-    """A named tuple class's _fields, from the class dicts (no metaclass code runs)."""
-    for klass in cls.__mro__:
-        fields = type.__dict__["__dict__"].__get__(klass).get("_fields")
-        if fields is not None:
-            return fields
-    return None
+    descriptor = _in_classes(type(value), "__dict__")
+    if type(descriptor) is not types.GetSetDescriptorType:
+        return None
+    attributes = descriptor.__get__(value, type(value))
+    return attributes if type(attributes) is dict else None
 
 
 def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -120,7 +121,7 @@ def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
         if base.__len__(value) > MAX_ITEMS:
             return
         items = list(base.__iter__(value))
-        fields = _fields(cls) if issubclass(cls, tuple) else None
+        fields = _in_classes(cls, "_fields") if issubclass(cls, tuple) else None
         if type(fields) is tuple and len(fields) == len(items):  # a named tuple
             yield from ((f"{path}.{f}", item) for f, item in zip(fields, items, strict=True)
                         if type(f) is str)

@@ -43,6 +43,12 @@ def absolute(filename: str) -> str:
 # the gradtrace package (this file is gradtrace/capture/naming/where.py)
 _OURS = os.path.dirname(os.path.dirname(os.path.dirname(absolute(__file__))))
 _FORWARDERS: set[CodeType] = set()
+
+
+def gradtrace_file(filename: str) -> bool:
+    """Whether filename is one of gradtrace's own files."""
+    return absolute(filename).startswith(_OURS + os.sep)
+
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 
@@ -85,8 +91,7 @@ def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:
         frames = list(traceback.walk_tb(error.__traceback__))
         last = max((i for i, (f, _) in enumerate(frames) if f.f_code.co_filename == path),
                    default=-1)
-        ours = [(f, n) for f, n in frames[last + 1:]
-                if absolute(f.f_code.co_filename).startswith(_OURS + os.sep)]
+        ours = [(f, n) for f, n in frames[last + 1:] if gradtrace_file(f.f_code.co_filename)]
         if ours and ours[-1][0].f_code not in _FORWARDERS:
             frame, lineno = ours[-1]
             file = absolute(frame.f_code.co_filename)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import traceback
 from collections.abc import Iterator
 from typing import NoReturn
 
+from ...compat.cpython import exit_status
+from ..naming.where import gradtrace_file
 from .printed import captured_text
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep  # gradtrace's
 _parent: list[int] = []  # the pid of the process running the scenario, while it runs
 _printed_from: list[int] = []  # in a child: where its own printing begins in the capture
 
@@ -46,13 +46,10 @@ def exit_child(error: BaseException | None) -> NoReturn:
     out, an uncaught error's traceback, then its exit status (no handler of gradtrace's)."""
     status = 0
     if isinstance(error, SystemExit):
-        code = error.code
-        status = code if isinstance(code, int) else 0 if code is None else 1
-        if not isinstance(code, int | None):
-            print(code, file=sys.stderr)
+        status = exit_status(error.code)
     elif error is not None:  # python's traceback: from the script's frames on
         tb = error.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+        while tb is not None and gradtrace_file(tb.tb_frame.f_code.co_filename):
             tb = tb.tb_next
         traceback.print_exception(type(error), error, tb)
         status = 1
