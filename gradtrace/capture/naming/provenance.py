@@ -55,8 +55,8 @@ def _untraced(importing: Callable[..., Any]) -> Callable[..., Any]:
     (A node an own module makes as it is first imported has no line.)"""
     @functools.wraps(importing)
     def untraced(name: str, *args: Any, **kwargs: Any) -> Any:
-        tracer = own_tracer()
-        if tracer is None or name in sys.modules:
+        # a name imported before (a function-level import, run at every call) costs no more
+        if name in sys.modules or (tracer := own_tracer()) is None:
             return importing(name, *args, **kwargs)
         sys.settrace(None)
         try:
