@@ -25,9 +25,9 @@ x = torch.tensor([1.0, 2.0], requires_grad=True)
 pid = os.fork()
 y = (x * 3).sum()
 y.backward()
-print("grad", "child" if pid == 0 else "parent", x.grad.tolist(), flush=True)
-if pid:
+if pid:  # the child prints first: two processes printing at once interleave, under python too
     os.waitpid(pid, 0)
+print("grad", "child" if pid == 0 else "parent", x.grad.tolist(), flush=True)
 """,
     "sys.exit": """import os
 import sys
