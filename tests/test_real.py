@@ -262,9 +262,12 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
                     "    loss.backward()\n"
                     "while True:\n"
                     "    step(torch.ones(3))\n")
-    run = run_gradtrace("show", path, "--json", "--timeout", "30", timeout=120)
+    for limit in (30, 120):  # a loaded machine may still be compiling the first step at 30 s
+        run = run_gradtrace("show", path, "--json", "--timeout", str(limit), timeout=limit + 90)
+        if run.stdout:  # else nothing was recorded yet: the error alone, no trace
+            break
     assert run.returncode == 2, run.stderr[-2000:]
-    assert "did not finish within 30 s: it was at" in run.stderr
+    assert f"did not finish within {limit} s: it was at" in run.stderr
     trace = as_read(run.stdout)
     assert len(trace["passes"]) > 1 and trace["findings"][0]["code"] == "scenario-stopped"
     assert any(n["type"] == "CompiledFunctionBackward" for n in trace["nodes"])
