@@ -18,7 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-_servers: dict[str, subprocess.Popen[str]] = {}  # "python" and "gradtrace": what each imported
+# by interpreter and kind: "python" or "gradtrace", what each imported
+_servers: dict[tuple[str, str], subprocess.Popen[str]] = {}
 _lock = threading.Lock()
 _READ_AT_IMPORT = "GRADTRACE_WITHOUT"  # gradtrace's probes read it as they are imported
 
@@ -32,27 +33,31 @@ def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
 
 
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
-                  env: dict[str, str] | None = None,
-                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
+                  env: dict[str, str] | None = None, timeout: float = 300,
+                  python: str | Path = sys.executable) -> subprocess.CompletedProcess[str]:
     """`gradtrace ARGS` (as `python -m gradtrace ARGS`) in a process of its own, forked from
     one that imported torch and gradtrace once: a real process (signals, forks, its exit),
-    without 2-3 s of imports. env: the whole environment (default: this one's)."""
+    without 2-3 s of imports. env: the whole environment (default: this one's); python: the
+    interpreter (another venv's: its server starts in env, and imports what that venv has)."""
     env = dict(os.environ if env is None else env)
-    if env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT):  # a process of its own
+    if python == sys.executable and \
+            env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT):  # a process of its own
         return subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args)], env=env,
                               cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return _ask({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
-                 "timeout": timeout, "module": "gradtrace", "env": env})
+                 "timeout": timeout, "module": "gradtrace", "env": env}, str(python))
 
 
-def _ask(request: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def _ask(request: dict[str, Any],
+         python: str = sys.executable) -> subprocess.CompletedProcess[str]:
     kind = request.get("module") or "python"
     with _lock:
-        server = _servers.get(kind)
+        server = _servers.get((python, kind))
         if server is None or server.poll() is not None:
-            server = _servers[kind] = subprocess.Popen([sys.executable, __file__, kind],
-                                                       stdin=subprocess.PIPE,
-                                                       stdout=subprocess.PIPE, text=True)
+            started_in = None if python == sys.executable else request["env"]
+            server = _servers[python, kind] = subprocess.Popen(
+                [python, __file__, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, env=started_in)
             atexit.register(server.kill)
         assert server.stdin is not None and server.stdout is not None
         server.stdin.write(json.dumps(request) + "\n")

@@ -1,9 +1,9 @@
 """gradtrace installed as the README's Install section says: the wheel `python3 dev.py wheel`
 builds, installed by the README's own `pip install` line into a fresh virtualenv (no site
-packages of this one: torch==2.13.0 is installed into it), run from a folder that is not the
-repository. Every --help example runs there, as typed.
+packages of this one; torch==2.13.0 from a cached venv of torch alone), run from a folder
+that is not the repository. Every --help example runs there, as typed.
 
-Slow (a venv, torch and the wheel installed, ~35 processes): run by .ci/run's
+Slow (a wheel built and installed, ~50 runs of the installed gradtrace): run by .ci/run's
 `python3 dev.py test -m slow`.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import DOT, ROOT, module_from
+from plain_python import run_gradtrace
 from test_docs import EXAMPLES, PRODUCERS, SHARED
 
 # one worker builds the venv (its fixture is the module's), not each of them
@@ -39,25 +41,29 @@ def readme_install() -> list[str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bin folder of a fresh venv with torch and gradtrace's wheel installed."""
+    """The bin folder of a fresh venv with torch and gradtrace's wheel installed by the
+    README's line (torch is there already: the venv is a linked copy of a cached one that has
+    torch alone, as a user's venv has torch before they add gradtrace; ~45 s saved)."""
     base = tmp_path_factory.mktemp("install")
     started = time.monotonic()
     command = module_from(ROOT / "dev.py").wheel_command(sys.executable, base / "dist")
-    # pip builds in the checkout's build/: one build at a time (each xdist worker runs this
-    # fixture), and its leftovers removed as `dev.py wheel` does, or the next build meets them
+    words = readme_install()  # pip install torch==2.13.0 /path/to/clone/dist/NAME.whl
+    assert "torch==2.13.0" in words  # the pin: an unpinned torch is a multi-GB CUDA build
+    # pip builds in the checkout's build/: one build at a time (a second `pytest -n` run
+    # may build too), and its leftovers removed as `dev.py wheel` does, or the next build
+    # meets them
     with open(tmp_path_factory.getbasetemp().parent / "wheel.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             build = subprocess.run(command, capture_output=True, text=True, timeout=600)
         finally:
             shutil.rmtree(ROOT / "build", ignore_errors=True)
+        torch_only = _torch_venv([w for w in words[2:] if not w.endswith(".whl")])
     assert build.returncode == 0, build.stdout + build.stderr
     wheels = list((base / "dist").glob("gradtrace-*.whl"))
     assert len(wheels) == 1, wheels
-    venv.create(base / "venv", with_pip=True)  # system_site_packages=False: nothing of ours
+    _linked_copy(torch_only, base / "venv")
     python = base / "venv" / "bin" / "python"
-    words = readme_install()  # pip install torch==2.13.0 /path/to/clone/dist/NAME.whl
-    assert "torch==2.13.0" in words  # the pin: an unpinned torch is a multi-GB CUDA build
     assert [Path(w).name for w in words if w.endswith(".whl")] == [wheels[0].name]
     words = [str(wheels[0]) if w.endswith(".whl") else w for w in words]
     pip = subprocess.run([str(python), "-m", *words[:2], "-q", *words[2:]],
@@ -66,6 +72,31 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     print(f"wheel built, venv made, torch and gradtrace installed in "
           f"{time.monotonic() - started:.0f} s")
     return python.parent
+
+
+def _torch_venv(pins: list[str]) -> Path:
+    """A cached venv (no site packages of ours) with the README's torch pin alone, made once:
+    GRADTRACE_INSTALL_CACHE, default ~/.cache/gradtrace/install."""
+    folder = Path(os.environ.get("GRADTRACE_INSTALL_CACHE")
+                  or Path.home() / ".cache" / "gradtrace" / "install") / "torch-venv"
+    stamp = folder / ".gradtrace-install"
+    if not (stamp.exists() and stamp.read_text() == " ".join(pins)):
+        venv.create(folder, with_pip=True, clear=True)  # system_site_packages=False
+        pip = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
+                              *pins], capture_output=True, text=True, timeout=1200)
+        assert pip.returncode == 0, pip.stdout + pip.stderr
+        stamp.write_text(" ".join(pins))
+    return folder
+
+
+def _linked_copy(source: Path, into: Path) -> None:
+    """A copy of a venv whose files are hard links (a second; pip replaces a file it changes,
+    never writes into it), or plain copies across file systems."""
+    try:
+        shutil.copytree(source, into, symlinks=True, copy_function=os.link)
+    except (OSError, shutil.Error):
+        shutil.rmtree(into, ignore_errors=True)
+        shutil.copytree(source, into, symlinks=True)
 
 
 def _clean_env(bin_dir: Path) -> dict[str, str]:
@@ -78,6 +109,23 @@ def _clean_env(bin_dir: Path) -> dict[str, str]:
 def run(bin_dir: Path, command: str, folder: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", command], cwd=folder, env=_clean_env(bin_dir),
                           capture_output=True, text=True, timeout=600)
+
+
+def run_typed(bin_dir: Path, example: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`gradtrace ARGS [> FILE]` as typed in folder, run by the venv's python (`python -m
+    gradtrace`) forked from one that imported the venv's torch and gradtrace once: the
+    installed code and data, without ~3 s of imports a run (the console script itself is
+    run by bash in the tests above)."""
+    words = shlex.split(example)
+    assert words[0] == "gradtrace" and not set("|*<;&$") & set(example), example
+    into = None
+    if ">" in words:
+        words, into = words[:words.index(">")], folder / words[words.index(">") + 1]
+    done = run_gradtrace(*words[1:], cwd=folder, env=_clean_env(bin_dir),
+                         python=bin_dir / "python", timeout=600)
+    if into is not None:
+        into.write_text(done.stdout, encoding="utf-8")
+    return done
 
 
 def test_the_installed_package_is_the_wheel_not_this_checkout(installed: Path,
@@ -110,16 +158,17 @@ PLOT_EXTRA = {"gradtrace steps trace.json --by-leaf -o steps.png"}  # needs grad
 @pytest.mark.parametrize("example", list(EXAMPLES))
 def test_every_help_example_runs_after_install(installed: Path, tmp_path: Path,
                                                example: str) -> None:
-    """As typed, by bash, in an empty folder: the exit code and what it promises (the same
+    """As typed, in an empty folder: the exit code and what it promises (the same
     checks as tests/test_docs.py's). A PNG chart needs the optional plot extra, which a
     plain install lacks: it says so, exit 2."""
     if (".svg" in example or ".png" in example) and DOT is None:
         pytest.skip("Graphviz is not installed")
     for needed, producer in PRODUCERS.items():
         if needed in example.split() and example != producer:
-            assert run(installed, producer, tmp_path).returncode == 0
+            assert run_typed(installed, producer, tmp_path).returncode == 0
     # an example too slow to run twice is checked on its --json, as in test_docs
-    result = run(installed, example + (" --json" if example in SHARED else ""), tmp_path)
+    result = run_typed(installed, example + (" --json" if example in SHARED else ""),
+                       tmp_path)
     assert "Traceback" not in result.stderr, result.stderr
     if example in PLOT_EXTRA and \
             run(installed, "python -c 'import cairosvg'", tmp_path).returncode != 0:
