@@ -40,17 +40,18 @@ def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
     without 2-3 s of imports. env: the whole environment (default: this one's); python: the
     interpreter (another venv's: its server starts in env, and imports what that venv has)."""
     env = dict(os.environ if env is None else env)
-    if python == sys.executable and \
-            env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT):  # a process of its own
-        return subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args)], env=env,
-                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    # gradtrace imported anew when the environment changes what its import reads: forked
+    # from the process that imported torch alone
+    fresh = env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT)
     return _ask({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
-                 "timeout": timeout, "module": "gradtrace", "env": env}, str(python))
+                 "timeout": timeout, "module": "gradtrace", "env": env},
+                "python" if fresh else "gradtrace", str(python))
 
 
-def _ask(request: dict[str, Any],
+def _ask(request: dict[str, Any], kind: str = "python",
          python: str = sys.executable) -> subprocess.CompletedProcess[str]:
-    kind = request.get("module") or "python"
+    """The answer of the server of kind ("python": torch imported; "gradtrace": gradtrace
+    too) run by python."""
     with _lock:
         server = _servers.get((python, kind))
         if server is None or server.poll() is not None:
