@@ -9,6 +9,7 @@ process they fork from: it reads one JSON request per line and answers one JSON 
 from __future__ import annotations
 
 import atexit
+import io
 import json
 import os
 import subprocess
@@ -18,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-# by interpreter and kind: "python" or "gradtrace", what each imported
-_servers: dict[tuple[str, str], subprocess.Popen[str]] = {}
+# by interpreter, kind ("python" or "gradtrace": what each imported) and start environment
+_servers: dict[tuple[str, str, tuple[str | None, ...]], subprocess.Popen[bytes]] = {}
 _lock = threading.Lock()
 _READ_AT_IMPORT = "GRADTRACE_WITHOUT"  # gradtrace's probes read it as they are imported
 
@@ -34,38 +35,47 @@ def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
 
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
                   env: dict[str, str] | None = None, timeout: float = 300,
-                  python: str | Path = sys.executable) -> subprocess.CompletedProcess[str]:
+                  python: str | Path = sys.executable, text: bool = True) -> Any:
     """`gradtrace ARGS` (as `python -m gradtrace ARGS`) in a process of its own, forked from
     one that imported torch and gradtrace once: a real process (signals, forks, its exit),
     without 2-3 s of imports. env: the whole environment (default: this one's); python: the
-    interpreter (another venv's: its server starts in env, and imports what that venv has)."""
+    interpreter (another venv's imports what that venv has); text: as subprocess.run's."""
     env = dict(os.environ if env is None else env)
     # gradtrace imported anew when the environment changes what its import reads: forked
     # from the process that imported torch alone
     fresh = env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT)
     return _ask({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
                  "timeout": timeout, "module": "gradtrace", "env": env},
-                "python" if fresh else "gradtrace", str(python))
+                "python" if fresh else "gradtrace", str(python), text)
 
 
-def _ask(request: dict[str, Any], kind: str = "python",
-         python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+# What python reads as it starts (the locale sets stdout's encoding): a server is started
+# in an environment that differs in these, not forked from one that started in another.
+_READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8",
+                  "PYTHONPATH", "PYTHONHOME", "PATH")
+
+
+def _ask(request: dict[str, Any], kind: str = "python", python: str = sys.executable,
+         text: bool = True) -> Any:
     """The answer of the server of kind ("python": torch imported; "gradtrace": gradtrace
-    too) run by python."""
+    too) run by python in the request's environment."""
+    env = request.get("env") or os.environ
+    started = tuple(env.get(k) for k in _READ_AT_START)
     with _lock:
-        server = _servers.get((python, kind))
+        server = _servers.get((python, kind, started))
         if server is None or server.poll() is not None:
-            started_in = None if python == sys.executable else request["env"]
-            server = _servers[python, kind] = subprocess.Popen(
+            server = _servers[python, kind, started] = subprocess.Popen(
                 [python, __file__, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True, env=started_in)
+                env=dict(env))
             atexit.register(server.kill)
         assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.write(json.dumps(request).encode() + b"\n")
         server.stdin.flush()
         answer = json.loads(server.stdout.readline())
-    return subprocess.CompletedProcess(request["argv"], answer["code"], answer["stdout"],
-                                       answer["stderr"])
+    out, err = (answer[k].encode("latin-1") for k in ("stdout", "stderr"))  # the bytes
+    if text:  # as subprocess.run(text=True) reads them: universal newlines
+        out, err = (io.TextIOWrapper(io.BytesIO(b), encoding="utf-8").read() for b in (out, err))
+    return subprocess.CompletedProcess(request["argv"], answer["code"], out, err)
 
 
 def _run_in_child(request: dict[str, Any], out: int, err: int) -> None:
@@ -114,15 +124,18 @@ def _serve(kind: str) -> None:
 
     for line in sys.stdin:
         request: dict[str, Any] = json.loads(line)
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             pid = os.fork()
             if pid == 0:
                 _run_in_child(request, out.fileno(), err.fileno())
             code = _wait(pid, request["timeout"])
             out.seek(0)
             err.seek(0)
-            answer = {"code": code, "stdout": out.read(), "stderr": err.read()}
-        print(json.dumps(answer), flush=True)
+            # the bytes as they are (latin-1 maps each byte to one character), in ASCII JSON
+            answer = {"code": code, "stdout": out.read().decode("latin-1"),
+                      "stderr": err.read().decode("latin-1")}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
 
 
 def _wait(pid: int, timeout: float) -> int:

@@ -9,11 +9,10 @@ it holds the legacy `##[` anywhere (actions/runner, ActionCommand.TryParseV2 and
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from plain_python import run_gradtrace
 
 HOSTILE = ("boom\n::add-mask::s3cret\n::set-output name=pwned::1\n"
            "::error file=evil.py,line=1::x\r::warning::cr\n  ::notice::indented\n"
@@ -73,8 +72,7 @@ def injected(text: str) -> list[str]:
 def github(*args: str | Path) -> tuple[int, str, str]:
     """`python -m gradtrace ARGS --format github` as CI runs it: exit code, stdout, stderr
     (bytes read as they are: a `\\r` stays a `\\r`)."""
-    done = subprocess.run([sys.executable, "-m", "gradtrace", *map(str, args),
-                           "--format", "github"], capture_output=True, timeout=300)
+    done = run_gradtrace(*args, "--format", "github", text=False, timeout=300)
     out, err = (b.decode("utf-8", "surrogateescape") for b in (done.stdout, done.stderr))
     assert "Traceback" not in err, err
     assert not injected(out), out

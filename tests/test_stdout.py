@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SCENARIOS, code_files, invoke, write_script
+from plain_python import run_gradtrace
 
 from gradtrace.render.ascii import ASCII_SYMBOLS
 
@@ -126,8 +127,7 @@ def test_an_ascii_locale_never_crashes_and_json_is_whole(tmp_path: Path) -> None
     other = saved_trace(tmp_path, squared, "other.json")
     env = environment(**ASCII_LOCALE)
     run = [["show", str(scenario), "--json"], ["show", str(scenario)], ["check", str(scenario)]]
-    done = [subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=True,
-                           env=env, timeout=120) for args in run]
+    done = [run_gradtrace(*args, env=env, text=False, timeout=120) for args in run]
     assert [(p.returncode, p.stderr) for p in done[:2]] == [(0, b""), (0, b"")]
     assert done[2].returncode == 0, done[2].stderr
     trace = tmp_path / "ascii.json"
@@ -137,8 +137,7 @@ def test_an_ascii_locale_never_crashes_and_json_is_whole(tmp_path: Path) -> None
     assert {"가중치", "출력"} <= names
     more = [["dot", str(trace)], ["diff", str(trace), str(other)],
             ["show", str(trace), "--format", "github"]]
-    done += [subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=True,
-                            env=env, timeout=120) for args in more]
+    done += [run_gradtrace(*args, env=env, text=False, timeout=120) for args in more]
     assert [p.returncode for p in done[3:]] == [0, 1, 0]
     assert b"Traceback" not in b"".join(p.stderr for p in done)
     assert "가중치".encode() in done[3].stdout  # DOT is UTF-8, as Graphviz reads it

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import torch
 from helpers import as_read
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_python import run_gradtrace
 
 from gradtrace.extract.walk import Walk, indexed_walk, walk
 
@@ -188,10 +187,7 @@ def run_show_json(tmp_path: Path, body: str) -> dict:
     """`gradtrace show --json` on a scenario, in a subprocess (a crash is an exit code)."""
     scenario = tmp_path / "scenario.py"
     scenario.write_text("import torch\n" + textwrap.dedent(body))
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-        capture_output=True, text=True, timeout=600,
-    )
+    proc = run_gradtrace("show", scenario, "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return as_read(proc.stdout)
 
