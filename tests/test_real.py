@@ -18,6 +18,7 @@ from helpers import (
     invoke,
     printed_without_torch_logs,
     tensor,
+    write_script,
 )
 from plain_python import run_gradtrace, run_plain
 
@@ -516,3 +517,48 @@ def test_a_full_backward_hook_s_nodes_belong_to_its_module(tmp_path: Any, hooked
     # torch's own Function, not the code's: the tree says what it is
     assert f"BackwardHookFunctionBackward · {module}  module hook node" in \
         invoke("show", path).stdout
+
+
+COMPILING_BESIDE = '''import threading
+
+import torch
+
+started, release = threading.Event(), threading.Event()
+
+
+def waiting_backend(gm, example_inputs):
+    started.set()
+    release.wait()
+    return gm.forward
+
+
+@torch.compile(backend=waiting_backend)
+def double(x):
+    return x * 2
+
+
+compiler = threading.Thread(target=lambda: double(torch.ones(2)))
+compiler.start()
+started.wait()  # the other thread compiles until release
+w = torch.ones(3, requires_grad=True)
+for _ in range(3):
+    (w * w).sum().backward()
+release.set()
+compiler.join()
+print(w.grad.tolist())
+'''
+
+
+@compiles_once_per_process
+def test_a_thread_compiling_beside_leaves_this_thread_s_passes_recorded(tmp_path: Any) -> None:
+    """torch.compiler.is_compiling() is one flag for the process: while another thread
+    compiled, no pass of this thread was recorded ("names no tensors"; in the suite, a thread
+    left behind compiling emptied later runs of the same worker)."""
+    path = write_script(tmp_path, COMPILING_BESIDE)
+    plain = run_plain(path)
+    run = run_gradtrace("show", path, "--json", timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    trace = json.loads(run.stdout)
+    assert trace["stdout"] == plain.stdout == "[6.0, 6.0, 6.0]\n"
+    assert len(trace["passes"]) == 3
+    assert tensor(trace, "w")["grad"]["values"] == [6.0, 6.0, 6.0]

@@ -257,6 +257,26 @@ _is_compiling: Callable[[], bool] = _probe(
     "torch.compiler.is_compiling", lambda: torch.compiler.is_compiling,
     "torch.compile may record its own tracing as passes") or (lambda: False)
 
+# is_compiling() reads one flag for the whole process: while another thread compiles (one the
+# script started, one left behind), this thread's passes and calls are still the code's. The
+# compile session of this thread is in Dynamo's thread-local CompileContext (checked on 2.13;
+# 2.11-2.15 set it around each frame's compile).
+# is_dynamo_compiling() is False at run time, and folded to True where Dynamo traces the call:
+# it answers first, so that Dynamo never traces the thread-local read (a graph break).
+_compile_context = _probe(
+    "torch._guards.CompileContext.try_get", lambda: torch._guards.CompileContext.try_get,
+    "while a thread compiles, another thread's passes may go unrecorded")
+_dynamo_tracing = _probe(
+    "torch.compiler.is_dynamo_compiling", lambda: torch.compiler.is_dynamo_compiling,
+    "while a thread compiles, another thread's passes may go unrecorded")
+
+
+def _this_thread_compiles() -> bool:
+    """Whether the compile session is this thread's (True where either probe is missing)."""
+    if _dynamo_tracing is None or _compile_context is None:
+        return True
+    return _dynamo_tracing() or _compile_context() is not None
+
 # On torch 2.11 and 2.12 is_compiling() is False while AOTAutograd traces the joint graph (its
 # own torch.autograd.grad call among it): what says so there is the fake-tensor or proxy mode
 # that tracing runs under (checked on 2.11–2.15).
@@ -270,7 +290,7 @@ _tracing_modes = _probe(
 def compiling() -> bool:
     """Whether torch.compile is tracing or compiling on this thread: gradtrace's wrappers
     and hooks then do only what torch would do without them."""
-    if _is_compiling():
+    if _is_compiling() and _this_thread_compiles():
         return True
     if _tracing_modes is None:
         return False
