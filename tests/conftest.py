@@ -5,12 +5,31 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EVERY_FEATURE, as_read, shared_invoke, show_without, trace_numbers, write_script
+from helpers import (
+    EVERY_FEATURE,
+    SHARED_RUNS,
+    as_read,
+    shared_invoke,
+    show_without,
+    trace_numbers,
+    write_script,
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder for the session's shared runs, made before pytest-xdist starts its workers
+    (they inherit the environment), removed at the end."""
+    if not hasattr(config, "workerinput") and SHARED_RUNS not in os.environ:
+        os.environ[SHARED_RUNS] = tempfile.mkdtemp(prefix="gradtrace-shared-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(SHARED_RUNS),
+                                                  ignore_errors=True))
 
 
 @pytest.fixture(scope="session", autouse=True)

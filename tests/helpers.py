@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -11,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -79,12 +81,41 @@ def seed() -> None:
     random.seed(0)
 
 
+class SharedResult(NamedTuple):
+    """What tests read of a shared run's click Result."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+# The folder where the workers of one pytest session keep their shared runs (conftest sets it)
+SHARED_RUNS = "GRADTRACE_TEST_SHARED_RUNS"
+
+
 @functools.cache  # many tests read one scenario's run: it is made once per worker
-def shared_invoke(*args: str) -> Any:
-    """invoke(*args) from seeded RNGs, run once per distinct command line: the same click
-    Result each time. Only for commands that read the repository's files and write none."""
+def shared_invoke(*args: str) -> SharedResult:
+    """invoke(*args) from seeded RNGs, run once per distinct command line in the session (by
+    the first worker that asks; the others read its result): the same result each time. Only
+    for commands that read the repository's files and write none."""
+    folder = os.environ.get(SHARED_RUNS)
+    if folder is None:
+        return _seeded_invoke(args)
+    key = Path(folder) / hashlib.sha256("\0".join(args).encode()).hexdigest()
+    with open(key.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker making it: wait for its result
+        if key.exists():
+            return SharedResult(*json.loads(key.read_text(encoding="utf-8")))
+        result = _seeded_invoke(args)
+        key.with_suffix(".tmp").write_text(json.dumps(result), encoding="utf-8")
+        key.with_suffix(".tmp").replace(key)
+    return result
+
+
+def _seeded_invoke(args: tuple[str, ...]) -> SharedResult:
     seed()
-    return invoke(*args)
+    result = invoke(*args)
+    return SharedResult(result.exit_code, result.stdout, result.stderr)
 
 
 def as_read(text: str) -> dict[str, Any]:

@@ -406,7 +406,9 @@ def run_example(example: str, folder: Path, shared_run: Callable[..., Any],
     return result.exit_code, result.stdout
 
 
-@pytest.mark.parametrize("example", list(EXAMPLES))
+# the fused conv+BN check (~14 s) runs in the slow tier, where test_check reads the same run
+@pytest.mark.parametrize("example", [pytest.param(e, marks=pytest.mark.slow) if e in SHARED
+                                     else e for e in EXAMPLES])
 def test_help_example_does_what_it_says(example: str, tmp_path: Path,
                                         shared_run: Callable[..., Any]) -> None:
     """Each example runs as typed, in an empty folder (a saved trace.json it

@@ -263,7 +263,7 @@ def test_a_time_limit_stops_a_compiled_train_step(tmp_path: Any) -> None:
                     "    loss.backward()\n"
                     "while True:\n"
                     "    step(torch.ones(3))\n")
-    for limit in (30, 120):  # a loaded machine may still be compiling the first step at 30 s
+    for limit in (12, 90):  # a loaded machine may still be compiling the first step at 12 s
         run = run_gradtrace("show", path, "--json", "--timeout", str(limit), timeout=limit + 90)
         if run.stdout:  # else nothing was recorded yet: the error alone, no trace
             break
@@ -555,10 +555,9 @@ def test_a_thread_compiling_beside_leaves_this_thread_s_passes_recorded(tmp_path
     compiled, no pass of this thread was recorded ("names no tensors"; in the suite, a thread
     left behind compiling emptied later runs of the same worker)."""
     path = write_script(tmp_path, COMPILING_BESIDE)
-    plain = run_plain(path)
     run = run_gradtrace("show", path, "--json", timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     trace = json.loads(run.stdout)
-    assert trace["stdout"] == plain.stdout == "[6.0, 6.0, 6.0]\n"
+    assert trace["stdout"] == "[6.0, 6.0, 6.0]\n"  # as python prints it: 3 passes of 2w
     assert len(trace["passes"]) == 3
     assert tensor(trace, "w")["grad"]["values"] == [6.0, 6.0, 6.0]

@@ -89,7 +89,7 @@ MUTATED = given(data=st.data())
 UNHURRIED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=UNHURRIED)
+@settings(max_examples=30, deadline=None, suppress_health_check=UNHURRIED)
 @MUTATED
 def test_mutated_traces_are_refused_or_shown_safely(data: st.DataObject,
                                                     base_traces: list[dict[str, Any]],
