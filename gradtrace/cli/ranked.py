@@ -84,9 +84,10 @@ class RankedShow:
         return self.target is not None and (self.templated or self.prints)
 
     def tell(self, trace: Trace | None, failed: str | None) -> None:
-        """Say to the other ranks what this one recorded (before printing: none waits long)."""
-        self._told = rank_summary(trace, failed)
+        """Say to the other ranks what this one recorded (before printing: none waits long);
+        nothing when there are none to hear it."""
         if self.store is not None:
+            self._told = rank_summary(trace, failed)
             self.store.set(f"summary/{self.rank}", self._told)
 
     @property

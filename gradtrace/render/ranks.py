@@ -18,10 +18,12 @@ REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"  # checkpoint(..., use_reent
 def graph_key(trace: Trace) -> str:
     """A short digest of the graph's shape: node types, leaves' names and edges, in order."""
     digest = hashlib.sha256()
+    # surrogatepass: a saved trace's strings may hold any code point JSON can write
     for node in trace.nodes:
-        digest.update(f"{node.id} {node.type} {node.tensor}\n".encode())
+        digest.update(f"{node.id} {node.type} {node.tensor}\n".encode("utf-8", "surrogatepass"))
     for edge in trace.edges:
-        digest.update(f"{edge.src}>{edge.dst}:{edge.src_output}:{edge.dst_input}\n".encode())
+        digest.update(f"{edge.src}>{edge.dst}:{edge.src_output}:{edge.dst_input}\n"
+                      .encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:16]
 
 
