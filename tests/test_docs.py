@@ -373,6 +373,19 @@ def test_help_examples_are_found_and_each_says_what_it_promises() -> None:
                    if needed in e.split() and e != producer)
 
 
+def as_typed(example: str, folder: Path) -> tuple[list[str], Path | None]:
+    """`gradtrace ARGS [> FILE]` as bash in folder would run it: the arguments after
+    `gradtrace`, `*` expanded, and the file `>` writes stdout to (None without one)."""
+    words = shlex.split(example)
+    assert words[0] == "gradtrace" and not set("|<;&$") & set(example), example
+    into = None
+    if ">" in words:
+        words, into = words[:words.index(">")], folder / words[words.index(">") + 1]
+    return [w for word in words[1:]
+            for w in (sorted(glob.glob(word, root_dir=folder)) if "*" in word else [word])
+            ], into
+
+
 def run_example(example: str, folder: Path, shared_run: Callable[..., Any],
                 shell: bool = False) -> tuple[int, str]:
     """An example run as typed in folder: in-process, with bash's `>` and `*` done here, or
@@ -383,12 +396,7 @@ def run_example(example: str, folder: Path, shared_run: Callable[..., Any],
                               capture_output=True, text=True, timeout=300)
         assert "Traceback" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
         return proc.returncode, proc.stdout
-    words = shlex.split(example)[1:]
-    into = None
-    if ">" in words:
-        words, into = words[:words.index(">")], folder / words[words.index(">") + 1]
-    args = [w for word in words
-            for w in (sorted(glob.glob(word, root_dir=folder)) if "*" in word else [word])]
+    args, into = as_typed(example, folder)
     if example in SHARED:  # the same files, as the example's folder links to them
         result = shared_run(*[ROOT / a if (folder / a).exists() else a for a in args],
                             "--json")

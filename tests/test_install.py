@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers import DOT, ROOT, module_from
 from plain_python import run_gradtrace
-from test_docs import EXAMPLES, PRODUCERS, SHARED
+from test_docs import EXAMPLES, PRODUCERS, SHARED, as_typed
 
 # one worker builds the venv (its fixture is the module's), not each of them
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]
@@ -116,12 +115,8 @@ def run_typed(bin_dir: Path, example: str, folder: Path) -> subprocess.Completed
     gradtrace`) forked from one that imported the venv's torch and gradtrace once: the
     installed code and data, without ~3 s of imports a run (the console script itself is
     run by bash in the tests above)."""
-    words = shlex.split(example)
-    assert words[0] == "gradtrace" and not set("|*<;&$") & set(example), example
-    into = None
-    if ">" in words:
-        words, into = words[:words.index(">")], folder / words[words.index(">") + 1]
-    done = run_gradtrace(*words[1:], cwd=folder, env=_clean_env(bin_dir),
+    args, into = as_typed(example, folder)
+    done = run_gradtrace(*args, cwd=folder, env=_clean_env(bin_dir),
                          python=bin_dir / "python", timeout=600)
     if into is not None:
         into.write_text(done.stdout, encoding="utf-8")
