@@ -22,6 +22,8 @@ from helpers import (
     write_script,
 )
 
+from gradtrace.capture.script.scenario_thread import LEFT_BEHIND
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """One folder for the session's shared runs, made before pytest-xdist starts its workers
@@ -40,6 +42,16 @@ def piped_width() -> Iterator[None]:
     saved = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
     yield
     os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running() -> Iterator[None]:
+    """No test leaves a thread gradtrace gave up on (past its time limit) running in the
+    worker: it would run on beside the tests after it, drawing from their RNG."""
+    before = set(LEFT_BEHIND)
+    yield
+    left = [t.name for t in LEFT_BEHIND if t not in before and t.is_alive()]
+    assert not left, f"left running: {left}; run the command in a process (run_gradtrace)"
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,17 @@ def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
     return CliRunner().invoke(app, [str(a) for a in args], env=env)
 
 
+def check_json(*args: str | Path, process: bool = False) -> tuple[int, dict[str, Any]]:
+    """The exit code and JSON report of `gradtrace check ARGS --json`, in-process or in a
+    process of its own (process: a check past its --timeout leaves its thread running, which
+    must end with its process, not run on in the worker and draw from later tests' RNG)."""
+    if process:
+        done = run_gradtrace("check", *args, "--json")
+        return done.returncode, json.loads(done.stdout)
+    result = invoke("check", *args, "--json")
+    return result.exit_code, json.loads(result.stdout)
+
+
 def seed() -> None:
     """The RNG state every shared run and every run it is compared with starts from."""
     torch.manual_seed(0)

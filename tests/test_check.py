@@ -11,14 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, check_json, invoke
 
 GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # the top-level examples
-
-
-def check_json(*args: str) -> tuple[int, dict]:
-    result = invoke("check", *args, "--json")
-    return result.exit_code, json.loads(result.stdout)
 
 
 def by_function(report: dict) -> dict[str, dict]:
@@ -263,7 +258,7 @@ def test_a_backward_that_sleeps_past_the_timeout_is_timed_out_and_the_rest_run(
         "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n\n"
         "    @staticmethod\n    def backward(ctx, g):\n        return g * 3\n\n\n"
         "x = torch.rand(2, requires_grad=True)\nSlow.apply(x)\nFast.apply(x)\n")
-    code, report = check_json(str(path), "--timeout", "0.5")
+    code, report = check_json(path, "--timeout", "0.5", process=True)
     results = by_function(report)
     assert results["Slow"]["gradcheck"] == "timed out"
     assert results["Fast"]["ok"] and code == 2

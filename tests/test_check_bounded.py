@@ -4,13 +4,12 @@ numbers that say what they mean."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, check_json, invoke
 from plain_python import run_gradtrace
 
 BROKEN = SCENARIOS / "broken"
@@ -20,11 +19,6 @@ TWICE = (
     "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    def backward(ctx, g):\n        return g * 2\n\n\n"
 )
-
-
-def check_json(*args: str | Path) -> tuple[int, dict]:
-    result = invoke("check", *args, "--json")
-    return result.exit_code, json.loads(result.stdout)
 
 
 def gradtrace(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -53,7 +47,7 @@ def test_a_call_that_times_out_says_which_check(tmp_path: Path) -> None:
                                   "            import time\n            time.sleep(8)\n"
                                   "        return g * 2")
                     + "x = torch.ones(2, requires_grad=True)\ny = Twice.apply(x)\n")
-    code, report = check_json(path, "--timeout", "3")  # gradcheck: well within it
+    code, report = check_json(path, "--timeout", "3", process=True)  # gradcheck: within it
     (result,) = report["results"]
     assert code == 2 and (result["gradcheck"], result["gradgradcheck"]) == ("pass", "timed out")
     assert result["outcome"] == "timed out"
