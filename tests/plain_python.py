@@ -2,35 +2,45 @@
 that imported torch once (2-3 s saved per run), so each script still starts from a fresh
 interpreter state, as under `python`.
 
-`gradtrace ARGS` likewise (run_gradtrace): forked from a process that imported torch and
-gradtrace. The tests call run_plain() and run_gradtrace(); this file run as a script is the
-process they fork from: it reads one JSON request per line and answers one JSON line each."""
+`gradtrace ARGS` likewise (run_gradtrace, or start_gradtrace for a process the test talks
+to: pipes, signals): forked from a process that imported torch and gradtrace. This file run
+as a script is the process they fork from: it takes one request at a time on a socket, with
+the child's standard streams as file descriptors, and answers with the child's pid; the
+child's exit code is written to a pipe that came with the request."""
 
 from __future__ import annotations
 
 import atexit
-import io
 import json
 import os
+import select
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 # by interpreter, kind ("python" or "gradtrace": what each imported) and start environment
-_servers: dict[tuple[str, str, tuple[str | None, ...]], subprocess.Popen[bytes]] = {}
+_servers: dict[tuple[str, str, tuple[str | None, ...]], tuple[subprocess.Popen[bytes],
+                                                               socket.socket]] = {}
 _lock = threading.Lock()
 _READ_AT_IMPORT = "GRADTRACE_WITHOUT"  # gradtrace's probes read it as they are imported
+# What python reads as it starts (the locale sets stdout's encoding): a server is started
+# in an environment that differs in these, not forked from one that started in another.
+_READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8",
+                  "PYTHONPATH", "PYTHONHOME", "PATH")
 
 
 def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
               timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The script run as `python SCRIPT ARGS` in cwd (default: the script's folder)."""
     script = Path(script).resolve()
-    return _ask({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
-                 "timeout": timeout})
+    return _run({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
+                 "timeout": timeout}, "python", sys.executable, True)
 
 
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
@@ -40,54 +50,157 @@ def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
     one that imported torch and gradtrace once: a real process (signals, forks, its exit),
     without 2-3 s of imports. env: the whole environment (default: this one's); python: the
     interpreter (another venv's imports what that venv has); text: as subprocess.run's."""
+    request, kind = _gradtrace_request(args, cwd, env, timeout)
+    return _run(request, kind, str(python), text)
+
+
+def start_gradtrace(*args: str | Path, stdin: Any = None, stdout: Any = None,
+                    stderr: Any = None, text: bool = False, closed: Sequence[int] = (),
+                    sigint: bool = False, cwd: str | Path | None = None,
+                    env: dict[str, str] | None = None, timeout: float = 300) -> Forked:
+    """`python -m gradtrace ARGS` started as subprocess.Popen starts it (stdin, stdout,
+    stderr: None, subprocess.PIPE or DEVNULL, a file or a descriptor), forked as
+    run_gradtrace's runs are. closed: descriptors it starts without (as under python, its
+    sys.stdout is then None); sigint: Ctrl-C raises KeyboardInterrupt in it."""
+    request, kind = _gradtrace_request(args, cwd, env, timeout)
+    request.update(closed=list(closed), sigint=sigint)
+    ours: list[int] = []  # the ends this process passes on, closed once they are
+
+    def given(stream: Any, default: int) -> tuple[int, IO[bytes] | None]:
+        if stream is None:
+            return default, None
+        if stream == subprocess.PIPE:
+            read, write = os.pipe()
+            ours.append(write)
+            return write, os.fdopen(read, "rb")
+        if stream == subprocess.DEVNULL:
+            ours.append(os.open(os.devnull, os.O_RDWR))
+            return ours[-1], None
+        return (stream if isinstance(stream, int) else stream.fileno()), None
+
+    fd_in, _ = given(stdin, 0)
+    fd_out, piped_out = given(stdout, 1)
+    fd_err, piped_err = given(stderr, 2)
+    status_read, status_write = os.pipe()
+    ours.append(status_write)
+    try:
+        pid = _start(request, kind, sys.executable, [fd_in, fd_out, fd_err, status_write])
+    finally:
+        for fd in ours:
+            os.close(fd)
+    return Forked(request["argv"], pid, status_read, piped_out, piped_err, text)
+
+
+class Forked:
+    """A process a server forked, as subprocess.Popen's (what tests use of one)."""
+
+    def __init__(self, args: list[str], pid: int, status: int, stdout: IO[bytes] | None,
+                 stderr: IO[bytes] | None, text: bool) -> None:
+        self.args, self.pid, self._status, self._text = args, pid, status, text
+        self.stdout, self.stderr = stdout, stderr
+        self.returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def poll(self) -> int | None:
+        return self.wait(0) if select.select([self._status], [], [], 0)[0] else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._status], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            with os.fdopen(self._status, "rb") as status:
+                self.returncode = int(status.read())
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Everything the piped streams give until they end, then the exit code."""
+        read: dict[str, bytes] = {}
+        readers = [threading.Thread(target=lambda n=n, s=s: read.update({n: s.read()}))
+                   for n, s in (("out", self.stdout), ("err", self.stderr)) if s is not None]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout)
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(timeout)
+        got = [None if s is None else read[n] for n, s in (("out", self.stdout),
+                                                            ("err", self.stderr))]
+        return tuple(g.decode() if self._text and g is not None else g for g in got)
+
+
+def _gradtrace_request(args: Sequence[str | Path], cwd: str | Path | None,
+                       env: dict[str, str] | None, timeout: float) -> tuple[dict[str, Any], str]:
+    """The request of `python -m gradtrace ARGS`, and the kind of server to fork it from."""
     env = dict(os.environ if env is None else env)
     # gradtrace imported anew when the environment changes what its import reads: forked
     # from the process that imported torch alone
     fresh = env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT)
-    return _ask({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
-                 "timeout": timeout, "module": "gradtrace", "env": env},
-                "python" if fresh else "gradtrace", str(python), text)
+    return ({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
+             "timeout": timeout, "module": "gradtrace", "env": env},
+            "python" if fresh else "gradtrace")
 
 
-# What python reads as it starts (the locale sets stdout's encoding): a server is started
-# in an environment that differs in these, not forked from one that started in another.
-_READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8",
-                  "PYTHONPATH", "PYTHONHOME", "PATH")
+def _run(request: dict[str, Any], kind: str, python: str, text: bool) -> Any:
+    """The request run to its end, as subprocess.run(capture_output=True) runs it."""
+    with open(os.devnull, "rb") as nothing, tempfile.TemporaryFile() as out, \
+            tempfile.TemporaryFile() as err:
+        status_read, status_write = os.pipe()
+        try:
+            _start(request, kind, python, [nothing.fileno(), out.fileno(), err.fileno(),
+                                           status_write])
+        finally:
+            os.close(status_write)
+        with os.fdopen(status_read, "rb") as status:
+            code = int(status.read())
+        got = []
+        for stream in (out, err):
+            stream.seek(0)
+            got.append(stream.read())
+    if text:  # as subprocess.run(text=True) reads them: universal newlines
+        got = [b.decode().replace("\r\n", "\n").replace("\r", "\n") for b in got]
+    return subprocess.CompletedProcess(request["argv"], code, *got)
 
 
-def _ask(request: dict[str, Any], kind: str = "python", python: str = sys.executable,
-         text: bool = True) -> Any:
-    """The answer of the server of kind ("python": torch imported; "gradtrace": gradtrace
-    too) run by python in the request's environment."""
+def _start(request: dict[str, Any], kind: str, python: str, fds: list[int]) -> int:
+    """The pid of the child the server of kind ("python": torch imported; "gradtrace":
+    gradtrace too) run by python in the request's environment forked for the request."""
     env = request.get("env") or os.environ
     started = tuple(env.get(k) for k in _READ_AT_START)
     with _lock:
-        server = _servers.get((python, kind, started))
-        if server is None or server.poll() is not None:
-            server = _servers[python, kind, started] = subprocess.Popen(
-                [python, __file__, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                env=dict(env))
+        server, channel = _servers.get((python, kind, started), (None, None))
+        if server is None or channel is None or server.poll() is not None:
+            channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            server = subprocess.Popen([python, __file__, kind, str(theirs.fileno())],
+                                      pass_fds=[theirs.fileno()], env=dict(env),
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            theirs.close()
+            _servers[python, kind, started] = server, channel
             atexit.register(server.kill)
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(json.dumps(request).encode() + b"\n")
-        server.stdin.flush()
-        answer = json.loads(server.stdout.readline())
-    out, err = (answer[k].encode("latin-1") for k in ("stdout", "stderr"))  # the bytes
-    if text:  # as subprocess.run(text=True) reads them: universal newlines
-        out, err = (io.TextIOWrapper(io.BytesIO(b), encoding="utf-8").read() for b in (out, err))
-    return subprocess.CompletedProcess(request["argv"], answer["code"], out, err)
+        socket.send_fds(channel, [json.dumps(request).encode()], fds)
+        return int(channel.recv(64))
 
 
-def _run_in_child(request: dict[str, Any], out: int, err: int) -> None:
-    """In the forked child: what `python ARGV` (or `python -m MODULE ARGV`) does, then exit
-    with its code."""
+def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: what `python ARGV` (or `python -m MODULE ARGV`) does with the
+    standard streams given, then exit with its code."""
     import runpy
     import traceback
 
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in set(fds) - {0, 1, 2}:  # as given, and its own exit-code pipe: the server's
+        os.close(fd)
+    for fd in request.get("closed", ()):
+        os.close(fd)
+    if 1 in request.get("closed", ()):  # as python starts without a stdout
+        sys.stdout = sys.__stdout__ = None  # type: ignore[assignment]
+    if request.get("sigint"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     argv, module = request["argv"], request.get("module")
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # not the requests' pipe
-    os.dup2(out, 1)
-    os.dup2(err, 2)
     os.chdir(request["cwd"])
     if request.get("env") is not None:
         os.environ.clear()
@@ -107,47 +220,66 @@ def _run_in_child(request: dict[str, Any], out: int, err: int) -> None:
     except BaseException:  # noqa: BLE001  (as python reports an uncaught exception)
         traceback.print_exc()
         code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # as python's exit: waits for threads
     atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
     os._exit(code)
 
 
-def _serve(kind: str) -> None:
+def _serve(kind: str, channel: socket.socket) -> None:
     # imported once, before any fork: the point of this process (gradtrace only in the
     # server of its runs: a plain run's interpreter is python's)
     import torch  # noqa: F401
+
+    # an optimizer's first step imports the compiler's front end (2 s, a run otherwise):
+    # imported here once, as any script that trains has it soon after it starts
+    import torch._dynamo  # noqa: F401
 
     if kind == "gradtrace":
         import gradtrace.capture.runner  # noqa: F401
         import gradtrace.cli  # noqa: F401
 
-    for line in sys.stdin:
-        request: dict[str, Any] = json.loads(line)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 4)
+        if not message:
+            return  # the tests' process is gone
+        request = json.loads(message)
+        with _held_lock:  # no exit-code pipe is being closed as the child copies them
             pid = os.fork()
             if pid == 0:
-                _run_in_child(request, out.fileno(), err.fileno())
-            code = _wait(pid, request["timeout"])
-            out.seek(0)
-            err.seek(0)
-            # the bytes as they are (latin-1 maps each byte to one character), in ASCII JSON
-            answer = {"code": code, "stdout": out.read().decode("latin-1"),
-                      "stderr": err.read().decode("latin-1")}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+                channel.close()
+                for fd in _held:  # another child's: its reader would wait for this one
+                    os.close(fd)
+                _run_in_child(request, fds)
+            _held.add(fds[3])
+        for fd in fds[:3]:
+            os.close(fd)
+        channel.send(str(pid).encode())
+        threading.Thread(target=_report, args=(pid, fds[3], request["timeout"]),
+                         daemon=True).start()
 
 
-def _wait(pid: int, timeout: float) -> int:
-    """The child's exit code; a child still running after timeout seconds is killed (-9)."""
+# the exit-code pipes of the children running, and a lock over them
+_held: set[int] = set()
+_held_lock = threading.Lock()
+
+
+def _report(pid: int, status: int, timeout: float) -> None:
+    """The child's exit code written to its status pipe; a child still running after
+    timeout seconds is killed (-9)."""
     done = threading.Event()
     timer = threading.Timer(timeout, lambda: done.is_set() or os.kill(pid, 9))
     timer.start()
-    _, status = os.waitpid(pid, 0)
+    _, waited = os.waitpid(pid, 0)
     done.set()
     timer.cancel()
-    return os.waitstatus_to_exitcode(status)
+    with _held_lock:
+        os.write(status, str(os.waitstatus_to_exitcode(waited)).encode())
+        os.close(status)
+        _held.discard(status)
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1])
+    _serve(sys.argv[1], socket.socket(fileno=int(sys.argv[2])))

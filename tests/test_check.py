@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SCENARIOS, check_json, invoke
+from plain_python import start_gradtrace
 
 GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # the top-level examples
 
@@ -311,10 +312,10 @@ def test_a_terminal_sees_which_call_is_being_checked(tmp_path: Path) -> None:
         "    @staticmethod\n    def backward(ctx, g):\n        time.sleep(0.15)\n"
         "        return g * 2\n\n\nx = torch.rand(2, 3, requires_grad=True)\nSlow.apply(x)\n")
     leader, follower = os.openpty()
-    done = subprocess.run([sys.executable, "-m", "gradtrace", "check", str(path), "--no-gradgrad"],
-                          stdout=subprocess.DEVNULL, stderr=follower, timeout=120,
-                          env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    done = start_gradtrace("check", path, "--no-gradgrad", stdout=subprocess.DEVNULL,
+                           stderr=follower, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
     os.close(follower)
+    done.wait(120)
     seen = b""
     while chunk := _read(leader):
         seen += chunk

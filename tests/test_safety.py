@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 from helpers import SCENARIOS, as_read, invoke, write_script
-from plain_python import run_gradtrace
+from plain_python import run_gradtrace, start_gradtrace
 
 from gradtrace.capture.runner import run_scenario
 from gradtrace.cli.files import write_atomic
@@ -132,8 +132,7 @@ def test_sigterm_ends_gradtrace_like_ctrl_c(tmp_path: Path) -> None:
     started = tmp_path / "started"
     scenario.write_text(f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
                         "time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start_gradtrace("show", scenario, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:  # the scenario sleeping
         time.sleep(0.05)
@@ -187,9 +186,12 @@ def test_undeclared_non_utf8_says_how_to_declare_it(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "coding: latin-1" in result.stderr
 
 
-def with_streams(*args: str, **popen: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "gradtrace", *args], capture_output=False,
-                          stderr=subprocess.PIPE, timeout=120, **popen)  # type: ignore[call-overload]
+def with_streams(*args: str, stdout: Any = None,
+                 closed: tuple[int, ...] = ()) -> subprocess.CompletedProcess[bytes]:
+    """`python -m gradtrace ARGS` with this stdout (or none: closed=(1,)), stderr piped."""
+    proc = start_gradtrace(*args, stdout=stdout, stderr=subprocess.PIPE, closed=closed)
+    _, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, None, err)
 
 
 @pytest.mark.parametrize("args", [["show", str(CHAIN), "--json"], ["show", str(CHAIN)],
@@ -205,7 +207,7 @@ def test_a_broken_pipe_stops_quietly_with_141(args: list[str]) -> None:
 @pytest.mark.parametrize("args", [["show", str(CHAIN), "--json"], ["show", str(CHAIN)]],
                          ids=["json", "report"])
 def test_a_closed_or_full_stdout_is_exit_2(args: list[str]) -> None:
-    closed = with_streams(*args, preexec_fn=lambda: os.close(1))
+    closed = with_streams(*args, closed=(1,))
     assert closed.returncode == 2 and b"error: standard output is closed" in closed.stderr
     with open("/dev/full", "wb") as full:
         proc = with_streams(*args, stdout=full)
@@ -246,9 +248,8 @@ def test_ctrl_c_names_the_line_and_exits_130(tmp_path: Path) -> None:
     started = tmp_path / "started"
     # the scenario says it runs by making a file, on line 2 (line 4 is still the loop's)
     scenario.write_text(ENDLESS.replace("x = 1", f"open({str(started)!r}, 'w').close()"))
-    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = start_gradtrace("show", scenario, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           sigint=True)
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)  # not a fixed wait: importing torch takes long on a busy machine
@@ -311,6 +312,7 @@ def test_a_failing_tutorial_script_exits_cleanly_with_others_running(tmp_path: P
         "torch.set_default_device(device)\n"
         "x = torch.randn(3, requires_grad=True)\ny = (x * 2).sum()\n"
         "y.backward(retain_graph=True)\ny.backward()\nx.grad = 1.5\n")
+    # real interpreters: the abort was in their shutdown, which a forked run skips
     procs = [subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for _ in range(8)]
@@ -389,8 +391,8 @@ def test_sigterm_runs_the_scripts_handler_while_it_runs(tmp_path: Path) -> None:
         "x = torch.tensor(2.0, requires_grad=True)\ny = x * 3\ny.backward()\n"
         f"pathlib.Path({str(started)!r}).touch()\n"
         "while True:\n    time.sleep(0.01)\n"))
-    proc = subprocess.Popen([sys.executable, "-m", "gradtrace", "show", str(scenario), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_gradtrace("show", scenario, "--json", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
