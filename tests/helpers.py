@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import pytest
 import torch
+import typer.testing
 from plain_python import run_gradtrace
 from typer.testing import CliRunner
 
@@ -68,6 +69,11 @@ def write_script(folder: Path, text: str, name: str = "s.py") -> Path:
     path = folder / name
     path.write_text(text)
     return path
+
+
+# typer builds the app's click command from its functions' signatures on every invoke
+# (~25 ms: most of a small command's run); the app never changes, so it is built once
+typer.testing._get_command = functools.cache(typer.testing._get_command)
 
 
 def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
