@@ -36,11 +36,23 @@ _READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8"
 
 
 def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
-              timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The script run as `python SCRIPT ARGS` in cwd (default: the script's folder)."""
+              env: dict[str, str] | None = None, timeout: float = 300,
+              ) -> subprocess.CompletedProcess[str]:
+    """The script run as `python SCRIPT ARGS` in cwd (default: the script's folder), in env
+    (default: this one)."""
     script = Path(script).resolve()
     return _run({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
-                 "timeout": timeout}, "python", sys.executable, True)
+                 "timeout": timeout, "env": dict(os.environ if env is None else env)},
+                "python", sys.executable, True)
+
+
+def run_module(module: str, *args: str | Path, cwd: str | Path, env: dict[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m MODULE ARGS` in cwd, in env (default: this one), forked as run_plain's
+    scripts are (torchrun's launcher: the processes it starts are its own)."""
+    return _run({"argv": [str(a) for a in args], "cwd": str(cwd), "timeout": timeout,
+                 "module": module, "env": dict(os.environ if env is None else env)},
+                "python", sys.executable, True)
 
 
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
@@ -202,6 +214,8 @@ def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     argv, module = request["argv"], request.get("module")
     os.chdir(request["cwd"])
+    if (process := sys.modules.get("multiprocessing.process")) is not None:
+        process.ORIGINAL_DIR = os.getcwd()  # set as it is imported: python's start folder
     if request.get("env") is not None:
         os.environ.clear()
         os.environ.update(request["env"])

@@ -7,11 +7,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import ROOT, SCENARIOS, as_read, invoke, tensor, write_script
+from plain_python import run_gradtrace, run_module
 
 CHAIN = SCENARIOS / "chain_rule.py"
 
@@ -28,15 +28,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def two_ranks(*command: str | Path, cwd: Path, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """`torchrun --nproc-per-node 2 COMMAND` in cwd on free ports of 127.0.0.1 (the
+    launcher forked: its ranks are processes it starts, as under torchrun)."""
+    return run_module("torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                      "127.0.0.1", "--master-port", str(free_port()), *command, cwd=cwd,
+                      env={**os.environ, **(env or {})}, timeout=LIMIT)
+
+
 def torchrun(*args: str | Path, env: dict[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
     """`torchrun --nproc-per-node 2 -m gradtrace ARGS` in the distributed scenarios' folder."""
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-         "-m", "gradtrace", *map(str, args)],
-        cwd=DISTRIBUTED, capture_output=True, text=True, timeout=LIMIT,
-        env=None if env is None else {**os.environ, **env})
+    return two_ranks("-m", "gradtrace", *args, cwd=DISTRIBUTED, env=env)
 
 
 @LAUNCHES
@@ -146,9 +150,8 @@ def test_a_rank_whose_graph_differs_is_said() -> None:
 @LAUNCHES
 def test_a_script_that_spawns_its_workers_is_told_what_is_not_recorded() -> None:
     for _ in range(3):  # gloo's shutdown aborts a child now and then (1 in 8 under python)
-        run = subprocess.run([sys.executable, "-m", "gradtrace", "show", "ddp_spawn.py", "--",
-                              str(free_port())], cwd=DISTRIBUTED, capture_output=True,
-                             text=True, timeout=LIMIT)
+        run = run_gradtrace("show", "ddp_spawn.py", "--", str(free_port()), cwd=DISTRIBUTED,
+                            timeout=LIMIT)
         if "terminated with signal" not in run.stderr:
             break
     assert run.returncode == 2

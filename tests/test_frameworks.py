@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from plain_python import run_gradtrace, run_plain
-from test_distributed import free_port
+from test_distributed import two_ranks
 
 FRAMEWORKS = Path(__file__).parent / "frameworks"
 LIMIT = 300  # seconds for one run: Lightning and transformers take seconds to import
@@ -148,15 +146,9 @@ def test_fsdp1_runs_with_its_flat_parameter(tmp_path: Path) -> None:
 def test_fsdp2_on_two_ranks_reads_each_rank_s_shard(tmp_path: Path) -> None:
     script = FRAMEWORKS / "fsdp2_ranks.py"
 
-    def launch(*command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *command],
-            cwd=tmp_path, capture_output=True, text=True, timeout=LIMIT)
-
-    expected = launch(str(script))
+    expected = two_ranks(script, cwd=tmp_path)
     assert expected.returncode == 0, expected.stderr
-    ours = launch("-m", "gradtrace", "show", str(script), "-o", "t-{rank}.json")
+    ours = two_ranks("-m", "gradtrace", "show", script, "-o", "t-{rank}.json", cwd=tmp_path)
     assert ours.returncode == 0, ours.stderr
     assert "rank 1: 3 pass(es)" in ours.stdout + ours.stderr
     assert "not reduced" not in ours.stdout + ours.stderr  # the shards differ by design
