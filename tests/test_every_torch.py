@@ -3,6 +3,7 @@ tests: `python3 dev.py matrix` runs this file on the oldest and the newest suppo
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,16 @@ def _show(*args: str | Path, own_process: bool = False) -> dict[str, Any]:
     """The trace `gradtrace show ARGS --json` prints; own_process: run in a python of its own
     (a compiled scenario: helpers.COMPILE_CRASH)."""
     if own_process:
-        return show_without(args[0], "", *map(str, args[1:]))[0]
+        return json.loads(_shown_apart(*map(str, args)))
     result = invoke("show", *args, "--json")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+@functools.cache  # compiling takes seconds: a test that shows the same run shares it
+def _shown_apart(*args: str) -> str:
+    """The trace of `gradtrace show ARGS --json` in a python of its own, as JSON text."""
+    return json.dumps(show_without(args[0], "", *args[1:])[0])
 
 
 def without_logs(printed: str) -> list[str]:
@@ -153,7 +160,8 @@ def test_show_of_compiled_code_matches_plain_pytorch(script: str, passes: int,
 
 @pytest.mark.parametrize("target", [
     "example:retain_grad", "example:tensor_hook", "LOOP",
-    pytest.param("example:real/compile_tutorial", marks=pytest.mark.slow)])
+    pytest.param(str(SCENARIOS / "real" / "compile_tutorial.py"), marks=pytest.mark.slow,
+                 id="compile_tutorial")])  # as the test above shows it: that run is shared
 def test_profile_changes_no_number(target: str,
                                    loop: tuple[Path, list[dict[str, float]], str]) -> None:
     """--profile replays a pass only where nothing the script sees can change: each .grad,
