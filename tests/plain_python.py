@@ -11,9 +11,11 @@ child's exit code is written to a pipe that came with the request."""
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,11 +24,10 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 # by interpreter, kind ("python" or "gradtrace": what each imported) and start environment
-_servers: dict[tuple[str, str, tuple[str | None, ...]], tuple[subprocess.Popen[bytes],
-                                                               socket.socket]] = {}
+_servers: dict[tuple[str, str, tuple[str | None, ...]], tuple[subprocess.Popen[bytes], str]] = {}
 _lock = threading.Lock()
 _READ_AT_IMPORT = "GRADTRACE_WITHOUT"  # gradtrace's probes read it as they are imported
 # What python reads as it starts (the locale sets stdout's encoding): a server is started
@@ -101,6 +102,40 @@ def start_gradtrace(*args: str | Path, stdin: Any = None, stdout: Any = None,
         for fd in ours:
             os.close(fd)
     return Forked(request["argv"], pid, status_read, piped_out, piped_err, text)
+
+
+@functools.cache
+def forwarding_command() -> Path:
+    """An executable `gradtrace` for the processes tests start (torchrun's ranks, a recipe's
+    shell): each run is forked from this process's gradtrace server with the caller's
+    streams, folder and environment; a signal sent to it goes to the run, whose exit is its."""
+    command = Path(_own_folder("gradtrace-command-")) / "gradtrace"
+    command.write_text(f"#!{sys.executable}\nimport sys\n"
+                       f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                       f"from plain_python import forward\n"
+                       f"forward({server_address('gradtrace')!r})\n")
+    command.chmod(0o755)
+    return command
+
+
+def forward(address: str) -> NoReturn:
+    """`gradtrace ARGV` forked by the server at address, as if this process ran it."""
+    status_read, status_write = os.pipe()
+    request = {"argv": sys.argv[1:], "cwd": os.getcwd(), "timeout": 600,
+               "module": "gradtrace", "env": dict(os.environ)}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.connect(address)
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2, status_write])
+        pid = int(connection.recv(64))
+    os.close(status_write)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda n, _: os.kill(pid, n))
+    with os.fdopen(status_read, "rb") as status:
+        code = int(status.read())
+    if code < 0:  # ended by a signal: so is this process
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 class Forked:
@@ -181,19 +216,44 @@ def _start(request: dict[str, Any], kind: str, python: str, fds: list[int]) -> i
     """The pid of the child the server of kind ("python": torch imported; "gradtrace":
     gradtrace too) run by python in the request's environment forked for the request."""
     env = request.get("env") or os.environ
-    started = tuple(env.get(k) for k in _READ_AT_START)
+    address = server_address(kind, python, tuple(env.get(k) for k in _READ_AT_START))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.connect(address)
+        socket.send_fds(connection, [json.dumps(request).encode()], fds)
+        return int(connection.recv(64))
+
+
+def server_address(kind: str, python: str = sys.executable,
+                   started: tuple[str | None, ...] | None = None) -> str:
+    """The socket of the server of kind run by python, started in this environment (or one
+    that reads `started` as it starts): one this process started, or starts now."""
+    started = started or tuple(os.environ.get(k) for k in _READ_AT_START)
     with _lock:
-        server, channel = _servers.get((python, kind, started), (None, None))
-        if server is None or channel is None or server.poll() is not None:
-            channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            server = subprocess.Popen([python, __file__, kind, str(theirs.fileno())],
-                                      pass_fds=[theirs.fileno()], env=dict(env),
+        server, address = _servers.get((python, kind, started), (None, ""))
+        if server is None or server.poll() is not None:
+            address = os.path.join(_own_folder("gradtrace-fork-"), "socket")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            listener.bind(address)
+            listener.listen(64)  # requests wait here while the server imports torch
+            env = {**os.environ, **{k: v for k, v in zip(_READ_AT_START, started,
+                                                          strict=True) if v is not None}}
+            for name, value in zip(_READ_AT_START, started, strict=True):
+                if value is None:
+                    env.pop(name, None)
+            server = subprocess.Popen([python, __file__, kind, str(listener.fileno())],
+                                      pass_fds=[listener.fileno()], env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-            theirs.close()
-            _servers[python, kind, started] = server, channel
+            listener.close()
+            _servers[python, kind, started] = server, address
             atexit.register(server.kill)
-        socket.send_fds(channel, [json.dumps(request).encode()], fds)
-        return int(channel.recv(64))
+        return address
+
+
+def _own_folder(prefix: str) -> str:
+    """A new temporary folder, removed as this process exits."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
@@ -242,7 +302,7 @@ def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
     os._exit(code)
 
 
-def _serve(kind: str, channel: socket.socket) -> None:
+def _serve(kind: str, listener: socket.socket) -> None:
     # imported once, before any fork: the point of this process (gradtrace only in the
     # server of its runs: a plain run's interpreter is python's)
     import torch  # noqa: F401
@@ -255,22 +315,28 @@ def _serve(kind: str, channel: socket.socket) -> None:
         import gradtrace.capture.runner  # noqa: F401
         import gradtrace.cli  # noqa: F401
 
-    while True:
-        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 4)
-        if not message:
-            return  # the tests' process is gone
-        request = json.loads(message)
-        with _held_lock:  # no exit-code pipe is being closed as the child copies them
-            pid = os.fork()
-            if pid == 0:
-                channel.close()
-                for fd in _held:  # another child's: its reader would wait for this one
-                    os.close(fd)
-                _run_in_child(request, fds)
-            _held.add(fds[3])
-        for fd in fds[:3]:
-            os.close(fd)
-        channel.send(str(pid).encode())
+    parent = os.getppid()
+    listener.settimeout(1)
+    while os.getppid() == parent:  # until the tests' process is gone
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            continue
+        with connection:
+            message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 4)
+            request = json.loads(message)
+            with _held_lock:  # no exit-code pipe is being closed as the child copies them
+                pid = os.fork()
+                if pid == 0:
+                    connection.close()
+                    listener.close()
+                    for fd in _held:  # another child's: its reader would wait for this one
+                        os.close(fd)
+                    _run_in_child(request, fds)
+                _held.add(fds[3])
+            for fd in fds[:3]:
+                os.close(fd)
+            connection.send(str(pid).encode())
         threading.Thread(target=_report, args=(pid, fds[3], request["timeout"]),
                          daemon=True).start()
 
