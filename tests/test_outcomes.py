@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, SCENARIOS, as_read, invoke, write_script
+from plain_python import run_gradtrace
 
 from gradtrace.capture.session import ScenarioStopped
 from gradtrace.cli.core import ExitCode
@@ -136,6 +137,26 @@ def test_a_sys_exit_after_a_pass_shows_the_script_output_with_the_json(tmp_path:
     report = invoke("show", scenario)  # the report's panel shows them: not twice
     assert report.exit_code == ExitCode.USAGE and "giving up now" in report.stdout
     assert "giving up now" not in report.stderr
+
+
+@pytest.mark.parametrize(("patch", "statement"), [
+    ("", "(x * 3).sum()"),
+    ("torch.Tensor.backward = lambda self: None\n", "(x * 3).sum().backward()")],
+    ids=["never-called", "replaced-by-a-no-op"])
+def test_a_result_bound_to_no_name_is_said_so_not_blamed_on_no_grad(
+        patch: str, statement: str, tmp_path: Path) -> None:
+    """`(x * 3).sum()` on a line of its own (or its .backward() made a no-op): it was computed
+    with gradients enabled; the message said no_grad or detach had cut it. In a process of
+    its own: the patch stays in the process, as under python."""
+    scenario = write_script(tmp_path, f"import torch\n{patch}"
+                                      "x = torch.ones(2, requires_grad=True)\n"
+                                      f"print(x)\n{statement}\n")
+    result = run_gradtrace("show", scenario)
+    line = 4 + bool(patch)
+    assert result.returncode == ExitCode.USAGE
+    assert f"x require grad, and line {line} `{statement}` computed from them, but its " \
+           "result was bound to no name and no backward ran on it" in result.stderr
+    assert "no_grad" not in result.stderr
 
 
 def test_no_graph_is_exit_2_with_the_same_message_in_every_command(tmp_path: Path) -> None:

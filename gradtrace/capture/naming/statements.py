@@ -42,6 +42,11 @@ def why_no_root(named: Named, lines: list[str],
                 called = _called(node)
                 if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
                     calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
+    if not calls and (unbound := _unbound_result(lines, wanting, ran)) is not None:
+        return (f"{', '.join(wanting)} require grad, and line {unbound} "
+                f"`{lines[unbound - 1].strip()}` computed from them, but its result was bound "
+                f"to no name and no backward ran on it: bind it (loss = …) or call "
+                f".backward() on it", None)
     causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
               for what, at in calls.items()]
     told = f" ({'; '.join(causes)})" if causes else ""
@@ -49,6 +54,21 @@ def why_no_root(named: Named, lines: list[str],
     return (f"{', '.join(wanting)} require grad, but nothing was computed from them with "
             f"gradients enabled: the computation ran under torch.no_grad() or was "
             f"detached{told}", first)
+
+
+def _unbound_result(lines: list[str], wanting: list[str], ran: set[int] | None) -> int | None:
+    """The first line that ran a bare expression computing from a tensor that wants grad
+    (`(x * 3).sum()` on a line of its own), not a call of a plain function (print(x))."""
+    roots = {name.split(".")[0].split("[")[0] for name in wanting}
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    return min((node.lineno for node in ast.walk(tree)
+                if isinstance(node, ast.Expr) and (ran is None or node.lineno in ran)
+                and not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name))
+                and any(isinstance(n, ast.Name) and n.id in roots
+                        for n in ast.walk(node.value))), default=None)
 
 
 # What, in a statement that ran, makes a tensor with no graph (method, function or attribute).
