@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from helpers import DOT, SCENARIOS, STOPS, UNDER_TORCHRUN, invoke, needs_dot, show_json
 
+from gradtrace.errors import ExportError
 from gradtrace.model import Edge, Node, TensorInfo, Trace
-from gradtrace.render.dot import quote, to_dot
+from gradtrace.render.dot import quote, render, to_dot
 from gradtrace.render.drawing import DrawOptions, drawing
 from gradtrace.render.mermaid import to_mermaid
 
@@ -85,6 +86,16 @@ def test_binary_formats(tmp_path: Path, suffix: str, magic: bytes) -> None:
     out = tmp_path / f"graph{suffix}"
     assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", out).exit_code == 0
     assert out.read_bytes().startswith(magic)
+
+
+@needs_dot
+def test_a_picture_graphviz_cannot_make_says_what_to_draw_instead() -> None:
+    """Graphviz fails on some pictures (Debian's, on a ~30,000-node PNG: malloc() fails):
+    its words are said, with what to do."""
+    with pytest.raises(ExportError) as failed:
+        render("digraph { a -> }", "png")  # a picture Graphviz refuses, made quickly
+    assert failed.value.message.startswith("Graphviz failed to render PNG: ")
+    assert "--max-nodes" in (failed.value.hint or "") and "no --no-fold" in failed.value.hint
 
 
 def test_json_and_mermaid_files(tmp_path: Path) -> None:

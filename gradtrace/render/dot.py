@@ -143,5 +143,8 @@ def render(dot_text: str, fmt: str) -> bytes:
     except graphviz.CalledProcessError as exc:
         stderr = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) \
             else str(exc.stderr or "")
-        raise ExportError(f"Graphviz failed to render {fmt.upper()}: {stderr.strip()}") \
-            from None
+        # Debian's Graphviz runs out of its limits on a ~30,000-node PNG (malloc() fails)
+        raise ExportError(f"Graphviz failed to render {fmt.upper()}: {stderr.strip()}",
+                          "a big graph can be past what Graphviz lays out: draw fewer nodes "
+                          "(fold them: no --no-fold; --max-nodes N; --focus NAME), or export "
+                          ".dot or .json, which need no layout") from None
