@@ -113,7 +113,8 @@ def test_a_forked_child_runs_on_and_exits_as_under_python(text: str, tmp_path: P
             [f'  File "{script}", line 7, in <module>']
 
 
-DAEMON = """import sys
+DAEMON = """import os
+import sys
 import threading
 import time
 import torch
@@ -125,6 +126,7 @@ def spin():
     while True:
         print("tick", w.shape)  # reads its global: a NameError once it is gone
         print("tock", file=sys.stderr)
+        os.write(1, b"raw tick\\n")  # below python: it reached the JSON on stdout
         time.sleep(0.0005)
 
 

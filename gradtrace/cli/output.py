@@ -47,11 +47,30 @@ class _MainThreadOnly:
 
 
 def main_thread_streams() -> None:
-    """Let only the main thread write on sys.stdout and sys.stderr (the command's)."""
+    """Let only the main thread write on sys.stdout and sys.stderr (the command's), and
+    stdout's descriptor be the command's alone."""
     if sys.stdout is not None:
-        sys.stdout = _MainThreadOnly(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = _MainThreadOnly(_own_descriptor(sys.stdout))  # type: ignore[assignment]
     if sys.stderr is not None:
         sys.stderr = _MainThreadOnly(sys.stderr)  # type: ignore[assignment]
+
+
+def _own_descriptor(stream: Any) -> Any:
+    """stream on a copy of its descriptor, the descriptor itself pointed at /dev/null: what a
+    thread or a child the script left running writes on descriptor 1 after its run never
+    reaches the command's output (stderr keeps its own: a crash still says why there)."""
+    try:
+        fd = stream.fileno()
+        stream.flush()
+        own = open(os.dup(fd), "w", encoding=stream.encoding, errors=stream.errors)  # noqa: SIM115
+        own.reconfigure(line_buffering=stream.line_buffering,
+                        write_through=stream.write_through)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return stream  # no descriptor (closed, or not a file): nothing to keep apart
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+    return own
 
 
 def flush_streams() -> None:
@@ -166,8 +185,13 @@ def report_width(terminal: bool) -> int:
         columns = 0
     if columns > 0:
         return columns
-    # shutil reads the terminal itself when COLUMNS is no positive number (rich takes 0)
-    return shutil.get_terminal_size().columns if terminal else PIPED_WIDTH
+    if not terminal:
+        return PIPED_WIDTH
+    # the terminal stdout writes to (descriptor 1 may be gradtrace's /dev/null, which shutil
+    # would ask); shutil's answer when it has none (rich would take 0)
+    with contextlib.suppress(AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    return shutil.get_terminal_size().columns
 
 
 class ReportConsole(Console):
