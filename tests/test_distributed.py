@@ -217,6 +217,23 @@ def test_rank_in_every_output_option_names_each_rank_s_file(command: str, tmp_pa
     assert not (tmp_path / name).exists() and result.stdout == ""
 
 
+def test_a_rank_field_takes_a_format_spec_and_a_bad_one_is_refused_before_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`{rank:02d}` is Python's format of the rank (it was left as it is: every rank wrote
+    one file named `t-{rank:02d}.json`)."""
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, MARKS_ITS_RUN)
+    ranked = {"RANK": "1", "WORLD_SIZE": "2"}
+    result = invoke("show", "s.py", "-o", "t-{rank:02d}.json", env=ranked)
+    assert result.exit_code == 0, result.stderr
+    assert [p.name for p in tmp_path.glob("t-*")] == ["t-01.json"]
+    (tmp_path / "ran").unlink()
+    refused = invoke("show", "s.py", "-o", "t-{rank:zz}.json", env=ranked)
+    assert refused.exit_code == 2 and "{rank:zz} in t-{rank:zz}.json: not a format for a " \
+        "number" in refused.stderr
+    assert not (tmp_path / "ran").exists()  # refused before the script ran
+
+
 @pytest.mark.parametrize("command", [c for c in EVERY_OUTPUT if c != "show"])
 def test_one_file_for_every_rank_is_refused_before_the_run(command: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,24 @@ RANKS = typer.Option("0", "--ranks", metavar="N|all",
                      "printed, with a line for each other rank, or all: every rank's report "
                      "in rank order. Put {rank} in -o FILE for one file per rank.")
 RANK_FIELD = "{rank}"
+# {rank}, or {rank:SPEC} with a format spec of Python's: trace-{rank:02d}.json
+_RANK_FIELDS = re.compile(r"\{rank(?::([^{}]*))?\}")
+
+
+def templated(out: Path | None) -> bool:
+    """Whether the file name has a {rank} field."""
+    return out is not None and _RANK_FIELDS.search(str(out)) is not None
+
+
+def _with_rank(out: Path, rank: int) -> Path:
+    """out with each {rank} field made the rank's number."""
+    def number(field: re.Match[str]) -> str:
+        try:
+            return format(rank, field[1] or "")
+        except ValueError:
+            raise GradtraceError(f"{field[0]} in {out}: not a format for a number",
+                                 "e.g. {rank} or {rank:02d}") from None
+    return Path(_RANK_FIELDS.sub(number, str(out)))
 
 
 def rank_file(out: Path | None, option: str = "-o", every_rank_writes: bool = True
@@ -31,12 +50,12 @@ def rank_file(out: Path | None, option: str = "-o", every_rank_writes: bool = Tr
     if out is None:
         return None
     ranks = launched()
-    if every_rank_writes and ranks is not None and RANK_FIELD not in str(out) \
+    if every_rank_writes and ranks is not None and not templated(out) \
             and not str(out).startswith("/dev/"):
         raise GradtraceError(f"{option} {out}: each of the {ranks.world} ranks would write it",
                              f"one file per rank: put {RANK_FIELD} in the name, e.g. "
                              f"{option} {out.stem}-{RANK_FIELD}{out.suffix}")
-    return Path(str(out).replace(RANK_FIELD, str(ranks.rank if ranks else 0)))
+    return _with_rank(out, ranks.rank if ranks else 0)
 
 
 def quiet_unless_shown() -> bool:
@@ -65,7 +84,7 @@ class RankedShow:
             raise GradtraceError(f"--ranks all with {printed} on stdout mixes {world} "
                                  "documents", "write one file per rank: -o trace-{rank}.json")
         self.rank = self.ranks.rank if self.ranks else 0
-        self.templated = out is not None and RANK_FIELD in str(out)
+        self.templated = templated(out)
         # with --ranks all every rank writes -o FILE; else only the shown one, or each its own
         self.target = rank_file(out, every_rank_writes=self.every)
         self.store = RankStore() if self.ranks else None
