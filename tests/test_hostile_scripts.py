@@ -196,3 +196,18 @@ def test_stdout_does_not_depend_on_the_working_folder(args: list[str], tmp_path:
     assert ours.returncode == 0, ours.stderr
     assert not folder.exists() and not script.exists()
     assert ours.stdout.strip() and "error" not in ours.stderr
+
+
+@pytest.mark.parametrize("command", ["show", "dot", "steps"])
+def test_a_file_into_the_folder_the_script_removed_is_said_by_its_name(
+        command: str, tmp_path: Path) -> None:
+    """-o FILE where the script removed the folder: python could not write there either;
+    the error names the file (show and steps failed on the gone folder itself, a message of
+    no file: "cannot write the output: No such file or directory")."""
+    folder = tmp_path / "deleted"
+    folder.mkdir()
+    write_script(folder, DELETES_ITS_FOLDER)
+    out = {"show": "t.json", "dot": "g.svg", "steps": "s.svg"}[command]
+    ours = run_gradtrace(command, "s.py", "-o", out, timeout=LIMIT, cwd=folder)
+    assert ours.returncode == 2
+    assert f"error: cannot write {folder / out}: folder {folder} does not exist" in ours.stderr

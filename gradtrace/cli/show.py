@@ -107,6 +107,7 @@ def show(
     printed = _printed(out_format, as_json, out)
     ranked = RankedShow(ranks, out, printed)
     target = None if ranked.target is None else absolute(ranked.target)  # before any chdir
+    source = input_file(scenario)  # the script's folder may be gone after its run
     try:
         loaded = load_trace(scenario, root or [],
                             backward=not no_backward, derivative_order=derivative_order,
@@ -133,7 +134,7 @@ def show(
     if shows:
         with ranked.in_turn():
             _show(led_by_library(trace) if library_first and printed != "json" else trace,
-                  shown_pass, printed, target, scenario, ranked.heading(),
+                  shown_pass, printed, target, source, ranked.heading(),
                   (by_module, modules), show_all, max_nodes, max_depth, saved, profile)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
@@ -148,7 +149,7 @@ def show(
 
 
 def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | None,
-          scenario: str, heading: str | None, modules: tuple[bool, bool], show_all: bool,
+          source: Path, heading: str | None, modules: tuple[bool, bool], show_all: bool,
           max_nodes: int | None, max_depth: int, saved: bool, profile: bool = False) -> None:
     """Print or write the trace as asked: JSON, annotations, a module table (modules: asked
     for, shown) or the report."""
@@ -158,11 +159,11 @@ def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | No
     if printed == "json":
         from ..render.json import json_chunks
 
-        _emit(json_chunks(trace), target, scenario)
+        _emit(json_chunks(trace), target, source)
     elif printed == "github":
         from ..render.github import github_annotations
 
-        _emit(github_annotations(trace.findings), target, scenario)
+        _emit(github_annotations(trace.findings), target, source)
     elif modules[1]:
         from ..render.report import module_report
 
@@ -182,7 +183,7 @@ def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | No
         console.print(cost_view(trace, every=show_all), crop=not show_all)
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
-        _emit(console.file.getvalue(), target, scenario)
+        _emit(console.file.getvalue(), target, source)
 
 
 def _emit_lines(lines: list[str], to_stdout: bool) -> None:
@@ -217,10 +218,10 @@ def _file_console() -> Console:
                                    highlight=False))
 
 
-def _emit(data: str | Iterable[str], target: Path | None, scenario: str) -> None:
-    """Output to stdout, or atomically to -o FILE (never over the scenario)."""
+def _emit(data: str | Iterable[str], target: Path | None, source: Path) -> None:
+    """Output to stdout, or atomically to -o FILE (never over the scenario's file)."""
     if target is None:
         write_stdout(data)
     else:
         text = data if isinstance(data, str) else "".join(data)
-        write_atomic(target, text.encode("utf-8"), protected=[input_file(scenario)])
+        write_atomic(target, text.encode("utf-8"), protected=[source])

@@ -73,6 +73,7 @@ def steps(
 
     source = input_file(scenario)
     out = rank_file(out)
+    target = None if out is None else absolute(out)  # the script may remove its folder
     quiet_unless_shown()
     failing = fail_on_codes(fail_on, sorted(STEP_CODES))  # the codes steps can find
     printed = printed_as(out_format, as_json)
@@ -95,7 +96,7 @@ def steps(
         from ..render.github import github_annotations
 
         write_stdout(github_annotations(health.findings))
-    elif out is None or chosen is None:
+    elif target is None or chosen is None:
         from ..render.report import findings_view
         from ..render.steps import ROWS, steps_view
 
@@ -107,8 +108,8 @@ def steps(
             console.print(told)
     else:
         data = chosen.make(trace, True if by_module is None else by_module, show_all)
-        write_atomic(absolute(out), data, protected=[source])
-    told_after(scenario, loaded, script_args, None if out is None else absolute(out), False)
+        write_atomic(target, data, protected=[source])
+    told_after(scenario, loaded, script_args, target, False)
     if ending is not None:
         raise ending
     if findings_fail(health.findings, strict, failing):
