@@ -82,9 +82,8 @@ def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:
 
 
 def check_json(*args: str | Path, process: bool = False) -> tuple[int, dict[str, Any]]:
-    """The exit code and JSON report of `gradtrace check ARGS --json`, in-process or in a
-    process of its own (process: a check past its --timeout leaves its thread running, which
-    must end with its process, not run on in the worker and draw from later tests' RNG)."""
+    """The exit code and JSON report of `gradtrace check ARGS --json`; process: in one of its
+    own (a check past its --timeout leaves a thread running, to end with the process)."""
     if process:
         done = run_gradtrace("check", *args, "--json")
         return done.returncode, json.loads(done.stdout)

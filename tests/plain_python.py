@@ -11,6 +11,7 @@ child's exit code is written to a pipe that came with the request."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -59,22 +60,18 @@ def run_module(module: str, *args: str | Path, cwd: str | Path, env: dict[str, s
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
                   env: dict[str, str] | None = None, timeout: float = 300,
                   python: str | Path = sys.executable, text: bool = True) -> Any:
-    """`gradtrace ARGS` (as `python -m gradtrace ARGS`) in a process of its own, forked from
-    one that imported torch and gradtrace once: a real process (signals, forks, its exit),
-    without 2-3 s of imports. env: the whole environment (default: this one's); python: the
-    interpreter (another venv's imports what that venv has); text: as subprocess.run's."""
+    """`python -m gradtrace ARGS` run to its end in a process forked from one that imported
+    torch and gradtrace once (env: all of it; python: another venv's interpreter)."""
     request, kind = _gradtrace_request(args, cwd, env, timeout)
     return _run(request, kind, str(python), text)
 
 
-def start_gradtrace(*args: str | Path, stdin: Any = None, stdout: Any = None,
+def start_gradtrace(*args: str | Path, stdout: Any = None,
                     stderr: Any = None, text: bool = False, closed: Sequence[int] = (),
                     sigint: bool = False, cwd: str | Path | None = None,
                     env: dict[str, str] | None = None, timeout: float = 300) -> Forked:
-    """`python -m gradtrace ARGS` started as subprocess.Popen starts it (stdin, stdout,
-    stderr: None, subprocess.PIPE or DEVNULL, a file or a descriptor), forked as
-    run_gradtrace's runs are. closed: descriptors it starts without (as under python, its
-    sys.stdout is then None); sigint: Ctrl-C raises KeyboardInterrupt in it."""
+    """`python -m gradtrace ARGS` as subprocess.Popen starts it (stdout, stderr: None, PIPE,
+    DEVNULL, a file or a descriptor; stdin: /dev/null), closed: descriptors it lacks."""
     request, kind = _gradtrace_request(args, cwd, env, timeout)
     request.update(closed=list(closed), sigint=sigint)
     ours: list[int] = []  # the ends this process passes on, closed once they are
@@ -91,7 +88,7 @@ def start_gradtrace(*args: str | Path, stdin: Any = None, stdout: Any = None,
             return ours[-1], None
         return (stream if isinstance(stream, int) else stream.fileno()), None
 
-    fd_in, _ = given(stdin, 0)
+    fd_in, _ = given(subprocess.DEVNULL, 0)  # never the worker's: pytest-xdist talks on it
     fd_out, piped_out = given(stdout, 1)
     fd_err, piped_err = given(stderr, 2)
     status_read, status_write = os.pipe()
@@ -106,9 +103,8 @@ def start_gradtrace(*args: str | Path, stdin: Any = None, stdout: Any = None,
 
 @functools.cache
 def forwarding_command() -> Path:
-    """An executable `gradtrace` for the processes tests start (torchrun's ranks, a recipe's
-    shell): each run is forked from this process's gradtrace server with the caller's
-    streams, folder and environment; a signal sent to it goes to the run, whose exit is its."""
+    """A `gradtrace` executable for the processes tests start (torchrun's ranks, a shell): it
+    has this process's server fork the run, passes signals on and exits as the run did."""
     command = Path(_own_folder("gradtrace-command-")) / "gradtrace"
     command.write_text(f"#!{sys.executable}\nimport sys\n"
                        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
@@ -123,19 +119,21 @@ def forward(address: str) -> NoReturn:
     status_read, status_write = os.pipe()
     request = {"argv": sys.argv[1:], "cwd": os.getcwd(), "timeout": 600,
                "module": "gradtrace", "env": dict(os.environ)}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
-        connection.connect(address)
-        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2, status_write])
-        pid = int(connection.recv(64))
+    pid = _forked(address, request, [0, 1, 2, status_write])
     os.close(status_write)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda n, _: os.kill(pid, n))
-    with os.fdopen(status_read, "rb") as status:
-        code = int(status.read())
+        signal.signal(signum, lambda n, _: _signal(pid, n))
+    code = _exit_code(status_read)
     if code < 0:  # ended by a signal: so is this process
-        signal.signal(-code, signal.SIG_DFL)
+        if -code != signal.SIGKILL:  # the one whose handler cannot be set
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended already
+        os.kill(pid, signum)
 
 
 class Forked:
@@ -149,17 +147,17 @@ class Forked:
 
     def send_signal(self, signum: int) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signum)
+            _signal(self.pid, signum)
 
-    def poll(self) -> int | None:
-        return self.wait(0) if select.select([self._status], [], [], 0)[0] else None
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
+        """The exit code, once it ended (TimeoutExpired after timeout seconds)."""
         if self.returncode is None:
             if not select.select([self._status], [], [], timeout)[0]:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            with os.fdopen(self._status, "rb") as status:
-                self.returncode = int(status.read())
+            self.returncode = _exit_code(self._status)
         return self.returncode
 
     def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
@@ -201,8 +199,7 @@ def _run(request: dict[str, Any], kind: str, python: str, text: bool) -> Any:
                                            status_write])
         finally:
             os.close(status_write)
-        with os.fdopen(status_read, "rb") as status:
-            code = int(status.read())
+        code = _exit_code(status_read)
         got = []
         for stream in (out, err):
             stream.seek(0)
@@ -216,11 +213,22 @@ def _start(request: dict[str, Any], kind: str, python: str, fds: list[int]) -> i
     """The pid of the child the server of kind ("python": torch imported; "gradtrace":
     gradtrace too) run by python in the request's environment forked for the request."""
     env = request.get("env") or os.environ
-    address = server_address(kind, python, tuple(env.get(k) for k in _READ_AT_START))
+    return _forked(server_address(kind, python, tuple(env.get(k) for k in _READ_AT_START)),
+                   request, fds)
+
+
+def _forked(address: str, request: dict[str, Any], fds: list[int]) -> int:
+    """The pid of the child the server at address forked for the request."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
         connection.connect(address)
         socket.send_fds(connection, [json.dumps(request).encode()], fds)
         return int(connection.recv(64))
+
+
+def _exit_code(status: int) -> int:
+    """The exit code the server writes on the status pipe's read end status (closed)."""
+    with os.fdopen(status, "rb") as pipe:
+        return int(pipe.read())
 
 
 def server_address(kind: str, python: str = sys.executable,
@@ -264,8 +272,8 @@ def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
 
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
-    for fd in set(fds) - {0, 1, 2}:  # as given, and its own exit-code pipe: the server's
-        os.close(fd)
+    for fd in set(fds) - {0, 1, 2}:  # copied to 0-2; the exit-code pipe is the server's to
+        os.close(fd)                 # write: a copy here would hold its reader past the end
     for fd in request.get("closed", ()):
         os.close(fd)
     if 1 in request.get("closed", ()):  # as python starts without a stdout
@@ -302,7 +310,13 @@ def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
     os._exit(code)
 
 
+# the exit-code pipes of the children running, and a lock over them
+_held: set[int] = set()
+_held_lock = threading.Lock()
+
+
 def _serve(kind: str, listener: socket.socket) -> None:
+    """Fork a child for each request on listener, until the tests' process is gone."""
     # imported once, before any fork: the point of this process (gradtrace only in the
     # server of its runs: a plain run's interpreter is python's)
     import torch  # noqa: F401
@@ -323,27 +337,29 @@ def _serve(kind: str, listener: socket.socket) -> None:
         except TimeoutError:
             continue
         with connection:
-            message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 4)
-            request = json.loads(message)
-            with _held_lock:  # no exit-code pipe is being closed as the child copies them
-                pid = os.fork()
-                if pid == 0:
-                    connection.close()
-                    listener.close()
-                    for fd in _held:  # another child's: its reader would wait for this one
-                        os.close(fd)
-                    _run_in_child(request, fds)
-                _held.add(fds[3])
+            fds: list[int] = []
+            try:
+                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 4)
+                request = json.loads(message)
+                with _held_lock:  # no exit-code pipe is being closed as the child copies them
+                    pid = os.fork()
+                    if pid == 0:
+                        connection.close()
+                        listener.close()
+                        for fd in _held:  # another child's: its reader would wait for this one
+                            os.close(fd)
+                        _run_in_child(request, fds)
+                    _held.add(fds[3])
+            except (OSError, ValueError, IndexError):  # a client that left or sent nonsense
+                for fd in fds:
+                    os.close(fd)
+                continue
             for fd in fds[:3]:
                 os.close(fd)
-            connection.send(str(pid).encode())
+            with contextlib.suppress(OSError):  # a client gone: its run still ends, reported
+                connection.send(str(pid).encode())
         threading.Thread(target=_report, args=(pid, fds[3], request["timeout"]),
                          daemon=True).start()
-
-
-# the exit-code pipes of the children running, and a lock over them
-_held: set[int] = set()
-_held_lock = threading.Lock()
 
 
 def _report(pid: int, status: int, timeout: float) -> None:
@@ -356,9 +372,13 @@ def _report(pid: int, status: int, timeout: float) -> None:
     done.set()
     timer.cancel()
     with _held_lock:
-        os.write(status, str(os.waitstatus_to_exitcode(waited)).encode())
-        os.close(status)
-        _held.discard(status)
+        try:
+            os.write(status, str(os.waitstatus_to_exitcode(waited)).encode())
+        except OSError:
+            pass  # its reader left (a forwarding command killed): nobody to tell
+        finally:
+            os.close(status)
+            _held.discard(status)
 
 
 if __name__ == "__main__":

@@ -207,7 +207,8 @@ class CaptureSession:
     def _no_root(self, label: str | None, named: Named, empty_ok: bool) -> list[Fact]:
         """Why there is no root: a fact when something else was recorded (or empty_ok),
         else an error."""
-        why, cut_at = why_no_root(named, self.lines, self.line_log.lines_run(self.path or ""))
+        why, cut_at = why_no_root(named, self.lines, self.line_log.lines_run(self.path or ""),
+                                  bool(self.recorder.passes))
         if self.recorder.passes:
             return [NoRoot(why, cut_at, next((n for n, t in named if t.requires_grad), None),
                            "passes")]

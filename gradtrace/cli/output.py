@@ -56,18 +56,20 @@ def main_thread_streams() -> None:
 
 
 def _own_descriptor(stream: Any) -> Any:
-    """stream on a copy of its descriptor, the descriptor itself pointed at /dev/null: what a
-    thread or a child the script left running writes on descriptor 1 after its run never
-    reaches the command's output (stderr keeps its own: a crash still says why there)."""
+    """stream on a copy of its descriptor, which goes to /dev/null: what a thread or child the
+    script left running writes there after its run never reaches the command's output."""
     try:
         fd = stream.fileno()
         stream.flush()
-        own = open(os.dup(fd), "w", encoding=stream.encoding, errors=stream.errors)  # noqa: SIM115
-        own.reconfigure(line_buffering=stream.line_buffering,
-                        write_through=stream.write_through)
+        copy = os.dup(fd)
+        null = os.open(os.devnull, os.O_WRONLY)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return stream  # no descriptor (closed, or not a file): nothing to keep apart
-    null = os.open(os.devnull, os.O_WRONLY)
+    # buffered as python buffered the stream (PYTHONUNBUFFERED: no buffer below the text)
+    binary = open(copy, "wb", buffering=0 if stream.write_through else -1)  # noqa: SIM115
+    own = io.TextIOWrapper(binary, encoding=stream.encoding, errors=stream.errors,
+                           line_buffering=stream.line_buffering,
+                           write_through=stream.write_through)
     os.dup2(null, fd)
     os.close(null)
     return own

@@ -25,6 +25,7 @@ RANKS = typer.Option("0", "--ranks", metavar="N|all",
 RANK_FIELD = "{rank}"
 # {rank}, or {rank:SPEC} with a format spec of Python's: trace-{rank:02d}.json
 _RANK_FIELDS = re.compile(r"\{rank(?::([^{}]*))?\}")
+_NUMBER_SPEC = re.compile(r"0?\d*[dxXob]?")  # a width and a base: a file name's characters
 
 
 def templated(out: Path | None) -> bool:
@@ -35,11 +36,10 @@ def templated(out: Path | None) -> bool:
 def _with_rank(out: Path, rank: int) -> Path:
     """out with each {rank} field made the rank's number."""
     def number(field: re.Match[str]) -> str:
-        try:
-            return format(rank, field[1] or "")
-        except ValueError:
+        if not _NUMBER_SPEC.fullmatch(field[1] or ""):
             raise GradtraceError(f"{field[0]} in {out}: not a format for a number",
-                                 "e.g. {rank} or {rank:02d}") from None
+                                 "e.g. {rank} or {rank:02d}")
+        return format(rank, field[1] or "")
     return Path(_RANK_FIELDS.sub(number, str(out)))
 
 

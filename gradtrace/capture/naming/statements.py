@@ -27,8 +27,8 @@ def why_no_grad_fn(t: torch.Tensor) -> str:
     return "it does not require grad"
 
 
-def why_no_root(named: Named, lines: list[str],
-                ran: set[int] | None = None) -> tuple[str, int | None]:
+def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None,
+                passes_ran: bool = False) -> tuple[str, int | None]:
     """Why no named tensor has a grad_fn, and the first line that cut the graph — citing only
     lines that ran, when that is known (a no_grad in a function never called cuts nothing)."""
     wanting = [n for n, t in named if t.requires_grad]
@@ -42,11 +42,12 @@ def why_no_root(named: Named, lines: list[str],
                 called = _called(node)
                 if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
                     calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
-    if not calls and (unbound := _unbound_result(lines, wanting, ran)) is not None:
+    if not calls and not passes_ran and \
+            (unbound := _unbound_result(lines, wanting, ran)) is not None:
         return (f"{', '.join(wanting)} require grad, and line {unbound} "
                 f"`{lines[unbound - 1].strip()}` computed from them, but its result was bound "
                 f"to no name and no backward ran on it: bind it (loss = …) or call "
-                f".backward() on it", None)
+                f".backward() on it", unbound)
     causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
               for what, at in calls.items()]
     told = f" ({'; '.join(causes)})" if causes else ""
@@ -57,8 +58,8 @@ def why_no_root(named: Named, lines: list[str],
 
 
 def _unbound_result(lines: list[str], wanting: list[str], ran: set[int] | None) -> int | None:
-    """The first line that ran a bare expression computing from a tensor that wants grad
-    (`(x * 3).sum()` on a line of its own), not a call of a plain function (print(x))."""
+    """The first line that ran arithmetic on a tensor that wants grad as a statement of its
+    own (`(x * 3).sum()`): a result no name keeps (model.train() computes nothing)."""
     roots = {name.split(".")[0].split("[")[0] for name in wanting}
     try:
         tree = ast.parse("\n".join(lines))
@@ -66,7 +67,7 @@ def _unbound_result(lines: list[str], wanting: list[str], ran: set[int] | None) 
         return None
     return min((node.lineno for node in ast.walk(tree)
                 if isinstance(node, ast.Expr) and (ran is None or node.lineno in ran)
-                and not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name))
+                and any(isinstance(n, ast.BinOp | ast.UnaryOp) for n in ast.walk(node.value))
                 and any(isinstance(n, ast.Name) and n.id in roots
                         for n in ast.walk(node.value))), default=None)
 
