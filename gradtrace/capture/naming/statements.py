@@ -5,7 +5,6 @@ can act on."""
 from __future__ import annotations
 
 import ast
-import contextlib
 from typing import NamedTuple
 
 import torch
@@ -35,15 +34,18 @@ def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None,
     if not wanting:
         return ("no tensor requires grad; create the inputs with requires_grad=True, "
                 "e.g. torch.tensor(5.0, requires_grad=True)", None)
+    try:  # it compiled once; parsed to find the cutters
+        nodes = list(ast.walk(ast.parse("\n".join(lines))))
+    except SyntaxError:
+        nodes = []
     calls: dict[str, list[int]] = {}
-    with contextlib.suppress(SyntaxError):  # it compiled once; parse it to find the cutters
-        for node in ast.walk(ast.parse("\n".join(lines))):
-            if isinstance(node, ast.Call):
-                called = _called(node)
-                if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
-                    calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            called = _called(node)
+            if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
+                calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
     if not calls and not passes_ran and \
-            (unbound := _unbound_result(lines, wanting, ran)) is not None:
+            (unbound := _unbound_result(nodes, wanting, ran)) is not None:
         return (f"{', '.join(wanting)} require grad, and line {unbound} "
                 f"`{lines[unbound - 1].strip()}` computed from them, but its result was bound "
                 f"to no name and no backward ran on it: bind it (loss = …) or call "
@@ -57,15 +59,12 @@ def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None,
             f"detached{told}", first)
 
 
-def _unbound_result(lines: list[str], wanting: list[str], ran: set[int] | None) -> int | None:
+def _unbound_result(nodes: list[ast.AST], wanting: list[str],
+                    ran: set[int] | None) -> int | None:
     """The first line that ran arithmetic on a tensor that wants grad as a statement of its
     own (`(x * 3).sum()`): a result no name keeps (model.train() computes nothing)."""
     roots = {name.split(".")[0].split("[")[0] for name in wanting}
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
-        return None
-    return min((node.lineno for node in ast.walk(tree)
+    return min((node.lineno for node in nodes
                 if isinstance(node, ast.Expr) and (ran is None or node.lineno in ran)
                 and any(isinstance(n, ast.BinOp | ast.UnaryOp) for n in ast.walk(node.value))
                 and any(isinstance(n, ast.Name) and n.id in roots
