@@ -44,8 +44,7 @@ def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
     (default: this one)."""
     script = Path(script).resolve()
     return _run({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
-                 "timeout": timeout, "env": dict(os.environ if env is None else env)},
-                "python", sys.executable, True)
+                 "timeout": timeout, "env": _environment(env)}, "python", sys.executable, True)
 
 
 def run_module(module: str, *args: str | Path, cwd: str | Path, env: dict[str, str] | None = None,
@@ -53,8 +52,7 @@ def run_module(module: str, *args: str | Path, cwd: str | Path, env: dict[str, s
     """`python -m MODULE ARGS` in cwd, in env (default: this one), forked as run_plain's
     scripts are (torchrun's launcher: the processes it starts are its own)."""
     return _run({"argv": [str(a) for a in args], "cwd": str(cwd), "timeout": timeout,
-                 "module": module, "env": dict(os.environ if env is None else env)},
-                "python", sys.executable, True)
+                 "module": module, "env": _environment(env)}, "python", sys.executable, True)
 
 
 def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
@@ -118,7 +116,7 @@ def forward(address: str) -> NoReturn:
     """`gradtrace ARGV` forked by the server at address, as if this process ran it."""
     status_read, status_write = os.pipe()
     request = {"argv": sys.argv[1:], "cwd": os.getcwd(), "timeout": 600,
-               "module": "gradtrace", "env": dict(os.environ)}
+               "module": "gradtrace", "env": _environment(None)}
     pid = _forked(address, request, [0, 1, 2, status_write])
     os.close(status_write)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -180,13 +178,18 @@ class Forked:
 def _gradtrace_request(args: Sequence[str | Path], cwd: str | Path | None,
                        env: dict[str, str] | None, timeout: float) -> tuple[dict[str, Any], str]:
     """The request of `python -m gradtrace ARGS`, and the kind of server to fork it from."""
-    env = dict(os.environ if env is None else env)
+    env = _environment(env)
     # gradtrace imported anew when the environment changes what its import reads: forked
     # from the process that imported torch alone
     fresh = env.get(_READ_AT_IMPORT) != os.environ.get(_READ_AT_IMPORT)
     return ({"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
              "timeout": timeout, "module": "gradtrace", "env": env},
             "python" if fresh else "gradtrace")
+
+
+def _environment(env: dict[str, str] | None) -> dict[str, str]:
+    """A child's whole environment: env, or this process's."""
+    return dict(os.environ if env is None else env)
 
 
 def _run(request: dict[str, Any], kind: str, python: str, text: bool) -> Any:
@@ -243,11 +246,12 @@ def server_address(kind: str, python: str = sys.executable,
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             listener.bind(address)
             listener.listen(64)  # requests wait here while the server imports torch
-            env = {**os.environ, **{k: v for k, v in zip(_READ_AT_START, started,
-                                                          strict=True) if v is not None}}
+            env = dict(os.environ)
             for name, value in zip(_READ_AT_START, started, strict=True):
                 if value is None:
                     env.pop(name, None)
+                else:
+                    env[name] = value
             server = subprocess.Popen([python, __file__, kind, str(listener.fileno())],
                                       pass_fds=[listener.fileno()], env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -341,6 +345,8 @@ def _serve(kind: str, listener: socket.socket) -> None:
             try:
                 message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 4)
                 request = json.loads(message)
+                if len(fds) != 4:
+                    raise ValueError("a request comes with 4 descriptors")
                 with _held_lock:  # no exit-code pipe is being closed as the child copies them
                     pid = os.fork()
                     if pid == 0:
@@ -350,7 +356,7 @@ def _serve(kind: str, listener: socket.socket) -> None:
                             os.close(fd)
                         _run_in_child(request, fds)
                     _held.add(fds[3])
-            except (OSError, ValueError, IndexError):  # a client that left or sent nonsense
+            except (OSError, ValueError):  # a client that left or sent nonsense
                 for fd in fds:
                     os.close(fd)
                 continue
