@@ -6,12 +6,14 @@
                            the slow tests it leaves out, as .ci/run does; -n 0 runs serially)
     python3 dev.py wheel   build gradtrace's wheel into dist/ (the bundled examples inside),
                            to install into your own environment: pip install dist/gradtrace-*.whl
-    python3 dev.py matrix  the oldest and the newest supported torch (2.11.0, 2.15.0), each in
-                           a cached venv of its own: install gradtrace's wheel there (torch
-                           must stay as it is), then run the tests marked `matrix` (extra args
-                           go to pytest). The venvs and pip's downloads are kept in
-                           GRADTRACE_MATRIX_CACHE (default ~/.cache/gradtrace/matrix): a CUDA
-                           build of torch is ~2 GB to download and ~5 GB installed, once
+    python3 dev.py matrix  the supported Pythons across the supported torch range (3.10 with
+                           torch 2.11.0, 3.12 with 2.14.0, 3.13 with 2.15.0; 3.11 with 2.13.0
+                           is the suite's), each in a cached venv of its own, made with pyenv's
+                           interpreter: install gradtrace's wheel there (torch must stay as it
+                           is), then run the tests marked `matrix` (extra args go to pytest).
+                           The venvs and pip's downloads are kept in GRADTRACE_MATRIX_CACHE
+                           (default ~/.cache/gradtrace/matrix): a CUDA build of torch is ~2 GB
+                           to download and ~5 GB installed, once
 
 Set-up is idempotent and quick once done: it creates .venv, installs torch==2.13.0 unless a
 torch >= 2.13 is already importable there (an unpinned torch would pull a multi-GB CUDA
@@ -35,9 +37,12 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 TORCH_PIN = "torch==2.13.0"
-# the oldest and the newest torch pyproject.toml admits: `dev.py matrix` tests each; the oldest
-# also gets the oldest Typer and rich pyproject admits, the newest today's
-MATRIX = {"2.11.0": ("typer==0.16.0", "rich==13.7.1"), "2.15.0": ("typer", "rich")}
+# (Python, torch, pins): the oldest Python with the oldest torch, Typer and rich pyproject
+# admits, the newest with the newest and today's; 3.12 with a torch between (3.11 with 2.13 is
+# the suite's own). `dev.py matrix` tests each; the README and pyproject's classifiers say so
+MATRIX = (("3.10", "2.11.0", ("typer==0.16.0", "rich==13.7.1")),
+          ("3.12", "2.14.0", ("typer", "rich")),
+          ("3.13", "2.15.0", ("typer", "rich")))
 MATRIX_TOOLS = ("numpy", "graphviz", "pytest<9.2", "pytest-xdist", "hypothesis", "pyyaml")
 DEMO = "example:chain_rule"  # a bundled example (gradtrace/examples/chain_rule.py)
 SVG = "out/chain_rule.svg"
@@ -130,9 +135,22 @@ def matrix_cache() -> Path:
                 or Path.home() / ".cache" / "gradtrace" / "matrix")
 
 
-def matrix_venv(version: str, pins: tuple[str, ...]) -> Path:
-    """The cached venv of torch==version (made on first use): its python."""
-    folder = matrix_cache() / f"torch-{version}"
+def find_python(version: str) -> str | None:
+    """The interpreter of Python `version` ("3.12"): on PATH as python3.12, else pyenv's
+    newest 3.12.x; None when neither is here."""
+    found = shutil.which(f"python{version}")
+    if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
+        return found  # (a pyenv shim of a version that is not selected exits non-zero)
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates = sorted(root.glob(f"{version}.*/bin/python{version}"),
+                        key=lambda p: [int(n) for n in p.parts[-3].split(".") if n.isdigit()])
+    return str(candidates[-1]) if candidates else None
+
+
+def matrix_venv(interpreter: str, release: str, version: str, pins: tuple[str, ...]) -> Path:
+    """The cached venv of Python `release` with torch==version (made on first use): its
+    python."""
+    folder = matrix_cache() / f"py{release}-torch-{version}"
     python = folder / ("Scripts" if os.name == "nt" else "bin") / "python"
     wanted = " ".join([f"torch=={version}", *pins, *MATRIX_TOOLS])
     stamp = folder / ".gradtrace-matrix"
@@ -140,7 +158,7 @@ def matrix_venv(version: str, pins: tuple[str, ...]) -> Path:
         return python
     if not python.exists():
         say(f"making {folder} (torch {version}: a ~2 GB download the first time)")
-        venv.create(folder, with_pip=True)
+        run(interpreter, "-m", "venv", folder)
     # else pip changes what the stamp's list changed, not the ~5 GB that stays
     if run(python, "-m", "pip", "install", "-q", *wanted.split(), check=False) != 0:
         raise SystemExit(f"[dev] could not install torch {version} into {folder}")
@@ -154,8 +172,8 @@ def torch_version(python: Path) -> str:
 
 
 def matrix(pytest_args: list[str]) -> int:
-    """Each MATRIX torch: its venv, gradtrace's wheel installed (torch left as it is), the
-    tests marked `matrix`. Returns 0 when every torch passed."""
+    """Each MATRIX Python and torch: its venv, gradtrace's wheel installed (torch left as it
+    is), the tests marked `matrix`. Returns 0 when every pair passed."""
     # the matrix's torch comes from the package index, whatever a local pip config caps or
     # pins (this machine's caps torch below 2.15)
     os.environ["PIP_CONFIG_FILE"] = os.devnull
@@ -168,23 +186,29 @@ def matrix(pytest_args: list[str]) -> int:
             return 1
         shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' leftovers
         (wheel,) = Path(wheels).glob("gradtrace-*.whl")
-        for version, pins in MATRIX.items():
-            python = matrix_venv(version, pins)
+        for release, version, pins in MATRIX:
+            pair = f"Python {release}, torch {version}"
+            interpreter = find_python(release)
+            if interpreter is None:
+                failed.append(f"{pair}: no python{release} on PATH or in pyenv "
+                              f"(pyenv install {release})")
+                continue
+            python = matrix_venv(interpreter, release, version, pins)
             before = torch_version(python)
             run(python, "-m", "pip", "uninstall", "-q", "-y", "gradtrace", check=False)
             if run(python, "-m", "pip", "install", "-q", wheel, check=False) != 0:
-                failed.append(f"torch {version}: installing gradtrace's wheel failed")
+                failed.append(f"{pair}: installing gradtrace's wheel failed")
                 continue
             if torch_version(python) != before:
-                failed.append(f"torch {version}: installing gradtrace replaced torch "
+                failed.append(f"{pair}: installing gradtrace replaced torch "
                               f"{before} with {torch_version(python)}")
                 continue
-            say(f"torch {before}: the tests marked matrix")
+            say(f"Python {release}, torch {before}: the tests marked matrix")
             # -p no:cacheprovider: the checkout's .pytest_cache is the main suite's
             code = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
                        "--dist", "loadgroup", "-m", "matrix", *pytest_args, check=False)
             if code != 0:
-                failed.append(f"torch {version}: tests failed")
+                failed.append(f"{pair}: tests failed")
     for line in failed:
         say(line)
     return 1 if failed else 0

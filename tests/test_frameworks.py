@@ -133,6 +133,41 @@ def test_fsdp2_names_the_sharded_parameters_and_reads_their_local_shards(tmp_pat
     assert clipped == pytest.approx(printed(plain("fsdp2.py"), "NORM"), rel=1e-6)
 
 
+def per_pass(text: str, rank: int) -> list[dict[str, float]]:
+    """The local .grad norms fsdp2_root.py printed after each pass on rank (its lines may
+    interleave with the other rank's)."""
+    return [json.loads(norms) for norms in re.findall(rf"^PASS{rank} (\{{.*\}})$", text, re.M)]
+
+
+def assert_follows_the_sharded_grads(trace: dict[str, Any], expected: list[dict[str, float]]
+                                     ) -> None:
+    """Each pass's .grad changes and step row have every parameter's local norm as the
+    script printed it (the root's own parameters too, swapped during backward); no row says
+    only autograd.grad reached it."""
+    names = [f"model.{n}" for n in expected[0]]
+    assert len(trace["passes"]) == len(expected) == 4
+    for number, (p, printed_now, row) in enumerate(
+            zip(trace["passes"], expected, trace["steps"]["grads"], strict=True), 1):
+        changes = {c["tensor"]: c["after"]["norm"] for c in p["grad_changes"]}
+        assert list(changes) == names, number
+        assert [changes[n] for n in names] == pytest.approx(list(printed_now.values()),
+                                                            rel=1e-6), number
+        columns = dict(zip(trace["steps"]["leaves"], row, strict=True))
+        assert [columns[n][0] for n in names] == pytest.approx(list(printed_now.values()),
+                                                               rel=1e-6), number
+    rows = {t["name"]: t for t in trace["tensors"]}
+    assert all(rows[n]["grad"] is None for n in names)  # zero_grad() after the last step
+    assert not any("autograd.grad" in (t.get("grad_note") or "") for t in trace["tensors"])
+    assert not [t["name"] for t in trace["tensors"] if "@" in t["name"]]
+
+
+@pytest.mark.matrix
+def test_fsdp2_changes_follow_the_root_s_parameters_swapped_in_backward(tmp_path: Path
+                                                                        ) -> None:
+    trace, _ = recorded("fsdp2_root.py", tmp_path)
+    assert_follows_the_sharded_grads(trace, per_pass(plain("fsdp2_root.py"), 0))
+
+
 @pytest.mark.matrix
 def test_fsdp1_runs_with_its_flat_parameter(tmp_path: Path) -> None:
     trace, _ = recorded("fsdp1.py", tmp_path)
@@ -161,3 +196,16 @@ def test_fsdp2_on_two_ranks_reads_each_rank_s_shard(tmp_path: Path) -> None:
         local = printed_by[rank]
         names = ["model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]
         assert [grad_of(trace, n)["norm"] for n in names] == pytest.approx(local, rel=1e-6)
+
+
+@pytest.mark.slow  # two processes that start torch and connect
+def test_fsdp2_changes_on_two_ranks_follow_each_rank_s_sharded_grads(tmp_path: Path) -> None:
+    script = FRAMEWORKS / "fsdp2_root.py"
+    expected = two_ranks(script, cwd=tmp_path)
+    assert expected.returncode == 0, expected.stderr
+    ours = two_ranks("--no-python", forwarding_command(), "show", script, "-o", "t-{rank}.json",
+                     cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    for rank in (0, 1):
+        trace = json.loads((tmp_path / f"t-{rank}.json").read_text())
+        assert_follows_the_sharded_grads(trace, per_pass(expected.stdout, rank))

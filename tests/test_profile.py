@@ -114,8 +114,9 @@ def test_dot_heat_fills_boxes_and_draws_its_legend(slow: tuple[dict[str, Any], P
     dot = invoke("dot", path, "--heat", "time").stdout
     assert all(f"legend_heat{i} " in dot for i in range(5))
     assert 'label="backward time ≤ ' in dot
-    slowest = re.search(r'^\s*n6 \[label="SlowSquareBackward\\ncustom Function\\n[0-9.]+ ms"'
-                        r'.*$', dot, re.M)
+    # the unit follows the machine's speed; the order does not (the loop is ~100x any other node)
+    slowest = re.search(r'^\s*n6 \[label="SlowSquareBackward\\ncustom Function\\n[0-9.]+ '
+                        r'(µs|ms|s)".*$', dot, re.M)
     assert slowest is not None and 'fillcolor="#7f2704"' in slowest[0]  # the darkest
     memory = invoke("dot", path, "--heat", "memory").stdout
     assert 'label="memory allocated in backward ≤ ' in memory
@@ -161,7 +162,7 @@ def test_the_page_shows_the_heat_and_each_nodes_cost_in_chromium(
     tab.click("g.node#n6")
     panel = tab.inner_text("#gt-details")
     assert "SlowSquareBackward" in panel
-    assert re.search(r"backward cost\t[0-9.]+ ms ± [0-9.]+ (ms|µs), ", panel), panel
+    assert re.search(r"backward cost\t[0-9.]+ (µs|ms|s) ± [0-9.]+ (µs|ms|s), ", panel), panel
     assert errors == []
     tab.close()
 

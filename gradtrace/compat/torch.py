@@ -98,10 +98,17 @@ _fresh_versions = iter(range(-2, -(2**62), -1))
 
 
 def tensor_version(tensor: torch.Tensor) -> int:
-    """tensor's version counter (a fresh negative number each call without the probe)."""
+    """tensor's version counter (a fresh negative number each call without the probe); a
+    DTensor's counts its local shard's too (FSDP2 adds a micro-batch's gradient into the
+    .grad's local tensor, which leaves the DTensor's own counter as it was)."""
     if _version_of is None:
         return next(_fresh_versions)
-    return _version_of(tensor)  # type: ignore[no-any-return]
+    version: int = _version_of(tensor)
+    if type(tensor) is not torch.Tensor:
+        local = local_shard(tensor)
+        if local is not None:  # both counters only grow: their sum changes with either
+            version += _version_of(local)
+    return version
 
 
 _base_of = _probe("torch.Tensor._base", lambda: (torch.ones(1)._base, attrgetter("_base"))[1],
@@ -151,6 +158,11 @@ def local_shard(t: torch.Tensor) -> torch.Tensor | None:
     if dtensor is None or not isinstance(t, dtensor):
         return None
     return t.to_local()
+
+
+def fsdp_loaded() -> bool:
+    """Whether the script imported torch's FSDP (else no module of its is sharded)."""
+    return "torch.distributed.fsdp" in sys.modules
 
 
 def fsdp_parameters(module: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -10,6 +10,7 @@ import torch
 from ...compat.torch import (
     compiled_module,
     compiling,
+    fsdp_loaded,
     fsdp_parameters,
     never_compiled,
     next_sequence_number,
@@ -84,12 +85,19 @@ def module_paths(named: Iterable[tuple[str, Any]],
     return paths
 
 
-def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
-    """id(unsharded parameter) -> id(its sharded parameter), for the FSDP2 (fully_shard)
-    parts of the named nn.Modules: the graph's leaves are the unsharded parameters, the
-    module's (and the optimizer's) the sharded DTensors."""
-    return {id(unsharded): id(sharded) for _, module in _submodules(named)
+def sharded_of(named: Iterable[tuple[str, Any]]) -> dict[int, torch.Tensor]:
+    """id(unsharded parameter) -> its sharded parameter, for the FSDP2 (fully_shard) parts
+    of the named nn.Modules: the graph's leaves are the unsharded parameters, the module's
+    between passes (and the optimizer's, and the .grad's) the sharded DTensors."""
+    if not fsdp_loaded():
+        return {}
+    return {id(unsharded): sharded for _, module in _submodules(named)
             for sharded, unsharded in fsdp_parameters(module)}
+
+
+def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
+    """id(unsharded parameter) -> id(its sharded parameter) (sharded_of's, by id)."""
+    return {key: id(sharded) for key, sharded in sharded_of(named).items()}
 
 
 def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:

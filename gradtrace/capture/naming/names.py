@@ -17,6 +17,7 @@ import torch
 from ...extract.tensors import Named
 from ...extract.walk import node_kind
 from ...model.records import LEAF
+from ..modules.tracker import sharded_of
 from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
 from .where import absolute
@@ -114,6 +115,7 @@ class ScenarioNames:
         self._loop_names = loop_targets(path)
         # the leaves the latest full naming found (a light step names no more than these)
         self._leaf_refs: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
+        self._unsharded: frozenset[int] = frozenset()  # FSDP2's, whose sharded ones it names
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package below it
@@ -191,6 +193,7 @@ class ScenarioNames:
             return named, True
         merged = self.merged()
         named = named_tensors(merged)
+        self._unsharded = frozenset(sharded_of(merged.items()))
         self.remember(named, merged, line)
         self._leaf_refs = [(n, weakref.ref(t)) for n, t in named
                            if t.is_leaf and t.requires_grad]
@@ -204,7 +207,8 @@ class ScenarioNames:
         if len(known) != len(named):
             return None  # one died: a model built anew
         for node in nodes:
-            if node_kind(node) == LEAF and id(node.variable) not in known:
+            if node_kind(node) == LEAF and id(node.variable) not in known \
+                    and id(node.variable) not in self._unsharded:
                 return None
         return named  # type: ignore[return-value]  # each one lives: checked above
 

@@ -10,6 +10,7 @@ import torch
 from ...errors import ScenarioError
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
+from ..modules.tracker import sharded_of
 from .reach import is_module, is_tensor
 from .statements import why_no_grad_fn
 
@@ -24,6 +25,9 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
     of_module = {name: list(value.named_parameters()) for name, value in items
                  if is_module(value)}
     in_modules = {id(t) for parameters in of_module.values() for _, t in parameters}
+    # FSDP2's module holds its unsharded parameter from forward to the end of backward:
+    # the name is its sharded one's, which holds the .grad the pass leaves
+    sharded = sharded_of(items) if of_module else {}
     out: Named = []
     params: set[int] = set()
     for name, value in items:
@@ -31,6 +35,7 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
             if id(value) not in in_modules:
                 out.append((name, value))
         for p, t in of_module.get(name, ()):
+            t = sharded.get(id(t), t)
             if id(t) not in params:
                 params.add(id(t))
                 out.append((f"{name}.{p}", t))

@@ -40,7 +40,7 @@ class Net(nn.Module):
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.randn(4, 16)
+data = torch.randn(32, 16)  # 1,024 elements: ~100x any other node, on any core
 for _ in range(10):
     opt.zero_grad()
     loss = model(data).pow(2).mean()

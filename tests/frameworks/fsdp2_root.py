@@ -1,0 +1,49 @@
+"""FSDP2 with parameters of the root module's own (an embedding, a head): fully_shard leaves
+them unsharded from forward to the end of backward, then swaps the sharded ones back. Two
+micro-batches a step (the second adds into the sharded .grad's local tensor), one forward
+after the last step. Prints each pass's local .grad norms: one rank, or each under torchrun."""
+import json
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+if "RANK" in os.environ:
+    dist.init_process_group("gloo")
+else:
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # no port
+rank = dist.get_rank()
+torch.manual_seed(0)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok_embeddings = torch.nn.Embedding(10, 4)
+        self.layers = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
+                                          torch.nn.Linear(8, 4))
+        self.out = torch.nn.Linear(4, 1)
+
+    def forward(self, idx):
+        return self.out(self.layers(self.tok_embeddings(idx)))
+
+
+model = Net()
+for layer in model.layers:
+    if isinstance(layer, torch.nn.Linear):
+        fully_shard(layer)
+fully_shard(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+torch.manual_seed(rank + 1)
+for micro_batch in range(4):
+    loss = model(torch.randint(0, 10, (5, 3))).pow(2).mean()
+    loss.backward()
+    local = {n: float(p.grad.to_local().norm()) for n, p in model.named_parameters()}
+    print(f"PASS{rank} {json.dumps(local)}", flush=True)
+    if micro_batch % 2:
+        opt.step()
+        opt.zero_grad()
+with torch.no_grad():
+    model(torch.randint(0, 10, (5, 3)))
+dist.destroy_process_group()
