@@ -5,5 +5,7 @@ Importing the package does not import torch; tracing does.
 
 from ._version import __version__
 from .api import Recording, TraceView, load_scenario, record, trace
+from .errors import ExportError, GradtraceError, NoGraph, ScenarioError, ScenarioStopped
 
-__all__ = ["Recording", "TraceView", "__version__", "load_scenario", "record", "trace"]
+__all__ = ["ExportError", "GradtraceError", "NoGraph", "Recording", "ScenarioError",
+           "ScenarioStopped", "TraceView", "__version__", "load_scenario", "record", "trace"]

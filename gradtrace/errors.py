@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .model.records import Trace
+
 
 class GradtraceError(Exception):
     """A problem in the user's input: a message, and a hint on how to fix it."""
@@ -23,6 +28,16 @@ class ScenarioError(GradtraceError):
         self.line = line
         self.printed = printed
         self.brief = brief
+
+
+class ScenarioStopped(ScenarioError):
+    """The code raised or ran out of time after recording something: trace holds what was
+    recorded up to there (a Trace, plain data, with a finding saying where it stopped)."""
+
+    def __init__(self, stopped: ScenarioError, trace: Trace) -> None:
+        super().__init__(stopped.message, stopped.hint, brief=stopped.brief)
+        self.trace = trace
+        self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck
 
 
 class NoGraph(ScenarioError):

@@ -54,14 +54,30 @@ compiles_once_per_process = pytest.mark.skipif(
 TORCH_LOG_LINE = re.compile(r"^[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/")
 
 
+# A warning torch's own code raised, as python shows it ("FILE:LINE: Category: text", then
+# the line of source): Python 3.13.0 gets "Guards may run slower" at each guard torch.compile
+# builds
+TORCH_WARNING = re.compile(r"^\S*torch/\S+\.py:\d+: \w+(Warning|Error): ")
+
+
+def torch_warnings(lines: list[str]) -> set[int]:
+    """The indices of the lines of torch's own warnings (each with its source line)."""
+    warned = {i for i, line in enumerate(lines) if TORCH_WARNING.match(line)}
+    return warned | {i + 1 for i in warned if lines[i + 1:i + 2] and lines[i + 1].startswith(" ")}
+
+
 def printed_without_torch_logs(printed: str, plain_stderr: str) -> str:
-    """What a script printed under gradtrace, without torch's log lines, asserting each of
-    those was logged under plain python too (where it went to stderr)."""
-    logs = [line for line in printed.splitlines() if TORCH_LOG_LINE.match(line)]
+    """What a script printed under gradtrace, without torch's log lines and warnings,
+    asserting each was shown under plain python too (where it went to stderr)."""
+    lines = printed.splitlines()
+    logs = [line for line in lines if TORCH_LOG_LINE.match(line)]
     plain_logs = [line for line in plain_stderr.splitlines() if TORCH_LOG_LINE.match(line)]
     assert len(logs) <= len(plain_logs), logs
-    return "".join(line + "\n" for line in printed.splitlines()
-                   if not TORCH_LOG_LINE.match(line))
+    dropped = torch_warnings(lines)
+    assert all(lines[i] in plain_stderr.splitlines() for i in dropped), \
+        [lines[i] for i in dropped]
+    return "".join(line + "\n" for i, line in enumerate(lines)
+                   if i not in dropped and not TORCH_LOG_LINE.match(line))
 
 
 def write_script(folder: Path, text: str, name: str = "s.py") -> Path:
@@ -74,6 +90,21 @@ def write_script(folder: Path, text: str, name: str = "s.py") -> Path:
 # typer builds the app's click command from its functions' signatures on every invoke
 # (~25 ms: most of a small command's run); the app never changes, so it is built once
 typer.testing._get_command = functools.cache(typer.testing._get_command)
+
+
+def read_terminal(leader: int) -> bytes:
+    """All a pseudo-terminal's other end wrote until every writer closed it; closes leader."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # every writer closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    return seen
 
 
 def invoke(*args: str | Path, env: dict[str, str | None] | None = None) -> Any:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, as_read, shared_invoke
+from helpers import SCENARIOS, as_read, shared_invoke, write_script
 from rich.console import Console
 
 import gradtrace
-from gradtrace.capture.session import ScenarioStopped
 
 
 def chain():
@@ -137,12 +137,40 @@ def test_trace_of_tensors_finds_an_in_place_change_without_a_backward() -> None:
 def test_trace_of_a_path_finds_what_show_finds_on_an_in_place_graph() -> None:
     path = str(SCENARIOS / "explained" / "inplace_after_save.py")
     shown = json.loads(shared_invoke("show", path, "--json").stdout)  # exit 2: it stopped
-    with pytest.raises(ScenarioStopped) as stopped:  # its backward raises
+    with pytest.raises(gradtrace.ScenarioStopped) as stopped:  # its backward raises
         gradtrace.trace(path)
     traced = stopped.value.trace  # what ran up to there
     assert [(f.code, f.tensor, f.line) for f in traced.findings] == \
         [(f["code"], f.get("tensor"), f.get("line")) for f in shown["findings"]]
     assert "inplace-modified" in {f.code for f in traced.findings}
+
+
+def test_the_errors_a_caller_catches_are_public_and_carry_the_partial_trace(
+        tmp_path: Path) -> None:
+    """gradtrace's error types are in gradtrace.__all__: a script that raised after a pass
+    is ScenarioStopped with the trace up to there; one that never ran a ScenarioError."""
+    assert {"GradtraceError", "ScenarioError", "ScenarioStopped", "NoGraph",
+            "ExportError"} <= set(gradtrace.__all__)
+    assert issubclass(gradtrace.ScenarioStopped, gradtrace.ScenarioError)
+    assert issubclass(gradtrace.NoGraph, gradtrace.GradtraceError)
+    stops = write_script(tmp_path, "import torch\n"
+                         "x = torch.tensor(2.0, requires_grad=True)\n"
+                         "(x * x).backward()\n"
+                         "raise ValueError('after one pass')\n", "stops.py")
+    with pytest.raises(gradtrace.ScenarioStopped) as stopped:
+        gradtrace.trace(str(stops))
+    error = stopped.value
+    assert "ValueError: after one pass" in error.message and error.hint
+    assert len(error.trace.passes) == 1  # the partial trace: what ran before the raise
+    assert [t.grad.values for t in error.trace.tensors if t.name == "x"] == [4.0]
+    assert "scenario-stopped" in {f.code for f in error.trace.findings}
+    assert gradtrace.TraceView(error.trace).to_json()  # shown as any trace is
+    with pytest.raises(gradtrace.ScenarioError) as missing:  # nothing ran: no trace
+        gradtrace.trace(str(tmp_path / "nope.py"))
+    assert not isinstance(missing.value, gradtrace.ScenarioStopped)
+    none = write_script(tmp_path, "import torch\nx = torch.ones(2)\n", "none.py")
+    with pytest.raises(gradtrace.NoGraph):
+        gradtrace.trace(str(none))
 
 
 def test_trace_of_a_path_runs_a_backward_as_show_does() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, check_json, invoke
+from helpers import SCENARIOS, check_json, invoke, read_terminal
 from plain_python import start_gradtrace
 
 GALLERY = sorted(str(p) for p in SCENARIOS.glob("*.py"))  # the top-level examples
@@ -316,19 +316,9 @@ def test_a_terminal_sees_which_call_is_being_checked(tmp_path: Path) -> None:
                            stderr=follower, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
     os.close(follower)
     done.wait(120)
-    seen = b""
-    while chunk := _read(leader):
-        seen += chunk
-    os.close(leader)
+    seen = read_terminal(leader)
     assert done.returncode == 0
     assert "checking slow.py:17 Slow(tensor float32[2, 3])" in seen.decode(errors="replace")
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:  # the other end closed
-        return b""
 
 
 @pytest.mark.slow  # gradgradcheck of a convolution in float64: ~11 s

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, as_read, invoke, write_script
+from helpers import SCENARIOS, as_read, invoke, read_terminal, write_script
+from plain_python import start_gradtrace
 
 
 def scenario(tmp_path: Path, body: str, name: str = "scenario.py") -> Path:
@@ -140,13 +142,40 @@ def test_a_pass_that_stops_the_scenario_is_told_once_after_its_cause_then_exits_
     assert findings.index("[graph-freed]") < findings.index("[scenario-stopped]")
     assert "pass-failed" not in findings and "retain_graph=True" in findings
     assert findings.count("Trying to backward through the graph a second time") == 1
-    # the report above holds the message: the error line says it in brief
-    assert "backward_twice_error.py:10: the scenario raised RuntimeError (the " \
-        "scenario-stopped finding above has its whole message)" in result.stderr
-    assert "second time" not in result.stderr
+    # stdout and stderr apart (the report in a file): the error line says it whole
+    assert "second time" in result.stderr and "finding above" not in result.stderr
     # where no report shows it, the error line says it whole
     alone = invoke("show", SCENARIOS / "backward_twice_error.py", "--json")
     assert "Trying to backward through the graph a second time" in alone.stderr
+
+
+def _on_terminal(report_to_file: bool, tmp_path: Path) -> tuple[str, str]:
+    """What `show backward_twice_error.py` writes on a terminal (stderr, and stdout too
+    unless report_to_file), and in the file stdout is redirected to."""
+    leader, follower = os.openpty()
+    report = tmp_path / "report.txt"
+    with report.open("wb") as file:
+        done = start_gradtrace("show", SCENARIOS / "backward_twice_error.py",
+                               stdout=file if report_to_file else follower, stderr=follower,
+                               env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+        os.close(follower)
+        seen = read_terminal(leader)
+        done.wait(120)
+    assert done.returncode == 2
+    return seen.decode(errors="replace"), report.read_text()
+
+
+def test_the_stop_is_said_in_brief_only_beside_the_report_that_holds_it(tmp_path: Path
+                                                                        ) -> None:
+    screen, _ = _on_terminal(False, tmp_path)  # report and error line on one terminal
+    assert "backward_twice_error.py:10: the scenario raised RuntimeError (the " \
+        "scenario-stopped finding above has its whole message)" in " ".join(screen.split())
+    error_line = screen[screen.rindex("error: "):]  # the report's findings come before it
+    assert "Trying to backward" not in error_line
+    screen, report = _on_terminal(True, tmp_path)  # `> report.txt`: the terminal sees stderr
+    assert "[scenario-stopped]" in report
+    assert "Trying to backward through the graph a second time" in screen
+    assert "finding above" not in screen
 
 
 NON_SCALAR = """

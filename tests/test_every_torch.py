@@ -1,5 +1,5 @@
 """Every command once, with its numbers compared with plain PyTorch on the torch that runs the
-tests: `python3 dev.py matrix` runs this file on the oldest and the newest supported torch."""
+tests: `python3 dev.py matrix` runs this file on each supported Python with a torch of the range."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from helpers import (
     printed_without_torch_logs,
     show_without,
     tensor,
+    torch_warnings,
     write_script,
 )
 from plain_python import run_plain
@@ -64,8 +65,12 @@ def _shown_apart(*args: str) -> str:
 
 
 def without_logs(printed: str) -> list[str]:
-    """Printed lines but torch's log lines (their times differ from run to run)."""
-    return [line for line in printed.splitlines() if not TORCH_LOG_LINE.match(line)]
+    """Printed lines but torch's log lines (their times differ from run to run) and its
+    warnings (shown again after a filter changed)."""
+    lines = printed.splitlines()
+    noise = torch_warnings(lines)
+    return [line for i, line in enumerate(lines)
+            if i not in noise and not TORCH_LOG_LINE.match(line)]
 
 
 def _grads(trace: dict[str, Any]) -> dict[str, Any]:

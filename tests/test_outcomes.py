@@ -11,8 +11,8 @@ import pytest
 from helpers import ROOT, SCENARIOS, as_read, invoke, write_script
 from plain_python import run_gradtrace
 
-from gradtrace.capture.session import ScenarioStopped
 from gradtrace.cli.core import ExitCode
+from gradtrace.errors import ScenarioStopped
 
 INPLACE = (
     "import torch\n"

@@ -13,7 +13,7 @@ import pytest
 from helpers import as_read, invoke, write_script
 
 from gradtrace.api import load_scenario
-from gradtrace.capture.session import ScenarioStopped
+from gradtrace.errors import ScenarioStopped
 
 TWO_PASSES_THEN_RAISE = (
     "import torch\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ScenarioError
+from ..errors import ScenarioError, ScenarioStopped
 from ..extract.walk import release, walk
 from ..model.records import Trace
 from .naming.reach import is_module, is_tensor
@@ -20,7 +20,7 @@ from .naming.where import scenario_line
 from .observers.roots_seen import RootsSeen
 from .options import CaptureOptions
 from .script.scenario_thread import RUN_LOCK
-from .session import CaptureSession, ScenarioStopped
+from .session import CaptureSession
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,

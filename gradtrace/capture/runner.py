@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import CodeType
 
-from ..errors import ScenarioError
+from ..errors import ScenarioError, ScenarioStopped
 from ..extract.captured import RawCall
 from ..model.records import Trace
 from .execution import default_roots, execute
@@ -21,7 +21,7 @@ from .script.scenario_thread import RUN_LOCK, MainThread, StopWindow, in_big_sta
 from .script.signals import signals_relayed
 from .script.source import compile_scenario
 from .script.target import Target, installed_module, parse_target
-from .session import CaptureSession, ScenarioStopped
+from .session import CaptureSession
 
 
 def run_scenario(

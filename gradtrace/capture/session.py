@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..compat.torch import compiled_region_frames, is_compiled_region
-from ..errors import NoGraph, ScenarioError
+from ..errors import NoGraph, ScenarioError, ScenarioStopped
 from ..extract.captured import Captured
 from ..extract.tensors import Named
 from ..model.facts import Fact, NoRoot, Stopped
@@ -51,16 +51,6 @@ from .script.scenario_thread import StopWindow
 
 # (name or None, tensor) roots, and why they are the roots
 Roots = tuple[list[tuple[str | None, Any]], str]
-
-
-class ScenarioStopped(ScenarioError):
-    """The captured code raised or ran out of time after recording something: trace holds
-    what was recorded up to there (with a finding saying where it stopped)."""
-
-    def __init__(self, stopped: ScenarioError, trace: Trace) -> None:
-        super().__init__(stopped.message, stopped.hint, brief=stopped.brief)
-        self.trace = trace
-        self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck
 
 
 class CaptureSession:

@@ -21,9 +21,8 @@ from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
 from ..capture.script.scenario_thread import LEFT_BEHIND
 from ..capture.script.target import parse_target
-from ..capture.session import ScenarioStopped
 from ..compat.torch import error_kind
-from ..errors import GradtraceError, ScenarioError
+from ..errors import GradtraceError, ScenarioError, ScenarioStopped
 from ..extract.captured import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict

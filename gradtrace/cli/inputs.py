@@ -126,7 +126,7 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
         return Loaded(trace)
     from ..capture.options import CaptureOptions  # imports torch below
     from ..capture.runner import run_scenario
-    from ..capture.session import ScenarioStopped
+    from ..errors import ScenarioStopped
 
     options = CaptureOptions(tuple(roots), backward, derivative_order, saved or profile, flow,
                              passes, shown, profile)

@@ -75,6 +75,16 @@ def _own_descriptor(stream: Any) -> Any:
     return own
 
 
+def stdout_beside_stderr() -> bool:
+    """Whether stdout goes where stderr goes (one terminal, or one file or pipe as with
+    2>&1): what the report on stdout says, the reader of stderr has seen."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False  # not files (closed, or a test's buffers): apart
+    return (out.st_dev, out.st_ino, out.st_rdev) == (err.st_dev, err.st_ino, err.st_rdev)
+
+
 def flush_streams() -> None:
     """Flush Python's stdout and stderr as far as they still can be (closed, replaced by the
     script, or a broken pipe: nothing more to do)."""

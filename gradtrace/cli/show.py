@@ -36,7 +36,7 @@ from .core import (
 )
 from .files import absolute, input_file, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass, told_after
-from .output import stderr_console, stdout_console, write_stdout
+from .output import stderr_console, stdout_beside_stderr, stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
 
 
@@ -127,8 +127,11 @@ def show(
     # the report's panel shows what the scenario printed; JSON, annotations and a file do
     # not (a rank that prints no report keeps its output in its trace, not on stderr)
     on_screen = printed == "text" and target is None
+    # the report's stopped-pass finding is seen beside the error line only where stdout
+    # goes where stderr goes (not `show x.py > report.txt`)
     ending = loaded.ending(printed_shown=not ranked.prints or on_screen and not by_module,
-                           findings_shown=ranked.prints and on_screen)
+                           findings_shown=ranked.prints and on_screen
+                           and stdout_beside_stderr())
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
     shows = ranked.writes or (target is None and ranked.prints)
     if shows:
