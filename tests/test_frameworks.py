@@ -136,7 +136,7 @@ def test_fsdp2_names_the_sharded_parameters_and_reads_their_local_shards(tmp_pat
 def per_pass(text: str, rank: int) -> list[dict[str, float]]:
     """The local .grad norms fsdp2_root.py printed after each pass on rank (its lines may
     interleave with the other rank's)."""
-    return [json.loads(norms) for norms in re.findall(rf"^PASS{rank} (\{{.*\}})$", text, re.M)]
+    return [json.loads(norms) for norms in re.findall(rf"PASS{rank} (\{{[^{{}}]*\}})", text)]
 
 
 def assert_follows_the_sharded_grads(trace: dict[str, Any], expected: list[dict[str, float]]
@@ -155,8 +155,10 @@ def assert_follows_the_sharded_grads(trace: dict[str, Any], expected: list[dict[
         columns = dict(zip(trace["steps"]["leaves"], row, strict=True))
         assert [columns[n][0] for n in names] == pytest.approx(list(printed_now.values()),
                                                                rel=1e-6), number
-    rows = {t["name"]: t for t in trace["tensors"]}
-    assert all(rows[n]["grad"] is None for n in names)  # zero_grad() after the last step
+    rows = {t["name"]: t for t in trace["tensors"]}  # .grad as the last pass left it
+    assert [rows[n]["grad"]["norm"] for n in names] == \
+        pytest.approx(list(expected[-1].values()), rel=1e-6)
+    assert all(rows[n]["grad"]["local_shard"] for n in names)
     assert not any("autograd.grad" in (t.get("grad_note") or "") for t in trace["tensors"])
     assert not [t["name"] for t in trace["tensors"] if "@" in t["name"]]
 
@@ -209,3 +211,12 @@ def test_fsdp2_changes_on_two_ranks_follow_each_rank_s_sharded_grads(tmp_path: P
     for rank in (0, 1):
         trace = json.loads((tmp_path / f"t-{rank}.json").read_text())
         assert_follows_the_sharded_grads(trace, per_pass(expected.stdout, rank))
+        assert all(t["grad"]["shards"] == 2 for t in trace["tensors"] if t["grad"])
+    # rank 0's report adds up every rank's shard: each whole .grad's norm (no collective)
+    whole = json.loads(re.findall(r"WHOLE0 (\{[^{}]*\})", expected.stdout)[0])
+    told = re.search(r"\.grad norm of each sharded parameter, over every rank's shard: (.*)",
+                     ours.stdout + ours.stderr)
+    assert told is not None, ours.stdout + ours.stderr
+    shown = dict(pair.rsplit(" ", 1) for pair in told[1].split(", "))
+    assert list(shown) == [f"model.{n}" for n in whole]
+    assert [float(v) for v in shown.values()] == pytest.approx(list(whole.values()), rel=1e-5)

@@ -15,7 +15,7 @@ import typer
 from ..capture.script.ranks import RankStore, launched
 from ..errors import GradtraceError
 from ..model.records import Trace
-from ..render.ranks import rank_line, rank_summary
+from ..render.ranks import rank_line, rank_summary, whole_norms_line
 from .output import flush_streams, stdout_silenced
 
 RANKS = typer.Option("0", "--ranks", metavar="N|all",
@@ -146,5 +146,9 @@ class RankedShow:
             return []
         if not self.store.reachable:
             return ["other ranks: not shown (only torchrun's store carries their summaries)"]
-        return [rank_line(r, self.store.get(f"summary/{r}"), self.rank, self._told)
-                for r in range(self.ranks.world) if r != self.rank]
+        told = [self._told if r == self.rank else self.store.get(f"summary/{r}")
+                for r in range(self.ranks.world)]
+        lines = [rank_line(r, told[r], self.rank, self._told)
+                 for r in range(self.ranks.world) if r != self.rank]
+        whole = whole_norms_line(told, self.rank)
+        return lines if whole is None else [*lines, whole]

@@ -160,6 +160,19 @@ def local_shard(t: torch.Tensor) -> torch.Tensor | None:
     return t.to_local()
 
 
+def shard_count(t: torch.Tensor) -> int:
+    """How many ranks a DTensor's elements are split among, each element on one of them
+    (every placement a Shard: FSDP2's Shard(0)); 0 when any part is replicated or partial,
+    where the local shards' norms do not add up to the whole's."""
+    try:
+        placements = t.placements  # type: ignore[attr-defined]
+        if placements and all(p.is_shard() for p in placements):
+            return int(t.device_mesh.size())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - another DTensor's API: no whole norm, never a wrong one
+        pass
+    return 0
+
+
 def fsdp_loaded() -> bool:
     """Whether the script imported torch's FSDP (else no module of its is sharded)."""
     return "torch.distributed.fsdp" in sys.modules

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..compat.torch import local_shard
+from ..compat.torch import local_shard, shard_count
 from ..gcpause import gc_paused
 from ..model.records import GradSummary
 from ..model.values import flat_values
@@ -97,6 +97,7 @@ class RawStats(NamedTuple):
     values: torch.Tensor | complex | None  # a number for a 0-d gradient (no clone)
     is_complex: bool = False  # its statistics are of |z|
     local_shard: bool = False  # a DTensor's local shard was read
+    shards: int = 0  # the ranks it is split among, each element on one (0: not so, or not known)
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -128,7 +129,7 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     """
     d = t.detach() if t.requires_grad else t
     if type(d) is not torch.Tensor and (local := local_shard(d)) is not None:
-        return grad_stats(local, table)._replace(local_shard=True)
+        return grad_stats(local, table)._replace(local_shard=True, shards=shard_count(d))
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         if not d.dim() and type(d) is torch.Tensor and d.layout == torch.strided \
                 and d.device.type == "cpu" and not d.is_quantized:
@@ -161,7 +162,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
     for raw in raws:
         if raw is None or id(raw) in made:
             continue
-        shape, place, values, is_complex, local = raw
+        shape, place, values, is_complex, local, shards = raw
         if place is None:
             assert values is not None  # grad_stats keeps one or the other
             if type(values) is float:  # a 0-d gradient's number: the common case, short
@@ -174,7 +175,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
                 continue
             try:
                 made[id(raw)] = _small_summary(shape, values.tolist())._replace(
-                    local_shard=local)
+                    local_shard=local, shards=shards)
             except Exception as exc:  # noqa: BLE001 - as in summarize: say why, never crash
                 made[id(raw)] = unavailable(values, exc)
             continue
@@ -183,7 +184,8 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
         # min and max propagate NaN and hold any infinity, so they alone tell finiteness
         made[id(raw)] = GradSummary(shape, norm, lo, hi,
                                     math.isfinite(lo) and math.isfinite(hi),
-                                    is_complex=is_complex, local_shard=local)
+                                    is_complex=is_complex, local_shard=local,
+                                    shards=shards)
     return [None if raw is None else made[id(raw)] for raw in raws]
 
 

@@ -269,6 +269,8 @@ def summary_dict(g: GradSummary | None) -> dict[str, Any] | None:
         d["complex"] = True
     if g.local_shard:
         d["local_shard"] = True
+    if g.shards:
+        d["shards"] = g.shards
     return d
 
 
@@ -281,6 +283,7 @@ def summary_from(d: dict[str, Any] | None) -> GradSummary | None:
         max=py_float(d["max"]), finite=d["finite"],
         values=py_values(d["values"]) if "values" in d else None, note=d.get("note"),
         is_complex=d.get("complex", False), local_shard=d.get("local_shard", False),
+        shards=d.get("shards", 0),
     )
 
 

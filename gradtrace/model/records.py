@@ -121,6 +121,7 @@ class GradSummary(NamedTuple):
     note: str | None = None  # why the statistics are unavailable (meta, quantized …)
     is_complex: bool = False  # a complex gradient: min and max are of |z|, values not kept
     local_shard: bool = False  # a DTensor's: this rank's shard (shape and statistics)
+    shards: int = 0  # a local shard's: the ranks the whole is split among, each element on one
 
 
 @dataclass(frozen=True, slots=True)

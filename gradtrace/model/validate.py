@@ -159,6 +159,8 @@ def _summary(value: Any, path: str) -> None:
         for flag in ("complex", "local_shard"):
             if flag in s:
                 _bool(s[flag], flag)
+        if "shards" in s:
+            _int(s["shards"], "shards")
     except _Invalid as exc:
         raise exc.under(path) from None
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from typing import Any
 
 from ..model.gradients import close_numbers
 from ..model.records import Trace
+from ..model.texts import number
 
 SHOWN_NAMES = 3  # parameters named in a rank's line
+WHOLE_SHOWN = 8  # sharded parameters whose whole .grad norm is told
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"  # checkpoint(..., use_reentrant=True)
 
 
@@ -35,10 +38,45 @@ def rank_summary(trace: Trace | None, failed: str | None) -> str:
     # a local shard (FSDP2) is each rank's own part of the reduced gradient: not compared
     grads = {t.name: [t.grad.norm, t.grad.min, t.grad.max] for t in trace.tensors
              if t.is_leaf and t.grad is not None and not t.grad.local_shard}
+    # the norm of its shard, and how many ranks hold one: the whole's norm adds them up
+    shards = {t.name: [t.grad.norm, t.grad.shards] for t in trace.tensors
+              if t.is_leaf and t.grad is not None and t.grad.shards}
     reentrant = any(n.type == REENTRANT_CHECKPOINT for n in trace.nodes)
     return json.dumps({"passes": len(trace.passes), "nodes": len(trace.nodes),
                        "graph": graph_key(trace), "findings": dict(sorted(severities.items())),
-                       "failed": failed, "grads": grads, "reentrant": reentrant})
+                       "failed": failed, "grads": grads, "shards": shards,
+                       "reentrant": reentrant})
+
+
+def whole_norms_line(summaries: list[str | None], shown: int) -> str | None:
+    """'.grad norms of the whole sharded parameters (every rank's shard): model.w 0.0123, …'
+    from every rank's summary (summaries[rank]); None when no parameter is sharded, or not
+    every rank holding a shard of it told its norm."""
+    told = []
+    for summary in summaries:
+        try:
+            told.append(json.loads(summary or "null") or {})
+        except ValueError:
+            told.append({})
+    own = told[shown].get("shards") or {}
+    whole = []
+    for name, (_, count) in own.items():
+        parts = [t["shards"][name] for t in told
+                 if isinstance(t.get("shards"), dict) and _shard(t["shards"].get(name))]
+        if len(parts) == count and all(part[1] == count for part in parts):
+            whole.append(f"{name} {number(math.sqrt(sum(part[0] ** 2 for part in parts)))}")
+    if not whole:
+        return None
+    more = f", … {len(whole) - WHOLE_SHOWN} more" if len(whole) > WHOLE_SHOWN else ""
+    return (f".grad norm of each sharded parameter, over every rank's shard: "
+            f"{', '.join(whole[:WHOLE_SHOWN])}{more}")
+
+
+def _shard(told: Any) -> bool:
+    """Whether a rank told a shard's [norm, ranks] (another rank's words: checked)."""
+    return isinstance(told, list) and len(told) == 2 and \
+        isinstance(told[0], int | float) and not isinstance(told[1], bool) and \
+        isinstance(told[1], int)
 
 
 def _unreduced(told: dict[str, Any], own: dict[str, Any], shown: int) -> str:

@@ -1,7 +1,8 @@
 """FSDP2 with parameters of the root module's own (an embedding, a head): fully_shard leaves
 them unsharded from forward to the end of backward, then swaps the sharded ones back. Two
 micro-batches a step (the second adds into the sharded .grad's local tensor), one forward
-after the last step. Prints each pass's local .grad norms: one rank, or each under torchrun."""
+after the last step. Prints each pass's local .grad norms and, at the end, each whole .grad's
+norm (a collective): one rank, or each under torchrun."""
 import json
 import os
 
@@ -37,13 +38,16 @@ fully_shard(model)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 torch.manual_seed(rank + 1)
 for micro_batch in range(4):
+    if micro_batch % 2 == 0:
+        opt.zero_grad()
     loss = model(torch.randint(0, 10, (5, 3))).pow(2).mean()
     loss.backward()
     local = {n: float(p.grad.to_local().norm()) for n, p in model.named_parameters()}
     print(f"PASS{rank} {json.dumps(local)}", flush=True)
     if micro_batch % 2:
         opt.step()
-        opt.zero_grad()
+whole = {n: float(p.grad.full_tensor().norm()) for n, p in model.named_parameters()}
+print(f"WHOLE{rank} {json.dumps(whole)}", flush=True)
 with torch.no_grad():
     model(torch.randint(0, 10, (5, 3)))
 dist.destroy_process_group()
