@@ -170,6 +170,38 @@ def test_fsdp2_changes_follow_the_root_s_parameters_swapped_in_backward(tmp_path
     assert_follows_the_sharded_grads(trace, per_pass(plain("fsdp2_root.py"), 0))
 
 
+SWAPS = """import json
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+fresh = torch.nn.Parameter(model.weight.detach().clone())
+
+
+def swap(module, grad_input, grad_output):  # the weight's role goes to a fresh parameter
+    fresh.grad = torch.full_like(fresh, 7.0)
+    module.weight = fresh
+
+
+model.register_full_backward_hook(swap)
+model(torch.ones(4, 3, requires_grad=True)).sum().backward()
+print("GRADS", json.dumps({n: p.grad.tolist() for n, p in model.named_parameters()}))
+"""
+
+
+def test_a_parameter_a_hook_swaps_during_backward_is_the_one_whose_grad_changed(
+        tmp_path: Path) -> None:
+    script = tmp_path / "swaps.py"
+    script.write_text(SWAPS)
+    expected = printed(run_plain(script).stdout, "GRADS")
+    trace = json.loads(run_gradtrace("show", script, "--json", cwd=tmp_path).stdout)
+    changes = {c["tensor"]: c["after"]["values"] for c in trace["passes"][0]["grad_changes"]}
+    assert changes["model.weight"] == expected["weight"] == [[7.0, 7.0, 7.0]]
+    assert changes["model.bias"] == expected["bias"]
+    row = dict(zip(trace["steps"]["leaves"], trace["steps"]["grads"][0], strict=True))
+    assert row["model.weight"][0] == pytest.approx(math.sqrt(3 * 49))
+
+
 @pytest.mark.matrix
 def test_fsdp1_runs_with_its_flat_parameter(tmp_path: Path) -> None:
     trace, _ = recorded("fsdp1.py", tmp_path)

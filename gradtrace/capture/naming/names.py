@@ -199,6 +199,12 @@ class ScenarioNames:
                            if t.is_leaf and t.requires_grad]
         return named, False
 
+    def swapped(self, named: Named) -> dict[str, Any]:
+        """The names of named that name another tensor now (a parameter a hook swapped while
+        a pass ran), and what they name."""
+        now = dict(named_tensors(self.merged()))
+        return {name: now[name] for name, t in named if now.get(name, t) is not t}
+
     def _latest_leaves(self, nodes: list[Any]) -> Named | None:
         if self._leaf_refs is None:
             return None

@@ -5,7 +5,7 @@ listed once in table.py."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...extract.captured import Captured, RawPass
@@ -62,6 +62,9 @@ class PassState:
     call: Callable[[], Any]  # the call itself (an observer may wrap it)
     plain: bool  # the call runs without gradtrace's hooks (batched, compiled, a timed step)
     error: Exception | None = None  # what the call raised
+    # in detail: each name whose tensor, as the pass ended, is another than named as it
+    # began (a parameter a hook swapped during backward): .grad is read off that one
+    swapped: dict[str, Any] = field(default_factory=dict)
 
 
 class Observer:

@@ -38,12 +38,13 @@ def grads_before(named: Named) -> list[GradBefore]:
                        None if g is None else next(held)) for name, t, g in grads]
 
 
-def changed_grads(before: list[GradBefore]) -> list[PendingChange]:
-    """The named tensors whose .grad the pass changed, with their .grad now summarised
-    (not read): called as the pass ends, before the code's next line runs."""
+def changed_grads(before: list[GradBefore], swapped: dict[str, Any]) -> list[PendingChange]:
+    """The named tensors whose .grad the pass changed (read off the tensor a name was
+    swapped to, if it was), with their .grad now summarised (not read): called as the pass
+    ends, before the code's next line runs."""
     changed = []
     for b in before:
-        new = readable_grad(b.tensor)
+        new = readable_grad(swapped.get(b.name, b.tensor))
         if not (new is b.grad and (new is None or tensor_version(new) == b.version)):
             changed.append((b, new))
     after = iter(summaries_now([new for _, new in changed if new is not None]))
@@ -74,7 +75,7 @@ class GradChanges(Observer):
 
     def finish(self, p: PassState) -> None:
         if p.detailed:  # read with the trace, if it is shown then
-            p.record.pending_changes = changed_grads(self._before)
+            p.record.pending_changes = changed_grads(self._before, p.swapped)
         self._before = []
 
     def captured(self, given: Any) -> dict[str, Any]:

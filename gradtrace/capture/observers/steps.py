@@ -73,8 +73,11 @@ class StepLog(Observer):
 
     def finish(self, p: PassState) -> None:
         p.record.row = len(self.rows)
+        leaves, untouched, carried = self._pass
+        if p.swapped:
+            leaves = [(name, p.swapped.get(name, t)) for name, t in leaves]
         # inside torch.func transforms the root is a batched wrapper: no loss read
-        self.add(*self._pass, () if p.record.batched else p.roots)
+        self.add(leaves, untouched, carried, () if p.record.batched else p.roots)
         self._pass = ([], [], {})
 
     def captured(self, given: Any) -> dict[str, Any]:

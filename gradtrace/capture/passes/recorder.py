@@ -127,6 +127,8 @@ class Recorder:
             raise
         finally:
             self.gate.thread = None
+            if detailed and p.error is None:
+                p.swapped = self.names.swapped(p.named)
             for observer in reversed(observers):
                 observer.finish(p)
             self._ended(p, walked, new_graph)
