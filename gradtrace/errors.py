@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .model.records import Trace
+from typing import Any
 
 
 class GradtraceError(Exception):
@@ -34,7 +31,7 @@ class ScenarioStopped(ScenarioError):
     """The code raised or ran out of time after recording something: trace holds what was
     recorded up to there (a Trace, plain data, with a finding saying where it stopped)."""
 
-    def __init__(self, stopped: ScenarioError, trace: Trace) -> None:
+    def __init__(self, stopped: ScenarioError, trace: Any) -> None:  # a model.records.Trace
         super().__init__(stopped.message, stopped.hint, brief=stopped.brief)
         self.trace = trace
         self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck

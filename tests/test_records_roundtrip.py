@@ -37,7 +37,8 @@ EMPTY: tuple[Any, ...] = (None, (), {}, "")
 
 def summary(x: float) -> GradSummary:
     return GradSummary(shape=(2,), norm=abs(x) * 2, min=-x, max=x, finite=True, values=[-x, x],
-                       note="kept whole", is_complex=True, local_shard=True)
+                       note="kept whole", is_complex=True, local_shard=True,
+                       shards=2)
 
 
 def full_trace() -> Trace:

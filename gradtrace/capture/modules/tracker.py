@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -10,13 +10,11 @@ import torch
 from ...compat.torch import (
     compiled_module,
     compiling,
-    fsdp_loaded,
-    fsdp_parameters,
     never_compiled,
     next_sequence_number,
 )
 from ...extract.walk import made_since
-from ..naming.reach import is_module
+from ..naming.sharded import sharded_of, submodules
 from .global_hooks import ModuleCalls
 
 
@@ -57,24 +55,13 @@ class ModuleTracker:
             self.owner.setdefault(id(node), (node, module))
 
 
-def _submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.nn.Module]]:
-    """Every submodule of the named nn.Modules, once, under its first dotted path."""
-    seen: set[int] = set()
-    for name, value in list(named):
-        if is_module(value) and not name.startswith("__"):
-            for sub, module in value.named_modules():
-                if id(module) not in seen:
-                    seen.add(id(module))
-                    yield (f"{name}.{sub}" if sub else name), module
-
-
 def module_paths(named: Iterable[tuple[str, Any]],
                  tracker: ModuleTracker | None) -> dict[int, str]:
     """id(node) -> dotted module path, and id(parameter) -> its module's path, for the
     named nn.Modules of a scenario ((name, object) pairs: a module under its first name)."""
     path_of: dict[int, str] = {}
     paths: dict[int, str] = {}
-    for path, module in _submodules(named):
+    for path, module in submodules(named):
         path_of[id(module)] = path
         for param in module.parameters(recurse=False):
             paths.setdefault(id(param), path)
@@ -85,16 +72,6 @@ def module_paths(named: Iterable[tuple[str, Any]],
     return paths
 
 
-def sharded_of(named: Iterable[tuple[str, Any]]) -> dict[int, torch.Tensor]:
-    """id(unsharded parameter) -> its sharded parameter, for the FSDP2 (fully_shard) parts
-    of the named nn.Modules: the graph's leaves are the unsharded parameters, the module's
-    between passes (and the optimizer's, and the .grad's) the sharded DTensors."""
-    if not fsdp_loaded():
-        return {}
-    return {id(unsharded): sharded for _, module in _submodules(named)
-            for sharded, unsharded in fsdp_parameters(module)}
-
-
 def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
     """id(unsharded parameter) -> id(its sharded parameter) (sharded_of's, by id)."""
     return {key: id(sharded) for key, sharded in sharded_of(named).items()}
@@ -102,9 +79,9 @@ def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
 
 def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:
     """The dotted paths of the named nn.Modules' submodules whose class is qualname."""
-    return [path for path, module in _submodules(named) if type(module).__qualname__ == qualname]
+    return [path for path, module in submodules(named) if type(module).__qualname__ == qualname]
 
 
 def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
     """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
-    return {id(module): path for path, module in _submodules(named)}
+    return {id(module): path for path, module in submodules(named)}

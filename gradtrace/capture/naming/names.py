@@ -17,9 +17,9 @@ import torch
 from ...extract.tensors import Named
 from ...extract.walk import node_kind
 from ...model.records import LEAF
-from ..modules.tracker import sharded_of
 from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
+from .sharded import sharded_of
 from .where import absolute
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})

@@ -10,8 +10,8 @@ import torch
 from ...errors import ScenarioError
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
-from ..modules.tracker import sharded_of
 from .reach import is_module, is_tensor
+from .sharded import sharded_of
 from .statements import why_no_grad_fn
 
 
