@@ -211,13 +211,27 @@ def test_fsdp1_runs_with_its_flat_parameter(tmp_path: Path) -> None:
         pytest.approx(printed(plain("fsdp1.py"), "NORM"), rel=1e-6)
 
 
+# torch 2.13's gloo ranks abort now and then as the process exits, after all their work, in
+# plain python too (an FSDP2 script of two ranks: 1 run in 16 here)
+EXIT_ABORT = "terminate called without an active exception"
+
+
+def two_ranks_to_their_end(*command: str | Path, cwd: Path) -> Any:
+    """two_ranks(COMMAND), run again (twice at most) where a rank aborted as it exited."""
+    for _ in range(2):
+        run = two_ranks(*command, cwd=cwd)
+        if run.returncode == 0 or EXIT_ABORT not in run.stderr:
+            return run
+    return two_ranks(*command, cwd=cwd)
+
+
 @pytest.mark.slow  # two processes that start torch and connect
 def test_fsdp2_changes_on_two_ranks_follow_each_rank_s_sharded_grads(tmp_path: Path) -> None:
     script = FRAMEWORKS / "fsdp2_root.py"
-    expected = two_ranks(script, cwd=tmp_path)
+    expected = two_ranks_to_their_end(script, cwd=tmp_path)
     assert expected.returncode == 0, expected.stderr
-    ours = two_ranks("--no-python", forwarding_command(), "show", script, "-o", "t-{rank}.json",
-                     cwd=tmp_path)
+    ours = two_ranks_to_their_end("--no-python", forwarding_command(), "show", script, "-o",
+                                  "t-{rank}.json", cwd=tmp_path)
     assert ours.returncode == 0, ours.stderr
     assert "rank 1: 4 pass(es)" in ours.stdout + ours.stderr
     assert "not reduced" not in ours.stdout + ours.stderr  # the shards differ by design

@@ -204,9 +204,12 @@ def assert_like_plain_python(script: str, trace: dict[str, Any], *args: str) -> 
     assert len(trace["passes"]) == COMPILED[script]
     assert {p["kind"] for p in trace["passes"]} == {"backward"}  # no AOTAutograd grad calls
     assert all(p["error"] is None for p in trace["passes"])
-    assert printed_without_torch_logs(trace["stdout"], run.stderr) == run.stdout
+    # torch's own warnings and log lines, which python showed too, left out (Python 3.13.0's
+    # "Guards may run slower" comes from a matrix venv under ~/.cache/gradtrace/)
+    printed = printed_without_torch_logs(trace["stdout"], run.stderr)
+    assert printed == run.stdout
     for word in ("gradtrace", "Warning", "Traceback", "graph break"):
-        assert word not in trace["stdout"], word
+        assert word not in printed, word
     assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]
     assert trace["functions"] == []  # a compiled region is no Function of the script's
     (region,) = [n for n in trace["nodes"] if n["type"] == "CompiledFunctionBackward"]

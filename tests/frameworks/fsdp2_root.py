@@ -48,6 +48,10 @@ for micro_batch in range(4):
         opt.step()
 whole = {n: float(p.grad.full_tensor().norm()) for n, p in model.named_parameters()}
 print(f"WHOLE{rank} {json.dumps(whole)}", flush=True)
-with torch.no_grad():
-    model(torch.randint(0, 10, (5, 3)))
-dist.destroy_process_group()
+if dist.get_world_size() == 1:
+    with torch.no_grad():
+        model(torch.randint(0, 10, (5, 3)))
+    dist.destroy_process_group()
+# (on two gloo ranks, a forward and destroy_process_group() here abort plain python now and
+# then: "terminate called without an active exception", 1 run in 3 and in 16; the process
+# group ends with the process)
