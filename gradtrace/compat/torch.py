@@ -104,10 +104,10 @@ def tensor_version(tensor: torch.Tensor) -> int:
     if _version_of is None:
         return next(_fresh_versions)
     version: int = _version_of(tensor)
-    if type(tensor) is not torch.Tensor:
-        local = local_shard(tensor)
-        if local is not None:  # both counters only grow: their sum changes with either
-            version += _version_of(local)
+    if type(tensor) is not torch.Tensor and is_dtensor(tensor):
+        with torch.no_grad():  # a parameter's to_local() would record a node
+            # both counters only grow: their sum changes with either
+            version += _version_of(tensor.to_local())  # type: ignore[attr-defined]
     return version
 
 
@@ -150,14 +150,16 @@ def foreach_norms(tensors: list[torch.Tensor], order: float,
 
 def local_shard(t: torch.Tensor) -> torch.Tensor | None:
     """A DTensor's local shard (this rank's part: FSDP2's parameters and their .grad), else
-    None. No collective: each rank reads its own part. (torch.distributed.tensor is looked up,
-    not imported: a script with DTensors has imported it.)"""
-    if type(t) is torch.Tensor:
+    None. No collective: each rank reads its own part."""
+    if type(t) is torch.Tensor or not is_dtensor(t):
         return None
+    return t.to_local()  # type: ignore[attr-defined, no-any-return]  # a DTensor's
+
+
+def is_dtensor(t: torch.Tensor) -> bool:
+    """Whether t is a DTensor (looked up, not imported: a script with one has imported it)."""
     dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
-    if dtensor is None or not isinstance(t, dtensor):
-        return None
-    return t.to_local()
+    return dtensor is not None and isinstance(t, dtensor)
 
 
 def shard_count(t: torch.Tensor) -> int:
