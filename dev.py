@@ -142,8 +142,9 @@ def find_python(version: str) -> str | None:
     if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
         return found  # (a pyenv shim of a version that is not selected exits non-zero)
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    candidates = sorted(root.glob(f"{version}.*/bin/python{version}"),
-                        key=lambda p: [int(n) for n in p.parts[-3].split(".") if n.isdigit()])
+    candidates = sorted((p for p in root.glob(f"{version}.*/bin/python{version}")
+                         if p.parts[-3].replace(".", "").isdigit()),  # not 3.13.0t, 3.13-dev
+                        key=lambda p: [int(n) for n in p.parts[-3].split(".")])
     return str(candidates[-1]) if candidates else None
 
 

@@ -32,7 +32,8 @@ class ScenarioStopped(ScenarioError):
     recorded up to there (a Trace, plain data, with a finding saying where it stopped)."""
 
     def __init__(self, stopped: ScenarioError, trace: Any) -> None:  # a model.records.Trace
-        super().__init__(stopped.message, stopped.hint, brief=stopped.brief)
+        super().__init__(stopped.message, stopped.hint, stopped.line, stopped.printed,
+                         stopped.brief)
         self.trace = trace
         self.failed_call = False  # a recorded call raised: a backward, grad or gradcheck
 

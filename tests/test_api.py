@@ -161,6 +161,7 @@ def test_the_errors_a_caller_catches_are_public_and_carry_the_partial_trace(
         gradtrace.trace(str(stops))
     error = stopped.value
     assert "ValueError: after one pass" in error.message and error.hint
+    assert error.line == 4  # the script's line that raised
     assert len(error.trace.passes) == 1  # the partial trace: what ran before the raise
     assert [t.grad.values for t in error.trace.tensors if t.name == "x"] == [4.0]
     assert "scenario-stopped" in {f.code for f in error.trace.findings}

@@ -366,3 +366,32 @@ def test_a_rank_line_compares_grads_whose_statistics_one_side_lacks() -> None:
     assert rank_line(1, told({"w": [1.0, -1.0, 1.0], "b": [2.0, 0.5, 1.5]}), 0, shown) \
         .endswith("; .grad differs from rank 0's for 1 of 2 parameter(s), not reduced across "
                   "the ranks: w")
+
+
+def _shards_told(shards: object, passes: int = 3, failed: str | None = None) -> str:
+    return json.dumps({"passes": passes, "nodes": 3, "graph": "g", "findings": {},
+                       "failed": failed, "grads": {}, "shards": shards, "reentrant": False})
+
+
+def test_the_whole_norm_adds_up_every_rank_s_shard_and_nothing_else() -> None:
+    """Each rank's local shard norm: the whole's is their root sum of squares, said only when
+    every rank told its part of one whole (another rank's words are checked, never trusted)."""
+    from gradtrace.render.ranks import whole_norms_line
+
+    two = [_shards_told({"w": [3.0, 2], "b": [0.0, 2]}), _shards_told({"w": [4.0, 2],
+                                                                       "b": [0.0, 2]})]
+    assert whole_norms_line(two, 0) == \
+        ".grad norm of each sharded parameter, over every rank's shard: w 5, b 0"
+    huge = [_shards_told({"w": [1e200, 2]}), _shards_told({"w": [1e200, 2]})]
+    assert whole_norms_line(huge, 1) == \
+        ".grad norm of each sharded parameter, over every rank's shard: w 1.41421e+200"
+    one = _shards_told({"w": [3.0, 2]})
+    for others in (None, "not json", "[1]", _shards_told({"w": [4.0, 2]}, passes=2),
+                   _shards_told({"w": [4.0, 2]}, failed="RuntimeError: x"),
+                   _shards_told({"w": [True, 2]}), _shards_told({"w": [-4.0, 2]}),
+                   _shards_told({"w": [4.0, True]}), _shards_told({"w": "4"}),
+                   _shards_told({"w": [4.0, 4]}), _shards_told([["w", 4.0]])):
+        assert whole_norms_line([one, others], 0) is None, others
+    # a whole split among 2 of 4 ranks (one replica of two): no sum over its replicas
+    four = [_shards_told({"w": [3.0, 2]}) for _ in range(4)]
+    assert whole_norms_line(four, 0) is None

@@ -49,22 +49,23 @@ def rank_summary(trace: Trace | None, failed: str | None) -> str:
 
 
 def whole_norms_line(summaries: list[str | None], shown: int) -> str | None:
-    """'.grad norms of the whole sharded parameters (every rank's shard): model.w 0.0123, …'
-    from every rank's summary (summaries[rank]); None when no parameter is sharded, or not
-    every rank holding a shard of it told its norm."""
+    """'.grad norm of each sharded parameter, over every rank's shard: model.w 0.0123, …'
+    from every rank's summary (summaries[rank]); None unless every rank told its shards,
+    none failed and all ran as many passes (each part then is one rank's of one whole)."""
     told = []
     for summary in summaries:
         try:
-            told.append(json.loads(summary or "null") or {})
+            told.append(json.loads(summary or "null"))
         except ValueError:
-            told.append({})
-    own = told[shown].get("shards") or {}
+            return None
+    if not all(isinstance(t, dict) and not t.get("failed") and isinstance(t.get("shards"), dict)
+               and t.get("passes") == told[shown].get("passes") for t in told):
+        return None
     whole = []
-    for name, (_, count) in own.items():
-        parts = [t["shards"][name] for t in told
-                 if isinstance(t.get("shards"), dict) and _shard(t["shards"].get(name))]
-        if len(parts) == count and all(part[1] == count for part in parts):
-            whole.append(f"{name} {number(math.sqrt(sum(part[0] ** 2 for part in parts)))}")
+    for name, (_, count) in told[shown]["shards"].items():
+        parts = [t["shards"][name] for t in told if _shard(t["shards"].get(name))]
+        if len(parts) == count == len(told) and all(part[1] == count for part in parts):
+            whole.append(f"{name} {number(math.hypot(*(part[0] for part in parts)))}")
     if not whole:
         return None
     more = f", … {len(whole) - WHOLE_SHOWN} more" if len(whole) > WHOLE_SHOWN else ""
@@ -74,9 +75,8 @@ def whole_norms_line(summaries: list[str | None], shown: int) -> str | None:
 
 def _shard(told: Any) -> bool:
     """Whether a rank told a shard's [norm, ranks] (another rank's words: checked)."""
-    return isinstance(told, list) and len(told) == 2 and \
-        isinstance(told[0], int | float) and not isinstance(told[1], bool) and \
-        isinstance(told[1], int)
+    return isinstance(told, list) and len(told) == 2 and isinstance(told[0], float) \
+        and not told[0] < 0 and isinstance(told[1], int) and not isinstance(told[1], bool)
 
 
 def _unreduced(told: dict[str, Any], own: dict[str, Any], shown: int) -> str:

@@ -1,6 +1,7 @@
 """FSDP2 with parameters of the root module's own (an embedding, a head): fully_shard leaves
 them unsharded from forward to the end of backward, then swaps the sharded ones back. Two
-micro-batches a step (the second adds into the sharded .grad's local tensor), one forward
+micro-batches a step (the first without gradient sync: .grad stays on the unsharded tensors;
+the second reduce-scatters into the sharded .grad's local tensor), one forward
 after the last step. Prints each pass's local .grad norms and, at the end, each whole .grad's
 norm (a collective): one rank, or each under torchrun."""
 import json
@@ -35,14 +36,30 @@ for layer in model.layers:
     if isinstance(layer, torch.nn.Linear):
         fully_shard(layer)
 fully_shard(model)
+embedding = model.tok_embeddings.weight  # a plain name for a parameter: no second row of it
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 torch.manual_seed(rank + 1)
+# each sharded parameter's two tensors (FSDP2's own fields: the script reads where .grad is)
+unsharded_of = {id(fp.sharded_param): fp for m in model.modules()
+                if hasattr(m, "_get_fsdp_state") and m._get_fsdp_state()._fsdp_param_group
+                for fp in m._get_fsdp_state()._fsdp_param_group.fsdp_params}
+
+
+def held(p):
+    """The .grad of p's parameter: its unsharded tensor's after a pass without sync, else
+    the sharded one's local shard."""
+    unsharded = getattr(unsharded_of[id(p)], "_unsharded_param", None)
+    return unsharded.grad if unsharded is not None and unsharded.grad is not None \
+        else p.grad.to_local()
+
+
 for micro_batch in range(4):
     if micro_batch % 2 == 0:
         opt.zero_grad()
+    model.set_requires_gradient_sync(micro_batch % 2 == 1)  # the window's last syncs
     loss = model(torch.randint(0, 10, (5, 3))).pow(2).mean()
     loss.backward()
-    local = {n: float(p.grad.to_local().norm()) for n, p in model.named_parameters()}
+    local = {n: float(held(p).norm()) for n, p in model.named_parameters()}
     print(f"PASS{rank} {json.dumps(local)}", flush=True)
     if micro_batch % 2:
         opt.step()

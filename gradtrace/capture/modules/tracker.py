@@ -14,7 +14,7 @@ from ...compat.torch import (
     next_sequence_number,
 )
 from ...extract.walk import made_since
-from ..naming.sharded import sharded_of, submodules
+from ..naming.sharded import fsdp_pairs, submodules
 from .global_hooks import ModuleCalls
 
 
@@ -73,8 +73,9 @@ def module_paths(named: Iterable[tuple[str, Any]],
 
 
 def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
-    """id(unsharded parameter) -> id(its sharded parameter) (sharded_of's, by id)."""
-    return {key: id(sharded) for key, sharded in sharded_of(named).items()}
+    """id(unsharded parameter) -> id(its sharded parameter), for FSDP2's (fsdp_pairs')."""
+    return {key: id(sharded) for key, (sharded, unsharded) in fsdp_pairs(named).items()
+            if key == id(unsharded)}
 
 
 def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:

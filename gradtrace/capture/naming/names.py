@@ -19,7 +19,7 @@ from ...extract.walk import node_kind
 from ...model.records import LEAF
 from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
-from .sharded import sharded_of
+from .sharded import WeakPairs, fsdp_pairs, holders_now, weak_pairs
 from .where import absolute
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
@@ -115,7 +115,7 @@ class ScenarioNames:
         self._loop_names = loop_targets(path)
         # the leaves the latest full naming found (a light step names no more than these)
         self._leaf_refs: list[tuple[str, weakref.ref[torch.Tensor]]] | None = None
-        self._unsharded: frozenset[int] = frozenset()  # FSDP2's, whose sharded ones it names
+        self._pairs: WeakPairs = {}  # FSDP2's, as the latest full naming found them
 
     def owns(self, filename: str) -> bool:
         """A file of the scenario's own: in its folder and not an installed package below it
@@ -192,18 +192,22 @@ class ScenarioNames:
         if named is not None:
             return named, True
         merged = self.merged()
-        named = named_tensors(merged)
-        self._unsharded = frozenset(sharded_of(merged.items()))
+        pairs = fsdp_pairs(merged.items())
+        named = named_tensors(merged, pairs)
+        self._pairs = weak_pairs(pairs)
         self.remember(named, merged, line)
         self._leaf_refs = [(n, weakref.ref(t)) for n, t in named
                            if t.is_leaf and t.requires_grad]
         return named, False
 
-    def swapped(self, named: Named) -> dict[str, Any]:
-        """The names of named that name another tensor now (a parameter a hook swapped while
-        a pass ran), and what they name."""
-        now = dict(named_tensors(self.merged()))
-        return {name: now[name] for name, t in named if now.get(name, t) is not t}
+    def swapped(self, named: Named, light: bool) -> dict[str, Any]:
+        """The names of named that name another tensor as a pass ends (a parameter a hook
+        swapped while it ran; the other of FSDP2's two, which holds the .grad now), and what
+        they name; a light step's looks at FSDP2's pairs alone."""
+        if not light:
+            now = dict(named_tensors(self.merged()))
+            return {name: now[name] for name, t in named if now.get(name, t) is not t}
+        return holders_now(named, self._pairs)
 
     def _latest_leaves(self, nodes: list[Any]) -> Named | None:
         if self._leaf_refs is None:
@@ -214,7 +218,7 @@ class ScenarioNames:
             return None  # one died: a model built anew
         for node in nodes:
             if node_kind(node) == LEAF and id(node.variable) not in known \
-                    and id(node.variable) not in self._unsharded:
+                    and id(node.variable) not in self._pairs:
                 return None
         return named  # type: ignore[return-value]  # each one lives: checked above
 

@@ -11,23 +11,27 @@ from ...errors import ScenarioError
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
 from .reach import is_module, is_tensor
-from .sharded import sharded_of
+from .sharded import Pairs, fsdp_pairs, grad_holder
 from .statements import why_no_grad_fn
 
 
-def named_tensors(namespace: dict[str, Any]) -> Named:
+def named_tensors(namespace: dict[str, Any], pairs: Pairs | None = None) -> Named:
     """Named tensors in binding order, and nn.Module parameters under dotted names (a
     parameter under the first module path that reaches it; a plain name for a parameter, as
-    `for p in model.parameters()` leaves, is no second row of it)."""
+    `for p in model.parameters()` leaves, is no second row of it). An FSDP2 parameter is
+    the one of its two tensors that holds its .grad (pairs: fsdp_pairs', if read already)."""
     items = [(name, value) for name, value in list(namespace.items())
              if not name.startswith("__")]
     # each module's parameters, read once (this runs at every pass of a loop)
     of_module = {name: list(value.named_parameters()) for name, value in items
                  if is_module(value)}
+    if pairs is None:
+        pairs = fsdp_pairs(items) if of_module else {}
+    if pairs:
+        of_module = {name: [(p, grad_holder(t, pairs)) for p, t in parameters]
+                     for name, parameters in of_module.items()}
     in_modules = {id(t) for parameters in of_module.values() for _, t in parameters}
-    # FSDP2's module holds its unsharded parameter from forward to the end of backward:
-    # the name is its sharded one's, which holds the .grad the pass leaves
-    sharded = sharded_of(items) if of_module else {}
+    in_modules.update(pairs)  # a plain name for either of FSDP2's two is no second row
     out: Named = []
     params: set[int] = set()
     for name, value in items:
@@ -35,7 +39,6 @@ def named_tensors(namespace: dict[str, Any]) -> Named:
             if id(value) not in in_modules:
                 out.append((name, value))
         for p, t in of_module.get(name, ()):
-            t = sharded.get(id(t), t)
             if id(t) not in params:
                 params.add(id(t))
                 out.append((f"{name}.{p}", t))

@@ -62,8 +62,8 @@ class PassState:
     call: Callable[[], Any]  # the call itself (an observer may wrap it)
     plain: bool  # the call runs without gradtrace's hooks (batched, compiled, a timed step)
     error: Exception | None = None  # what the call raised
-    # in detail: each name whose tensor, as the pass ended, is another than named as it
-    # began (a parameter a hook swapped during backward): .grad is read off that one
+    # each name whose tensor, as the pass ended, is another than named as it began (a
+    # parameter a hook swapped; the other of FSDP2's two): .grad is read off that one
     swapped: dict[str, Any] = field(default_factory=dict)
 
 

@@ -127,8 +127,8 @@ class Recorder:
             raise
         finally:
             self.gate.thread = None
-            if detailed and p.error is None:
-                p.swapped = self.names.swapped(p.named)
+            if p.error is None:
+                p.swapped = self.names.swapped(p.named, light=not detailed)
             for observer in reversed(observers):
                 observer.finish(p)
             self._ended(p, walked, new_graph)
