@@ -207,7 +207,7 @@ class ScenarioNames:
         if not light:
             now = dict(named_tensors(self.merged()))
             return {name: now[name] for name, t in named if now.get(name, t) is not t}
-        return holders_now(named, self._pairs)
+        return holders_now(named, self._pairs) if self._pairs else {}
 
     def _latest_leaves(self, nodes: list[Any]) -> Named | None:
         if self._leaf_refs is None:
