@@ -43,13 +43,14 @@ def fsdp_pairs(named: Iterable[tuple[str, Any]]) -> Pairs:
 
 
 def grad_holder(t: torch.Tensor, pairs: Pairs) -> torch.Tensor:
-    """The tensor that holds the .grad of t's parameter now: t, or for FSDP2's the unsharded
-    one while it holds a .grad (a pass without gradient sync left it there), else the
-    sharded one (the reduce-scatter's)."""
+    """The tensor that holds the .grad of t's parameter now: t, or the one of FSDP2's two."""
     pair = pairs.get(id(t))
-    if pair is None:
-        return t
-    sharded, unsharded = pair
+    return t if pair is None else holder_of(*pair)
+
+
+def holder_of(sharded: torch.Tensor, unsharded: torch.Tensor) -> torch.Tensor:
+    """The unsharded one while it holds a .grad (a pass without gradient sync left it
+    there), else the sharded one (the reduce-scatter's)."""
     return unsharded if readable_grad(unsharded) is not None else sharded
 
 
@@ -73,7 +74,7 @@ def holders_now(named: Iterable[tuple[str, torch.Tensor]], pairs: WeakPairs
             continue
         sharded, unsharded = refs[0](), refs[1]()
         if sharded is not None and unsharded is not None and (t is sharded or t is unsharded):
-            holder = grad_holder(t, {id(t): (sharded, unsharded)})
+            holder = holder_of(sharded, unsharded)
             if holder is not t:
                 swapped[name] = holder
     return swapped

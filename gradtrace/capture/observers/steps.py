@@ -76,8 +76,9 @@ class StepLog(Observer):
         leaves, untouched, carried = self._pass
         if p.swapped:
             leaves = [(name, p.swapped.get(name, t)) for name, t in leaves]
-            for name, t in leaves:  # its module is the latest tensor's
-                self.leaf_ids[self.columns[name]] = id(t)
+            for name, t in leaves:
+                if name in p.swapped:  # its module is the latest tensor's
+                    self.leaf_ids[self.columns[name]] = id(t)
         # inside torch.func transforms the root is a batched wrapper: no loss read
         self.add(leaves, untouched, carried, () if p.record.batched else p.roots)
         self._pass = ([], [], {})
