@@ -39,6 +39,7 @@ from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors
 from .naming.statements import statements_run, why_no_root
 from .naming.where import scenario_line
+from .observers.optimizers import OptimizerUse
 from .observers.profile import Profile
 from .observers.saved import SavedTensors
 from .observers.second_order import SecondDerivatives, second_derivatives
@@ -106,7 +107,8 @@ class CaptureSession:
         recorder = self.recorder
         with patched(recorder, self.window), self.module_calls.tracking(), \
                 self.line_log.tracing(frame), \
-                recorder.observer(StepLog).counting_optimizer_steps():
+                recorder.observer(StepLog).counting_optimizer_steps(), \
+                recorder.observer(OptimizerUse).watching():
             yield
 
     def forget(self, nodes: list[Any]) -> None:
@@ -156,7 +158,7 @@ class CaptureSession:
             module_objects=module_objects(modules)
             if recorder.observer(Profile).samples is not None else {},
             hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named),
-            leaf_aliases=unsharded_aliases(modules)))
+            leaf_aliases=unsharded_aliases(modules), objects=modules))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = place_leaf_findings(trace, self.path, self.lines, statements,

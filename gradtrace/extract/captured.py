@@ -109,6 +109,7 @@ class Captured:
     leaf_aliases: dict[int, int] = field(default_factory=dict)  # FSDP2: unsharded -> sharded
     grad_graph: Callable[[Any], bool] | None = None
     steps: Steps | None = None
+    objects: Sequence[tuple[str, Any]] = ()  # the named objects: their modules hold leaves
     updated: frozenset[str] = frozenset()
     handed: frozenset[str] = frozenset()
     reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)

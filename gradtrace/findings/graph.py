@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model.gradients import hook_replaced, same_gradient
@@ -10,10 +11,12 @@ from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
 from .registry import (
+    GRAD_ACCUMULATING,
     GRAD_CHANGED_AFTER,
     HOOK_CHANGED_GRADIENT,
     NAN_GRADIENT,
     NAN_VALUE,
+    NOT_OPTIMIZED,
     SCENARIO_STOPPED,
     UNREACHED_LEAF,
     UPDATED_COPY,
@@ -67,7 +70,18 @@ def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
             *unreduced_parameters(trace, [n for n in lost if n in waited]),
             *updated_copies(trace, [n for n in lost if n in updated]),
             *hook_changes(trace), *module_hook_changes(trace),
-            *changed_after(trace, reduced), *nan, *step_findings(trace, nan)]
+            *changed_after(trace, reduced), *nan,
+            *(f for f in step_findings(trace, nan) if not _unheld(f, trace.findings))]
+
+
+def _unheld(finding: Finding, earlier: Sequence[Finding]) -> bool:
+    """A .grad that keeps growing because no optimizer holds (nor resets) it: told by the
+    not-optimized finding, not as a missing zero_grad()."""
+    return finding.code == GRAD_ACCUMULATING.name and finding.tensor is not None and any(
+        f.code == NOT_OPTIMIZED.name and (f.tensor == finding.tensor
+                                          or f"{finding.tensor}," in f.message
+                                          or f"{finding.tensor})" in f.message)
+        for f in earlier)
 
 
 def nan_values(trace: Trace) -> list[Finding]:

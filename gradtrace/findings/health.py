@@ -133,19 +133,20 @@ def module_norms(leaves: Sequence[Norms]) -> Norms:
 # --- grad-accumulating -------------------------------------------------------------------
 
 def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] | None:
-    """The first run of counted passes (start, end), at least ACCUMULATING_RUN long, each of
-    which added to the leaf's .grad as the pass before left it, not reset (clipped or
-    unscaled in place, perhaps) although the optimizer stepped in between: zero_grad()
-    forgotten. Deliberate gradient accumulation keeps .grad only across passes with no
-    optimizer step between them, and is not such a run."""
-    start = -1
+    """The first run of counted passes (start, end), each of which added to the leaf's .grad
+    as the pass before left it, not reset (clipped or unscaled in place, perhaps), over which
+    the optimizer stepped before at least ACCUMULATING_RUN of them: zero_grad() forgotten,
+    in a plain loop or an accumulation loop. Deliberate gradient accumulation keeps .grad
+    only across passes with no optimizer step between them, and is not such a run."""
+    start, crossed = -1, 0
     for k in range(1, len(column) + 1):
         g = column[k] if k < len(column) else None
-        if g is not None and g.kept and stepped[k] > 0 and column[k - 1] is not None:
+        if g is not None and g.kept and column[k - 1] is not None:
             if start < 0:
-                start = k
+                start, crossed = k, 0
+            crossed += stepped[k] > 0
         elif start >= 0:
-            if k - start >= ACCUMULATING_RUN:
+            if crossed >= ACCUMULATING_RUN:
                 return start, k - 1
             start = -1
     return None
@@ -164,16 +165,18 @@ def accumulating(loop: Loop) -> list[Finding]:
     growth = f"its norm went from {_n(norms[start - 1])} to {_n(norms[end])}"
     # clipping rescales what it adds up to: the norm need not grow
     kept = "kept growing" if norms[end] > norms[start - 1] else "kept adding up"
+    steps = sum(loop.stepped[start:end + 1])
+    before = "before each pass" if steps == end - start + 1 else f"{steps} times over them"
     hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
             "accumulate on purpose, step the optimizer only after the last micro-batch")
     if len(runs) == 1:
         message = (f"{name}{_where(loop, first)}: its .grad {kept} over {span} without "
-                   f"being reset, while the optimizer stepped before each pass ({growth}): "
+                   f"being reset, while the optimizer stepped {before} ({growth}): "
                    "zero_grad() is missing, so each step applies the sum of all the "
                    "gradients so far")
     else:
         message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
-                   f"the optimizer stepped before each pass, first {name}{_where(loop, first)} "
+                   f"the optimizer stepped {before}, first {name}{_where(loop, first)} "
                    f"over {span} ({growth}): zero_grad() is missing, so each step applies "
                    f"the sum of all the gradients so far; by module: {_by_module(loop, runs)}")
     return [GRAD_ACCUMULATING.finding(message, tensor=name, hint=hint,

@@ -9,20 +9,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..model.facts import (
+    ClipWithoutGradient,
     CodeCut,
     Detached,
     Fact,
+    FrozenHeld,
     GradcheckRan,
+    GradDiscarded,
     GraphFreed,
     LeafCut,
     NoRoot,
+    NotOptimized,
     PassCut,
     PassesCapped,
     SavedChanged,
+    StepWithoutGradient,
     Stopped,
 )
 from ..model.labels import line_at
 from ..model.records import Finding
+from . import training
 from .registry import (
     DETACHED,
     GRADCHECK,
@@ -207,4 +213,9 @@ _PHRASED: dict[type, Callable[[Any, str | None], Finding]] = {
     LeafCut: _leaf_cut,
     CodeCut: _code_cut,
     Detached: _detached,
+    GradDiscarded: training.grad_discarded,
+    StepWithoutGradient: training.step_without_gradient,
+    ClipWithoutGradient: training.clip_without_gradient,
+    NotOptimized: training.not_optimized,
+    FrozenHeld: training.frozen_held,
 }

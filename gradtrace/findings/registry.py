@@ -138,6 +138,30 @@ DEAD_PARAMETER = declare(
     "dead-parameter", "warning", "a parameter's gradient is exactly zero in every pass",
     "It is on the graph and gets a .grad in 2 passes or more, always all zeros (dead ReLUs, "
     "a mask): it never learns. unreached-leaf is the case with no .grad at all.")
+GRAD_DISCARDED = declare(
+    "grad-discarded", "warning", "zero_grad() threw away gradients no optimizer step used",
+    "A reset of gradients a backward made before any step used them, in most passes: "
+    "zero_grad() at the top of every micro-batch of an accumulation loop (only the last "
+    "micro-batch reaches each step), or between backward() and step() (the step finds no "
+    "gradient). Names the zero_grad() line.")
+STEP_WITHOUT_GRADIENT = declare(
+    "step-without-gradient", "warning", "an optimizer step found no gradient",
+    "optimizer.step() ran while none of its parameters had a .grad, in most steps: step() "
+    "before backward(), or after a reset; the parameters do not move.")
+CLIP_WITHOUT_GRADIENT = declare(
+    "clip-without-gradient", "warning", "gradient clipping ran before there was a gradient",
+    "clip_grad_norm_ or clip_grad_value_ ran while none of its parameters had a .grad (before "
+    "backward, or after zero_grad): it clips nothing, and the step uses unclipped gradients.")
+NOT_OPTIMIZED = declare(
+    "not-optimized", "warning", "parameters get gradients but no optimizer holds them",
+    "Backward reached them, the optimizer stepped, but none holds them: layers in a plain "
+    "list (not nn.ModuleList), a tensor attribute not made an nn.Parameter, a layer added "
+    "after the optimizer was built, a Parameter made in forward(). They never learn.")
+FROZEN_IN_OPTIMIZER = declare(
+    "frozen-in-optimizer", "warning", "an optimizer holds parameters that do not require grad",
+    "They never get a gradient, so they never change: a requires_grad_(False) or "
+    "from_pretrained(freeze=True) left in; info when the code says it freezes them on "
+    "purpose (a frozen backbone).", also=("info",))
 
 # What the steps of a loop say about its gradients' health (`gradtrace steps` lists them).
 STEP_CODES = frozenset(c.name for c in (GRAD_ACCUMULATING, VANISHING_GRADIENT,

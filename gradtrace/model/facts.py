@@ -110,5 +110,64 @@ class Detached(NamedTuple):
     source: str
 
 
+
+
+class GradDiscarded(NamedTuple):
+    """A zero_grad() line that reset gradients a backward made before any optimizer step
+    used them: micro-batches thrown away, or a reset between backward and step."""
+
+    line: int | None
+    code: str | None
+    passes: int  # backward passes whose gradients it threw away
+    backwards: int  # backward passes in all
+    steps: int  # optimizer steps in all
+    before_step: int  # of its resets, those right before a step that then found no gradient
+    backward_line: int | None  # the backward of the first pass thrown away
+    backward_code: str | None
+    step_line: int | None  # the latest optimizer step's line
+    step_code: str | None
+
+
+class StepWithoutGradient(NamedTuple):
+    """An optimizer step line that ran while none of its parameters had a .grad."""
+
+    line: int | None
+    code: str | None
+    empty: int  # such steps
+    steps: int  # optimizer steps in all
+    after_backward: int  # of them, those after a backward since the step before
+
+
+class ClipWithoutGradient(NamedTuple):
+    """A gradient-clipping line that ran while none of its parameters had a .grad."""
+
+    line: int | None
+    code: str | None
+    empty: int
+    clips: int
+
+
+class NotOptimized(NamedTuple):
+    """Named leaves that got gradients from backward but no stepping optimizer holds."""
+
+    tensors: tuple[str, ...]
+    steps: int
+    line: int | None  # the line that set the attribute they hang on (model.head = …)
+    code: str | None
+    optimizer_line: int | None  # the line that built a stepping optimizer
+    optimizer_code: str | None
+
+
+class FrozenHeld(NamedTuple):
+    """Parameters a stepping optimizer holds that do not require grad: never trained."""
+
+    tensors: tuple[str, ...]
+    steps: int
+    line: int | None  # the line that most likely froze them
+    code: str | None
+    on_purpose: bool  # the code says it freezes them on purpose
+
+
 Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
-        | LeafCut | CodeCut | Detached)
+        | LeafCut | CodeCut | Detached | GradDiscarded | StepWithoutGradient
+        | ClipWithoutGradient | NotOptimized | FrozenHeld)

@@ -43,6 +43,10 @@ class Recording(Protocol):
     marks: Marks
     passes: list[RawPass]
     facts: list[Fact]
+    script: Any  # the file whose lines the recording cites: .path, .lines
+
+    def caller_line(self) -> tuple[int | None, str | None]:
+        """The code's line that is running now, and its text."""
 
 
 @dataclass

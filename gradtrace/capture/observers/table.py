@@ -8,6 +8,7 @@ from .flow import GradientFlow
 from .freed import FreedGraphs
 from .grad_changes import GradChanges
 from .grad_graph import GradGraph
+from .optimizers import OptimizerUse
 from .profile import Profile
 from .roots_seen import RootsSeen
 from .saved import SavedTensors
@@ -20,6 +21,7 @@ OBSERVERS: tuple[type[Observer], ...] = (
     GradChanges,  # which named .grad each pass changed, from what to what
     SavedTensors,  # saved tensors read before backward frees them; those changed in place
     StepLog,  # the light statistics of every pass: .grad norms, the loss, optimizer steps
+    OptimizerUse,  # the gradients optimizers stepped with, threw away or never held
     Profile,  # --profile: replays and timings (before the flow: a timed step runs plain)
     GradientFlow,  # what each node received and sent: hooks on the pass's nodes
     FreedGraphs,  # the graphs passes freed: why a later pass finds its graph freed
