@@ -254,6 +254,16 @@ GALLERY_FINDINGS = {
                            "model.rec's gradient norm reached"),
     "dead-parameter": ("loops/dead_relu.py", "model.block.weight", 46,
                        "exactly zero in all 10 passes"),
+    # issue 53's bug gallery: the optimizers' use of the gradients
+    "grad-discarded": ("bugs/accumulation_zero_grad_every_batch.py", None, 22,
+                       "line 22 `optimizer.zero_grad()`"),
+    "step-without-gradient": ("bugs/step_before_backward.py", None, 19,
+                              "runs before backward at line 20"),
+    "clip-without-gradient": ("bugs/clip_before_backward.py", None, 21, "clips nothing"),
+    "not-optimized": ("bugs/layers_in_list.py", "model.blocks[0].weight", 15,
+                      "set at line 15"),
+    "frozen-in-optimizer": ("bugs/frozen_layer_left_in.py", "model.features.0.weight", 25,
+                            "frozen by line 25"),
 }
 
 

@@ -23,6 +23,7 @@ FOLDERS = {
     "": "the tutorials' examples, one concept of autograd each",
     "explained": "the usual surprises, each explained by a finding",
     "loops": "training loops: gradient health over the steps (`gradtrace steps`)",
+    "bugs": "the bugs people make in training code, each with its healthy twin (`*_fixed`)",
     "real": "scripts adapted from public code: models, a test file, an argparse script",
     "diff": "a model before and after a change (`gradtrace diff`)",
     "broken": "custom Functions with a bug that `gradtrace check` finds",

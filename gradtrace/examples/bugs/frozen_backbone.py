@@ -1,6 +1,6 @@
-"""A backbone frozen on purpose, the optimizer given every parameter anyway (line 27):
-harmless, the frozen ones never change. Expected: frozen-in-optimizer as info only, at line
-26."""
+"""A backbone frozen on purpose (line 25, as its comment says), the optimizer given every
+parameter anyway: harmless, the frozen ones never change. Expected: frozen-in-optimizer as
+info only, at line 25."""
 
 import torch
 import torch.nn as nn

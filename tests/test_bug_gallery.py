@@ -1,0 +1,61 @@
+"""The bug gallery (examples/bugs/): each bug people make in training code is found with
+the line at fault, and its healthy twin (`*_fixed.py`) gets no warning or error finding."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers import SCENARIOS, shared_invoke
+
+# bug -> (its finding's code, the line at fault)
+BUGS = {
+    "accumulation_zero_grad_every_batch": ("grad-discarded", 22),
+    "zero_grad_before_step": ("grad-discarded", 20),
+    "step_before_backward": ("step-without-gradient", 19),
+    "clip_before_backward": ("clip-without-gradient", 21),
+    "accumulation_forgot_zero_grad": ("grad-accumulating", 22),
+    "layers_in_list": ("not-optimized", 15),
+    "head_after_optimizer": ("not-optimized", 23),
+    "frozen_layer_left_in": ("frozen-in-optimizer", 25),
+}
+TWINS = sorted(p.stem for p in (SCENARIOS / "bugs").glob("*_fixed.py"))
+
+
+def _findings(name: str) -> list[dict[str, Any]]:
+    result = shared_invoke("show", str(SCENARIOS / "bugs" / f"{name}.py"), "--json")
+    assert result.stdout.lstrip().startswith("{"), result.stderr
+    return list(json.loads(result.stdout)["findings"])
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_each_bug_is_found_at_its_line(name: str) -> None:
+    code, line = BUGS[name]
+    found = [(f["code"], f["line"], f["severity"]) for f in _findings(name)
+             if f["severity"] != "info"]
+    assert (code, line, "warning") in found, found
+    assert f"line {line}" in (SCENARIOS / "bugs" / f"{name}.py").read_text().split('"""')[1]
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_each_bug_has_a_healthy_twin(name: str) -> None:
+    assert f"{name}_fixed" in TWINS
+
+
+@pytest.mark.parametrize("name", TWINS)
+def test_healthy_twins_get_no_warning_or_error(name: str) -> None:
+    assert [f for f in _findings(name) if f["severity"] != "info"] == []
+
+
+def test_a_backbone_frozen_on_purpose_is_info_only() -> None:
+    found = [(f["code"], f["severity"], f["line"]) for f in _findings("frozen_backbone")]
+    assert found == [("frozen-in-optimizer", "info", 25)]
+
+
+def test_the_line_that_set_the_unheld_layers_and_no_missing_zero_grad() -> None:
+    (finding,) = [f for f in _findings("layers_in_list") if f["code"] == "not-optimized"]
+    assert "model.blocks[0].weight" in finding["message"]
+    assert "built at line 26" in finding["message"]
+    codes = {f["code"] for f in _findings("head_after_optimizer")}
+    assert "grad-accumulating" not in codes  # its .grad grows: no optimizer resets it
