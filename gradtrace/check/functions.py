@@ -3,57 +3,39 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
-import re
+import linecache
 import threading
 import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch.autograd.function import once_differentiable
-from torch.autograd.gradcheck import GradcheckError
 
-from ..capture.naming.where import scenario_line
 from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
 from ..capture.script.scenario_thread import LEFT_BEHIND
 from ..capture.script.target import parse_target
-from ..compat.torch import error_kind
 from ..errors import GradtraceError, ScenarioError, ScenarioStopped
 from ..extract.captured import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
 from ..model.labels import label_file
-from .jacobian import (
-    Block,
-    as_tuple,
-    blocks,
-    differentiable,
-    disagreeing,
-    entries,
-    floating,
-)
-from .limits import MAX_JACOBIAN, SAMPLE, TABLE_LIMIT
+from .jacobian import as_tuple, entries
+from .limits import SAMPLE
+from .orders import CheckOptions, CheckOutcome, sampled_text
 from .straight import straight_through
+from .trial import Trial
+from .wording import FOLLOWS, reason
+
+__all__ = ["CheckOptions", "Watcher", "check_files", "check_scenario", "check_call"]
 
 # A Function class attribute: the reason its backward is not meant to be the derivative.
 SKIP_ATTRIBUTE = "gradtrace_skip"
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    """gradcheck's tolerances and modes, as `gradtrace check` takes them."""
-
-    eps: float = 1e-6
-    atol: float = 1e-5
-    rtol: float = 1e-3
-    fast: bool = False
-    gradgrad: bool = True
-    timeout: float | None = None  # seconds for each scenario's run, and each call's checks
-    max_jacobian: int = MAX_JACOBIAN  # entries; above it, sampled coordinates are checked
 
 
 class Watcher(Protocol):
@@ -173,9 +155,9 @@ def bounded_check(call: RawCall, scenario: str, options: CheckOptions) -> CheckR
 
 def check_call(call: RawCall, scenario: str, options: CheckOptions,
                stage: Stage | None = None) -> CheckResult:
-    """gradcheck, then gradgradcheck, of one recorded call, re-run in float64; a Jacobian
-    over options.max_jacobian entries is checked on sampled coordinates (stage: told
-    where it is)."""
+    """gradcheck, then gradgradcheck, of one recorded call, re-run in float64 at the recorded
+    inputs and at random ones (see varied.py); a Jacobian over options.max_jacobian entries
+    is checked on sampled coordinates (stage: told where it is)."""
     stage = stage or Stage()
     inputs, from_float32 = _float64_inputs(call.args)
 
@@ -186,10 +168,11 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions,
 
     def result(gradcheck: Verdict, gradgradcheck: Verdict, message: str | None,
                smells: tuple[str, ...] = (), mismatch: Mismatch | None = None,
-               sampled: str | None = None) -> CheckResult:
+               sampled: str | None = None, notes: tuple[str, ...] = ()) -> CheckResult:
         return CheckResult(scenario, call.function.__name__, call.line,
                            tuple(describe_value(a) for a in call.args), gradcheck,
-                           gradgradcheck, message, from_float32, smells, mismatch, sampled)
+                           gradgradcheck, message, from_float32, smells, mismatch, sampled,
+                           notes=notes, backward=backward_at(call.function, scenario))
 
     skip = getattr(call.function, SKIP_ATTRIBUTE, None)
     if skip:  # a backward that is meant not to be a derivative (straight-through, DNI …)
@@ -197,15 +180,16 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions,
     try:
         out = as_tuple(fn(*inputs))
     except Exception as exc:
-        return result("error", "skipped", _reason(exc, scenario, "forward"))
+        return result("error", "skipped", reason(exc, scenario, "forward"))
     once = _once_differentiable(call.function)
     smells = () if once else _ctx_smells(out)
     size = entries(inputs, out)
-    sample = SAMPLE if size > options.max_jacobian else None
-    first = _first_order(fn, inputs, options, scenario, sample)
-    if first.verdict == "fail" and (through := straight_through(fn, inputs, options.atol)):
+    trial = Trial(fn, inputs, call.args, options, scenario,
+                  SAMPLE if size > options.max_jacobian else None)
+    first, tried = trial.first_order()
+    if first.verdict == "fail" and (through := straight_through(fn, tried, options.atol)):
         return result("straight-through", "skipped", through, smells, first.mismatch,
-                      _sampled_text(first, size, options))
+                      sampled_text(first, size, options))
     second = CheckOutcome("skipped")
     stage.first, stage.now = first.verdict, "gradgradcheck"
     if first.verdict == "pass" and options.gradgrad:
@@ -213,10 +197,33 @@ def check_call(call: RawCall, scenario: str, options: CheckOptions,
             second = CheckOutcome("not applicable", "backward is @once_differentiable: it "
                                   "refuses double backward, so there is none to check")
         else:
-            second = _second_order(fn, inputs, out, options, scenario)
+            second = trial.second_order(out)
     last = second if second.verdict in ("fail", "error", "not applicable") else first
-    return result(first.verdict, second.verdict, last.message, smells, last.mismatch,
-                  _sampled_text(first, size, options, second))
+    message = last.message
+    if first.verdict == "fail" and options.gradgrad and not once:
+        message = f"{message}{FOLLOWS}"
+    return result(first.verdict, second.verdict, message, smells, last.mismatch,
+                  sampled_text(first, size, options, second), trial.notes())
+
+
+def backward_at(function: type, scenario: str) -> tuple[str, int] | None:
+    """The file and line of the Function's `def backward` (its file named as the scenario is
+    where it is the scenario's), or None where backward is torch's own or has no code."""
+    owner = next((k for k in function.__mro__ if "backward" in vars(k)), None)
+    if owner is None or owner.__module__.split(".")[0] == "torch":
+        return None
+    # the function itself, under @once_differentiable or any wrapper that says what it wraps
+    code = getattr(inspect.unwrap(function.backward), "__code__", None)  # type: ignore[attr-defined]
+    if code is None:
+        return None
+    file, line = code.co_filename, code.co_firstlineno  # a decorator's line, if decorated
+    for at in range(line, line + 10):  # the decorators, to the def
+        if linecache.getline(file, at).lstrip().startswith(("def ", "async def ")):
+            line = at
+            break
+    own = Path(label_file(scenario))
+    same = own.is_file() and Path(file).is_file() and own.samefile(file)
+    return (scenario.split("::")[0] if same else file), line
 
 
 _ONCE_CODE = once_differentiable(lambda ctx: None).__code__  # every wrapper shares it
@@ -251,196 +258,3 @@ def _ctx_smells(out: tuple[Any, ...]) -> tuple[str, ...]:
             "that uses them is not differentiable through them, so second derivatives are "
             "silently wrong (save them, mark backward @once_differentiable, or return them "
             "as outputs as Sinh does)",)
-
-
-MISMATCH = re.compile(r"output (\d+) with respect to input (\d+)")
-
-
-class CheckOutcome(NamedTuple):
-    """The verdict of one gradcheck or gradgradcheck, why it failed, and how many
-    coordinates it checked when not all (inputs, outputs; of how many)."""
-
-    verdict: Verdict
-    message: str | None = None
-    mismatch: Mismatch | None = None
-    sampled: tuple[int, int, int, int] | None = None
-
-
-def _first_order(fn: Callable[..., Any], inputs: list[Any], options: CheckOptions,
-                 scenario: str, sample: int | None) -> CheckOutcome:
-    """gradcheck, or its test on sampled coordinates when the Jacobian is over budget."""
-    if sample is not None:
-        return _sampled_check(fn, inputs, options, scenario, sample)
-    try:
-        _torch_check(torch.autograd.gradcheck, fn, inputs, options)
-    except GradcheckError as exc:
-        found = MISMATCH.search(str(exc))
-        if found is None:
-            return CheckOutcome("fail", _first_line(exc))
-        output, index = int(found[1]), differentiable(inputs)[int(found[2])]
-        (block,) = blocks(fn, inputs, options.eps, pairs=[(output, index)])
-        return CheckOutcome("fail", _disagree_text(output, index),
-                            _mismatch(block, False, options))
-    except Exception as exc:
-        return CheckOutcome("error", _reason(exc, scenario, "backward"))
-    return CheckOutcome("pass")
-
-
-def _torch_check(check: Callable[..., Any], fn: Callable[..., Any], inputs: list[Any],
-                 options: CheckOptions) -> None:
-    """torch's gradcheck or gradgradcheck with the options; raises what it finds."""
-    check(fn, tuple(inputs), eps=options.eps, atol=options.atol, rtol=options.rtol,
-          fast_mode=options.fast, raise_exception=True)
-
-
-# A correct Function need not have a correct double backward: said with each such failure.
-FIRST_ORDER = (" (a Function meant for first derivatives only: mark its backward "
-               "@once_differentiable, or skip the second-order check)")
-
-
-def _second_order(fn: Callable[..., Any], inputs: list[Any], out: tuple[Any, ...],
-                  options: CheckOptions, scenario: str) -> CheckOutcome:
-    """gradgradcheck: the first-order check of backward itself (sampled when over budget)."""
-    grads = [torch.randn(out[k].shape, dtype=out[k].dtype,
-                         generator=torch.Generator().manual_seed(k)).requires_grad_(True)
-             for k in differentiable(out)]
-    if entries([*inputs, *grads], inputs) > options.max_jacobian:
-        return _sampled_check(backward_of(fn, len(inputs)), [*inputs, *grads], options,
-                              scenario, SAMPLE, second=True)
-    try:
-        _torch_check(torch.autograd.gradgradcheck, fn, inputs, options)
-    except GradcheckError as exc:
-        found = MISMATCH.search(str(exc))
-        if found is None:
-            return CheckOutcome("fail", f"double backward: {_first_line(exc)}{FIRST_ORDER}")
-        return CheckOutcome("fail", _disagree_text(int(found[1]), int(found[2]), second=True)
-                            + FIRST_ORDER,
-                            _second_mismatch(fn, [*inputs, *grads], len(inputs),
-                                             int(found[1]), int(found[2]), options))
-    except Exception as exc:
-        return CheckOutcome("error", _reason(exc, scenario, "double backward"))
-    return CheckOutcome("pass")
-
-
-def _second_mismatch(fn: Callable[..., Any], args: list[Any], n: int, output: int,
-                     index: int, options: CheckOptions) -> Mismatch | None:
-    """The block of backward's Jacobian gradgradcheck found wrong, with our own incoming
-    gradients (torch draws its own at random): None when it agrees with them."""
-    try:
-        (block,) = blocks(backward_of(fn, n), args, options.eps,
-                          pairs=[(output, differentiable(args)[index])])
-    except Exception:  # the Function's own code raised: the verdict stands, without numbers
-        return None
-    if disagreeing([block], options.atol, options.rtol) is None:
-        return None
-    return _mismatch(block, False, options, second=True)
-
-
-def backward_of(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
-    """(inputs…, grad_outputs…) -> the gradients backward gives the differentiable inputs,
-    with a graph of their own: the function gradgradcheck checks."""
-    def backward(*args: Any) -> tuple[Any, ...]:
-        xs, grad_outputs = args[:n], args[n:]
-        outs = as_tuple(fn(*xs))
-        outs = tuple(outs[k] for k in differentiable(outs))
-        wrt = [xs[i] for i in differentiable(xs)]
-        got = torch.autograd.grad(outs, wrt, grad_outputs, create_graph=True,
-                                  allow_unused=True)
-        return tuple(torch.zeros_like(x) if g is None else g
-                     for x, g in zip(wrt, got, strict=True))
-    return backward
-
-
-def _sampled_check(fn: Callable[..., Any], inputs: list[Any], options: CheckOptions,
-                   scenario: str, sample: int, second: bool = False) -> CheckOutcome:
-    """gradcheck's test (|analytical - numerical| <= atol + rtol * |numerical|) on `sample`
-    random coordinates of each input and output: memory and time stay bounded."""
-    try:
-        found = blocks(fn, inputs, options.eps, size=sample)
-    except Exception as exc:
-        return CheckOutcome("error", _reason(exc, scenario, "backward"))
-    n_in = sum(inputs[i].numel() for i in differentiable(inputs))
-    n_out = sum(o.numel() for o in as_tuple(fn(*inputs)) if floating(o))
-    k_in = len({(b.input, r) for b in found for r in b.rows})
-    k_out = len({(b.output, c) for b in found for c in b.cols})
-    counts = (k_in, n_in, k_out, n_out)
-    bad = disagreeing(found, options.atol, options.rtol)
-    if bad is None:
-        return CheckOutcome("pass", sampled=counts)
-    return CheckOutcome("fail", _disagree_text(bad.output, bad.input, second),
-                        _mismatch(bad, True, options, second), counts)
-
-
-def _sampled_text(first: CheckOutcome, size: int, options: CheckOptions,
-                  second: CheckOutcome | None = None) -> str | None:
-    """ "sampled (…): gradcheck 32/10,000 inputs × 32/10,000 outputs", or None."""
-    told = [f"{what} {k_in:,}/{n_in:,} inputs × {k_out:,}/{n_out:,} outputs"
-            for what, outcome in (("gradcheck", first), ("gradgradcheck", second))
-            if outcome is not None and outcome.sampled is not None
-            for k_in, n_in, k_out, n_out in [outcome.sampled]]
-    if not told:
-        return None
-    return (f"sampled at random (the Jacobian has {size:,} entries, over --max-jacobian "
-            f"{options.max_jacobian:,}): {', '.join(told)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0].rstrip(",") if str(exc).strip() \
-        else type(exc).__name__
-
-
-def _disagree_text(output: int, index: int, second: bool = False) -> str:
-    """Which Jacobian block disagrees with finite differences, in words."""
-    if second:
-        return (f"double backward: the derivative of gradient {output} with respect to input "
-                f"{index} (the inputs, then the incoming gradients) disagrees with finite "
-                "differences")
-    return (f"backward's Jacobian of output {output} with respect to input {index} "
-            "disagrees with finite differences")
-
-
-def _mismatch(b: Block, sampled: bool, options: CheckOptions,
-              second: bool = False) -> Mismatch:
-    """The Mismatch record of a block: worst entry, errors, the entries when few."""
-    diff = (b.numerical - b.analytical).abs()
-    size = b.numerical.abs()
-    worst = divmod(int(diff.argmax()), diff.shape[1]) if diff.numel() else (0, 0)
-    # gradcheck's own test; where |numerical| <= atol the absolute part decides it, and a
-    # relative error (3.4 against 1e-17) would be noise either way
-    bad = diff > options.atol + options.rtol * size
-    if not bool(bad.any()):
-        bad = diff > 0  # our differences agree where torch's did not: say what differs
-    near_zero = size <= options.atol
-    max_rel = None if bool((bad & near_zero).any()) or not bool(bad.any()) \
-        else float((diff[bad] / size[bad]).max())
-    small = diff.numel() <= TABLE_LIMIT
-    at = (float(b.numerical[worst]), float(b.analytical[worst])) if diff.numel() \
-        else (0.0, 0.0)
-    return Mismatch(b.output, b.input,
-                    b.numerical.tolist() if small else None,
-                    b.analytical.tolist() if small else None,
-                    float(diff.max()) if diff.numel() else 0.0, max_rel,
-                    (b.rows[worst[0]], b.cols[worst[1]]),
-                    tuple(b.rows) if sampled else None, tuple(b.cols) if sampled else None,
-                    "gradgradcheck" if second else "gradcheck", at,
-                    abs(at[0]) <= options.atol)
-
-
-# What a Function's backward did wrong, by the kind torch_compat.error_kind gives the error.
-_BACKWARD_MISTAKES = {
-    "wrong-count": "backward returns the wrong number of gradients",
-    "invalid-gradient": "backward returns a gradient of the wrong shape or type",
-    "needless-gradient": "backward returns a gradient for an input that needs none",
-}
-
-
-def _reason(exc: BaseException, scenario: str, where: str) -> str:
-    """A one-paragraph reason, with the scenario's file and line when it raised there."""
-    text = _first_line(exc)
-    meaning = _BACKWARD_MISTAKES.get(error_kind(text) or "")
-    if meaning is not None:
-        return f"{meaning}: {text}"
-    path = label_file(scenario)
-    line = scenario_line(path, exc)
-    at = f" at {path}:{line}" if line else ""
-    return f"{where} raised {type(exc).__name__}{at}: {text}"

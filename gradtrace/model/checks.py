@@ -29,6 +29,13 @@ class Mismatch:
     check: Literal["gradcheck", "gradgradcheck"] = "gradcheck"
     worst_values: tuple[float, float] = (0.0, 0.0)  # (numerical, analytical) at worst
     zero_numerical: bool = False  # the worst entry's numerical value is within atol of 0
+    # The shapes of the input and the output the block is of, to name elements by their
+    # position ([28, 17]) instead of their flat index (913); None where not known.
+    input_shape: tuple[int, ...] | None = None
+    output_shape: tuple[int, ...] | None = None
+    # At which inputs the check failed: the recorded values, or random ones (seeded) that
+    # find what the recorded values hide (a factor of 1.0 forgotten)
+    inputs: Literal["recorded", "random"] = "recorded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,9 @@ class CheckResult:
     mismatch: Mismatch | None = None
     sampled: str | None = None  # which coordinates were checked, when not all of them
     call: int = 0  # which of the scenario's Function calls (1-based; 0: not known)
+    # What the verdict rests on, besides it: which inputs were tried, what they may hide
+    notes: tuple[str, ...] = ()
+    backward: tuple[str, int] | None = None  # the file and line of `def backward`
 
     @property
     def ok(self) -> bool:

@@ -75,7 +75,10 @@ def check_table(results: tuple[CheckResult, ...], names: list[str] | None = None
         table.add_column(column, overflow="fold")
     for r, name in zip(results, names, strict=True):
         error = number(r.mismatch.max_abs) if r.mismatch else ""
-        notes = [r.message or "", *(f"smell: {s}" for s in r.smells), r.sampled or ""]
+        notes = [r.message or "", *(f"smell: {s}" for s in r.smells), r.sampled or "",
+                 *r.notes]
+        if not r.ok and r.backward is not None:
+            notes.append(f"backward: {where(r.backward)}")
         if r.from_float32 and r.gradcheck not in ("skipped", "timed out"):
             notes.append("checked in float64")
         note = "; ".join(n for n in notes if n)
@@ -96,17 +99,62 @@ def mismatch_view(r: CheckResult, name: str | None = None) -> RenderableType | N
     if m is None:
         return None
     head = Text()
+    inp, out = element_names(m, len(r.inputs))
     what = f"Jacobian of output {m.output} with respect to input {m.input}" \
         if m.check == "gradcheck" else \
-        (f"backward's Jacobian: gradient {m.output} with respect to input {m.input} (the "
-         "inputs, then the incoming gradients)")
-    head.append(f"{name or r.function}: {m.check}: {what}", style="bold")
+        f"backward's Jacobian: {out} with respect to {inp}"
+    at = " at random inputs" if m.inputs == "random" else ""
+    head.append(f"{name or r.function}: {m.check}{at}: {what}", style="bold")
     checked = " (sampled elements)" if m.rows is not None else ""
-    head.append(f"\nworst at input element {m.worst[0]}, output element {m.worst[1]}"
-                f"{checked}: {worst_text(m)}")
+    head.append(f"\nworst at {inp}{element_at(m.worst[0], m.input_shape)}, "
+                f"{out}{element_at(m.worst[1], m.output_shape)}{checked}: {worst_text(m)}")
+    if r.backward is not None:
+        called = f" (called at {r.scenario}:{r.line})" if r.line else ""
+        head.append(f"\nbackward: {where(r.backward)}{called}")
     if m.numerical is None:
         return Group(head, Text("(too large to list)", style="dim"))
     return Group(head, JacobianView(m))
+
+
+def where(place: tuple[str, int]) -> str:
+    """FILE:LINE."""
+    return f"{place[0]}:{place[1]}"
+
+
+def element_names(m: Mismatch, n_inputs: int) -> tuple[str, str]:
+    """What the block's rows and columns are: "input 0" and "output 0"; for gradgradcheck,
+    backward's: an input or an incoming gradient, and the gradient of an input."""
+    if m.check == "gradcheck":
+        return f"input {m.input}", f"output {m.output}"
+    by = f"input {m.input}" if m.input < n_inputs else f"incoming gradient {m.input - n_inputs}"
+    return by, f"the gradient for input {m.output}"
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The indices of an element of a tensor of that shape from its flat (row-major) index:
+    [28, 17] for 913 of [64, 32]."""
+    at = []
+    for size in reversed(shape):
+        flat, k = divmod(flat, size) if size else (flat, 0)
+        at.append(k)
+    return at[::-1]
+
+
+def position(flat: int, shape: tuple[int, ...] | None) -> str:
+    """An element's position in its tensor, "[28, 17]" for element 913 of a [64, 32] one (the
+    flat index where the shape is not known or the tensor is a scalar)."""
+    if not shape:
+        return str(flat)
+    return "[" + ", ".join(map(str, unravel(flat, shape))) + "]"
+
+
+def element_at(flat: int, shape: tuple[int, ...] | None) -> str:
+    """ " [28, 17] of [64, 32]", " (a scalar)", or " element 913" (shape not known)."""
+    if shape is None:
+        return f" element {flat}"
+    if not shape:
+        return " (a scalar)"
+    return f" {position(flat, shape)} of [{', '.join(map(str, shape))}]"
 
 
 def worst_text(m: Mismatch) -> str:
@@ -140,10 +188,12 @@ class JacobianView:
         rows = range(max(0, at[0] - SHOWN // 2), min(len(row_of), at[0] + SHOWN))
         cells = {c: [f"{number(m.numerical[i][c])} / {number(m.analytical[i][c])}"
                      for i in rows] for c in range(len(col_of))}
-        first = max(len("in \\ out"), *(len(str(row_of[i])) for i in rows))
+        row_label = {i: position(row_of[i], m.input_shape) for i in rows}
+        col_label = [position(c, m.output_shape) for c in col_of]
+        first = max(len("in \\ out"), *(len(row_label[i]) for i in rows))
 
         def width(c: int) -> int:
-            return max(len(f"{col_of[c]}"), *map(len, cells[c])) + 3  # padding and a rule
+            return max(len(col_label[c]), *map(len, cells[c])) + 3  # padding and a rule
 
         # the worst column, then its neighbours nearest first, while the table fits
         cols: list[int] = []
@@ -161,9 +211,9 @@ class JacobianView:
                       title=f"numerical / analytical{shown}", title_justify="left")
         table.add_column("in \\ out", no_wrap=True)
         for c in cols:
-            table.add_column(str(col_of[c]), justify="right", overflow="fold")
+            table.add_column(col_label[c], justify="right", overflow="fold")
         for k, i in enumerate(rows):
-            table.add_row(str(row_of[i]), *[
+            table.add_row(row_label[i], *[
                 Text(cells[c][k], style="bold red" if (i, c) == at else "") for c in cols])
         yield table
 
@@ -175,7 +225,9 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
         "inputs": list(r.inputs), "gradcheck": r.gradcheck,
         "gradgradcheck": r.gradgradcheck, "ok": r.ok, "message": r.message,
         "from_float32": r.from_float32, "smells": list(r.smells), "mismatch": None,
-        "outcome": r.outcome, "sampled": r.sampled, "call": r.call,
+        "outcome": r.outcome, "sampled": r.sampled, "call": r.call, "notes": list(r.notes),
+        "backward": None if r.backward is None else {"file": r.backward[0],
+                                                     "line": r.backward[1]},
     }
     if r.mismatch is not None:
         m = r.mismatch
@@ -189,8 +241,21 @@ def check_dict(r: CheckResult) -> dict[str, Any]:
                          "cols": None if m.cols is None else list(m.cols),
                          "check": m.check,
                          "worst_values": [json_float(v) for v in m.worst_values],
-                         "zero_numerical": m.zero_numerical}
+                         "zero_numerical": m.zero_numerical,
+                         "inputs": m.inputs,
+                         "input_shape": None if m.input_shape is None else list(m.input_shape),
+                         "output_shape": None if m.output_shape is None
+                         else list(m.output_shape),
+                         "worst_at": [_indices(m.worst[0], m.input_shape),
+                                      _indices(m.worst[1], m.output_shape)]}
     return d
+
+
+def _indices(flat: int, shape: tuple[int, ...] | None) -> list[int] | None:
+    """An element's position as a list of indices ([] for a scalar), None without a shape."""
+    if shape is None:
+        return None
+    return unravel(flat, shape)
 
 
 CHECK_SCHEMA = "gradtrace.check/1"
@@ -232,7 +297,8 @@ def to_junit(run: CheckRun) -> str:
             failure = ET.SubElement(case, "failure",
                                     message=f"gradcheck {r.gradcheck}, gradgradcheck "
                                     f"{r.gradgradcheck}: {reason}")
-            failure.text = "\n".join([reason, *r.smells])
+            backward = [] if r.backward is None else [f"backward: {where(r.backward)}"]
+            failure.text = "\n".join([reason, *r.smells, *backward, *r.notes])
     for broken in run.cannot_run:
         case = ET.SubElement(suite, "testcase", classname=broken.scenario, name="(scenario)")
         ET.SubElement(case, "error", message=broken.message)
