@@ -102,9 +102,8 @@ def not_optimized(fact: NotOptimized, home: str | None = None) -> Finding:
 
 def frozen_held(fact: FrozenHeld, home: str | None = None) -> Finding:
     names = fact.tensors
-    owners = sorted({name.rsplit(".", 1)[0] for name in names})
-    what = names[0] if len(names) == 1 else \
-        f"{len(names)} parameters of {', '.join(owners[:3])}{', …' if len(owners) > 3 else ''}"
+    shown = ", ".join(names[:2]) + (", …" if len(names) > 2 else "")
+    what = names[0] if len(names) == 1 else f"{len(names)} parameters ({shown})"
     by = f", frozen by {_at(fact.line, fact.code)}" if fact.line is not None else ""
     message = (f"the optimizer holds {what}{by}, which "
                f"{'does' if len(names) == 1 else 'do'} not require grad: "

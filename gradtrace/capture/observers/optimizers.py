@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -19,7 +18,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from ...compat.torch import is_dtensor, never_compiled
+from ...compat.torch import compiling, is_dtensor, never_compiled
 from ...extract.tensors import Named
 from ...model.facts import (
     ClipWithoutGradient,
@@ -28,15 +27,17 @@ from ...model.facts import (
     NotOptimized,
     StepWithoutGradient,
 )
-from ..naming.sharded import submodules
+from ..naming.setup_lines import (
+    Where,
+    attribute_line,
+    freezing_line,
+    names_in_containers,
+    on_purpose,
+)
 from .base import Observer, PassState, Recording
 
 # A backward's mark on the leaves it reached: [a step used them, its number, its line]
 Mark = list[Any]
-Where = tuple[int | None, str | None]  # a line of the code and its text
-_FREEZING = re.compile(r"requires_grad_\(\s*(False|requires_grad\s*=\s*False)\s*\)"
-                       r"|\.requires_grad\s*=\s*False|freeze\s*=\s*True|from_pretrained\(")
-_ON_PURPOSE = re.compile(r"freez|frozen|fine.?tun|backbone", re.IGNORECASE)
 
 
 class OptimizerUse(Observer):
@@ -118,8 +119,10 @@ class OptimizerUse(Observer):
 
     @never_compiled
     def _step_begins(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if compiling():
+            return
         params = [t for g in optimizer.param_groups for t in g["params"]]
-        closure = any(callable(a) for a in (*args, *kwargs.values()))
+        closure = _has_closure(args, kwargs)
         self._closure += closure
         self.steps += 1
         self.held.update(map(id, params))
@@ -145,14 +148,15 @@ class OptimizerUse(Observer):
 
     @never_compiled
     def _step_ended(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._closure and any(callable(a) for a in (*args, *kwargs.values())):
+        if self._closure and not compiling() and _has_closure(args, kwargs):
             self._closure -= 1
 
     def _building(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         @never_compiled
         def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
-            self._built.setdefault(id(optimizer), self.recorder.caller_line())
+            if not compiling():
+                self._built.setdefault(id(optimizer), self.recorder.caller_line())
             original(optimizer, *args, **kwargs)
         return __init__
 
@@ -161,7 +165,7 @@ class OptimizerUse(Observer):
         @functools.wraps(original)
         @never_compiled
         def zero_grad(owner: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._closure and self._pending:
+            if not self._closure and self._pending and not compiling():
                 self._reset(leaves_of(owner))
             return original(owner, *args, **kwargs)
         return zero_grad
@@ -181,6 +185,8 @@ class OptimizerUse(Observer):
         @functools.wraps(original)
         @never_compiled
         def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+            if compiling():
+                return original(parameters, *args, **kwargs)
             if not isinstance(parameters, torch.Tensor):
                 parameters = list(parameters)  # a generator, read once here
             leaves = [parameters] if isinstance(parameters, torch.Tensor) else parameters
@@ -199,7 +205,7 @@ class OptimizerUse(Observer):
         facts: list[Any] = []
         for where, marks in self._discarded.items():
             passes = {m[1] for m in marks}
-            if 2 * len(passes) >= self.backwards or len(passes) >= 2 * max(self.steps, 1):
+            if self.steps and 2 * len(passes) >= self.backwards:
                 facts.append(GradDiscarded(
                     *where, len(passes), self.backwards, self.steps,
                     self._before_step.get(where, 0), *self._pass_after[where],
@@ -224,77 +230,22 @@ class OptimizerUse(Observer):
         unnamed = {i: t for i, ref in self.reached.items() if i not in self.held
                    and i not in seen and isinstance(t := ref(), torch.nn.Parameter)}
         if unnamed:
-            loose.extend(_names_in_containers(objects, unnamed))
+            loose.extend(names_in_containers(objects, unnamed))
+        lines = self.recorder.script.lines
         facts: list[Any] = []
         if loose:
             built = next(iter(self.stepping), (None, None))
-            loose_names = tuple(loose)
-            facts.append(NotOptimized(loose_names, self.steps, *self._attached(loose_names, built),
-                                      *built))
+            facts.append(NotOptimized(tuple(loose), self.steps,
+                                      *attribute_line(lines, tuple(loose), built), *built))
         frozen = tuple(name for name, t in leaves
                        if id(t) in self.held and not t.requires_grad)
         if frozen:
-            line, code = self._freezing_line(frozen)
+            line, code = freezing_line(lines, frozen)
             facts.append(FrozenHeld(frozen, self.steps, line, code,
-                                    code is not None and _on_purpose(self.recorder, line)))
+                                    code is not None and on_purpose(lines, line)))
         return facts
 
-    def _attached(self, names: tuple[str, ...], built: Where) -> Where:
-        """The script's line that set the attribute the first of names hangs on (the list
-        of layers, the tensor; the head set again after the optimizer was built), if one
-        does."""
-        owner, _, rest = names[0].partition(".")
-        attribute = re.split(r"[.\[]", rest)[0] if rest else ""
-        if not attribute:
-            return None, None
-        assigned = re.compile(rf"\.{re.escape(attribute)}\s*(:[^=]+)?=[^=]")
-        lines = self.recorder.script.lines
-        found = [i for i, text in enumerate(lines, 1) if assigned.search(text)]
-        later = [i for i in found if built[0] is not None and i > built[0]]
-        line = (later or found or [0])[0]
-        return (line, lines[line - 1].strip()) if line else (None, None)
 
-    def _freezing_line(self, frozen: tuple[str, ...]) -> Where:
-        """The line of the script that most likely froze them: one that sets requires_grad
-        to False (or loads frozen weights), naming their module if one does."""
-        lines = self.recorder.script.lines
-        candidates = [i for i, text in enumerate(lines, 1) if _FREEZING.search(text)]
-        if not candidates:
-            return None, None
-        parts = {part for name in frozen for part in name.split(".")[1:-1]
-                 if not part.isdigit()}
-        best = next((i for i in candidates
-                     if any(re.search(rf"\b{re.escape(p)}\b", lines[i - 1]) for p in parts)),
-                    candidates[0])
-        return best, lines[best - 1].strip()
-
-
-def _names_in_containers(objects: Sequence[tuple[str, Any]], wanted: dict[int, Any]) -> list[str]:
-    """Names for the wanted parameters found in the plain lists, tuples and dicts a named
-    module keeps as attributes (`model.blocks[0].weight`), or under their class alone."""
-    found: dict[int, str] = {}  # in the order the modules hold them
-    for path, module in submodules(objects):
-        for attribute, value in vars(module).items():
-            items = value.items() if isinstance(value, dict) else \
-                enumerate(value) if isinstance(value, (list, tuple)) else ()
-            for key, item in items:
-                if isinstance(item, torch.nn.Module):
-                    for name, param in item.named_parameters():
-                        if id(param) in wanted:
-                            found.setdefault(id(param), f"{path}.{attribute}[{key!r}].{name}")
-    return [*found.values(), *(f"a {tuple(t.shape)} {type(t).__name__}"
-                               for i, t in wanted.items() if i not in found)]
-
-
-def _on_purpose(recorder: Recording, line: int | None) -> bool:
-    """Whether the code says it freezes on purpose: a word for it on the line (beyond
-    from_pretrained's default), in the two lines above, or in the enclosing function's name."""
-    lines = recorder.script.lines
-    if line is None:
-        return False
-    near = [text.replace("from_pretrained", "") for text in lines[max(0, line - 3):line]]
-    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
-    enclosing = next((text for text in reversed(lines[:line - 1]) if text.strip()
-                      and len(text) - len(text.lstrip()) < indent
-                      and text.lstrip().startswith("def ")), "") if indent else ""
-    return any(_ON_PURPOSE.search(text) for text in (*near, enclosing))
+def _has_closure(args: Any, kwargs: Any) -> bool:
+    """Whether an optimizer step was given a closure (L-BFGS: it runs backward itself)."""
+    return any(callable(a) for a in (*args, *kwargs.values()))
