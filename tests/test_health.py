@@ -308,3 +308,25 @@ def test_trace_findings_include_the_health_findings() -> None:
     grads = [[g(0.0), g(1.0)] for _ in range(3)]
     t = trace(grads, leaves=("a", "b"))
     assert [f.code for f in trace_findings(t) if f.code in HEALTH] == ["dead-parameter"]
+
+
+def test_a_loss_that_converges_above_zero_is_converged() -> None:
+    # an L-BFGS fit: the loss falls from 1.2 to 0.155 and stays; the gradient vanishes there
+    grads = [[g(1e-5 ** (p / 9))] for p in range(10)]
+    fitted = [1.2, 0.4, 0.2, 0.16, 0.156, 0.155, 0.155, 0.155, 0.155, 0.155]
+    assert step_findings(trace(grads, loss=fitted)) == []
+    negative = [-0.5, -0.9, -1.1, -1.15, -1.16, -1.16, -1.16, -1.16, -1.16, -1.16]
+    assert step_findings(trace(grads, loss=negative)) == []  # a negative log-likelihood
+    (f,) = step_findings(trace(grads, loss=[-1.0 + 0.001 * p for p in range(10)]))
+    assert (f.code, f.severity) == ("vanishing-gradient", "warning")
+
+
+def test_a_vanishing_module_while_the_loss_is_stuck_is_a_warning() -> None:
+    grads = deep(10, 1e-6)
+    leaves, modules = ("enc.weight", "enc.bias", "head.weight"), ("enc", "enc", "head")
+    (f,) = step_findings(trace(grads, leaves=leaves, modules=modules, loss=[0.69] * 10))
+    assert f.severity == "warning" and f.message.endswith("the loss did not converge "
+                                                          "(0.69 to 0.69)")
+    learning = [0.69 * 0.8 ** p for p in range(10)]
+    (f,) = step_findings(trace(grads, leaves=leaves, modules=modules, loss=learning))
+    assert f.severity == "info"

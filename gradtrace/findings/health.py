@@ -22,7 +22,7 @@ from .registry import DEAD_PARAMETER, EXPLODING_GRADIENT, GRAD_ACCUMULATING, VAN
 
 FACTOR = 1e4  # vanishing and exploding: a gradient ten thousand times too small or too large
 ACCUMULATING_RUN = 2  # kept passes in a row, after a step each: 3 passes without a reset
-LOSS_STALLED = 1e-2  # a loss that kept more than 1/100 of its first value did not converge
+LOSS_STALLED = 0.1  # a loss that fell by less than 1/10 of its first value did not converge
 MIN_PASSES = 2  # fewer backward passes than this: no health findings at all
 
 Column = Sequence[LeafStep | None]  # one leaf's .grad, pass by counted pass
@@ -199,8 +199,8 @@ def vanishing_from(norms: Norms, largest: Norms,
     """The first counted pass from which a module's gradient counts as vanished, and how:
     "share", below 1/FACTOR of the largest module's in more than half of the passes where it
     has a non-zero gradient (at least MIN_PASSES of them); or "fell", more than FACTOR-fold
-    from its first non-zero value to its last while the loss kept more than LOSS_STALLED of
-    its own (a gradient that shrinks as the loss converges is not vanishing)."""
+    from its first non-zero value to its last while the loss did not converge (a gradient
+    that shrinks as the loss converges is not vanishing, whatever value it converges to)."""
     present, low = low_share(norms, largest)
     if present < MIN_PASSES:
         return None
@@ -209,11 +209,17 @@ def vanishing_from(norms: Norms, largest: Norms,
             "share"
     a = next(k for k, x in enumerate(norms) if x > 0)
     b = len(norms) - 1 - next(k for k, x in enumerate(reversed(norms)) if x > 0)
-    la, lb = loss[a], loss[b]
-    if norms[b] * FACTOR < norms[a] and la is not None and lb is not None and la > 0 \
-            and lb >= LOSS_STALLED * la:
+    if norms[b] * FACTOR < norms[a] and stalled(loss[a], loss[b]):
         return next(k for k in range(a, b + 1) if 0 < norms[k] * FACTOR < norms[a]), "fell"
     return None
+
+
+def stalled(first: float | None, last: float | None) -> bool:
+    """Whether a loss did not converge from first to last: it fell by less than LOSS_STALLED
+    of its first value's size (a negative log-likelihood too), or rose (False: unknown)."""
+    if first is None or last is None or not math.isfinite(first) or not math.isfinite(last):
+        return False
+    return last > first - LOSS_STALLED * abs(first)
 
 
 def vanishing(loop: Loop, norms: dict[str, Norms], largest: Norms) -> list[Finding]:
@@ -238,9 +244,14 @@ def vanishing(loop: Loop, norms: dict[str, Norms], largest: Norms) -> list[Findi
                 "the loss did not converge")
     who = name if name == module else f"{name} and the rest of {module}"
     more = f"; {len(found)} modules in all: {_names(list(found))}" if len(found) > 1 else ""
+    known = [x for x in loop.loss if x is not None]
+    stuck = how == "fell" or (len(known) >= MIN_PASSES and stalled(known[0], known[-1]))
+    if stuck:  # not meant: the run does not learn
+        more += (f"; the loss did not converge ({_n(known[0])} to {_n(known[-1])})"
+                 if how == "share" else "")
     return [VANISHING_GRADIENT.finding(
         f"{what}: {who} barely learn{'s' if name == module else ''}{more}", tensor=name,
-        line=loop.lines[k],
+        line=loop.lines[k], severity="warning" if stuck else None,
         hint="saturating activations (sigmoid, tanh) or many layers between it and the loss: "
              "use ReLU/GELU, normalisation layers, residual connections, or a better "
              "initialisation")]
@@ -312,9 +323,10 @@ def _first_non_finite(loop: Loop) -> tuple[int, int] | None:
 
 
 def _nan_hint(earlier: Sequence[Finding]) -> str | None:
-    for code, what in (("nan-gradient", "names the node where the first non-finite gradient "
-                                        "is born"),
-                       ("nan-value", "names the forward op that made the first NaN or Inf")):
+    # the forward's birth first: a NaN made in the forward makes the gradients NaN
+    for code, what in (("nan-value", "names the forward op that made the first NaN or Inf"),
+                       ("nan-gradient", "names the node where the first non-finite gradient "
+                                        "is born")):
         f = next((f for f in earlier if f.code == code), None)
         if f is not None:
             return f"the {code} finding ({f.message.split(':', 1)[0]}) {what}: fix it there"

@@ -111,8 +111,11 @@ GRAPH_FREED = declare(
     "retain_graph=True when two backwards over one graph are meant.")
 NAN_VALUE = declare(
     "nan-value", "error", "where the first NaN or Inf value appears in the forward",
-    "The first named tensor, in binding order, with non-finite values whose inputs are "
-    "finite: the op and line that produced them, not the ones that passed them on.")
+    "The first op whose output is not finite while its inputs are: read off the values saved "
+    "for backward at the first pass whose loss is not finite (or at the stop, for a loss no "
+    "backward ran from), its line and module even for an unnamed tensor inside forward(); or "
+    "the parameter or data that held it already. Else the first named tensor with non-finite "
+    "values whose named inputs are finite.")
 GRAPH_CUT = declare(
     "graph-cut", "error", "a root or tensor lost requires_grad on the way",
     "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
@@ -129,7 +132,8 @@ GRAD_ACCUMULATING = declare(
 VANISHING_GRADIENT = declare(
     "vanishing-gradient", "info", "a module's gradient is 10,000 times too small",
     "Below 1e-4 of the largest module's in most passes, or fallen 1e4-fold over the run while "
-    "the loss did not converge: the module barely learns (info: small can be meant).")
+    "the loss did not converge (fell by less than a tenth): the module barely learns; info "
+    "when small can be meant, a warning when the loss did not converge.", also=("warning",))
 EXPLODING_GRADIENT = declare(
     "exploding-gradient", "warning", "a gradient grew 10,000-fold or became non-finite",
     "A module's gradient norm passed 1e4 times the largest of the first pass, or a .grad "
