@@ -166,6 +166,15 @@ FROZEN_IN_OPTIMIZER = declare(
     "They never get a gradient, so they never change: a requires_grad_(False) or "
     "from_pretrained(freeze=True) left in; info when the code says it freezes them on "
     "purpose (a frozen backbone).", also=("info",))
+LEAF_COPIED = declare(
+    "leaf-copied", "warning", "a tensor meant as a leaf is a copy of one",
+    "Its line asks for requires_grad=True, then converts what it made (.double(), "
+    ".to(device)): the name holds the copy, a non-leaf whose .grad stays None; the gradient "
+    "goes to the unnamed leaf before it.")
+GRAPH_KEPT = declare(
+    "graph-kept", "warning", "a running total keeps every step's graph",
+    "A name that adds each backward pass's loss to itself with its graph (total_loss += "
+    "loss): every step's graph stays in memory, which grows with the steps.")
 
 # What the steps of a loop say about its gradients' health (`gradtrace steps` lists them).
 STEP_CODES = frozenset(c.name for c in (GRAD_ACCUMULATING, VANISHING_GRADIENT,

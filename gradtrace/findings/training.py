@@ -8,6 +8,8 @@ from ..model.facts import (
     ClipWithoutGradient,
     FrozenHeld,
     GradDiscarded,
+    GraphKept,
+    LeafCopied,
     NotOptimized,
     StepWithoutGradient,
 )
@@ -16,6 +18,8 @@ from .registry import (
     CLIP_WITHOUT_GRADIENT,
     FROZEN_IN_OPTIMIZER,
     GRAD_DISCARDED,
+    GRAPH_KEPT,
+    LEAF_COPIED,
     NOT_OPTIMIZED,
     STEP_WITHOUT_GRADIENT,
 )
@@ -120,3 +124,25 @@ def frozen_held(fact: FrozenHeld, home: str | None = None) -> Finding:
         hint="if they should train, remove the requires_grad_(False) (or pass freeze=False "
              "to from_pretrained); if they are frozen on purpose, give the optimizer only the "
              "trained parameters")
+
+
+def leaf_copied(fact: LeafCopied, home: str | None = None) -> Finding:
+    name = fact.tensor
+    return LEAF_COPIED.finding(
+        f"{name} is not a leaf: line {fact.line} `{fact.code}` made a leaf with "
+        f"requires_grad=True, then .{fact.method}() copied it ({fact.node_type}); {name} holds "
+        f"the copy, so {name}.grad stays None and the gradient goes to the unnamed leaf",
+        tensor=name, line=fact.line,
+        hint=f"make it in the dtype and device it needs, then ask for gradients: e.g. "
+             f"`torch.randn(..., dtype=torch.float64, device=device, requires_grad=True)`, or "
+             f"call .requires_grad_() after .{fact.method}()")
+
+
+def graph_kept(fact: GraphKept, home: str | None = None) -> Finding:
+    name, root = fact.tensor, fact.root
+    return GRAPH_KEPT.finding(
+        f"line {fact.line} `{fact.code}` adds {root} with its graph to {name} in each of "
+        f"{fact.passes} backward passes: {name} keeps every step's graph (and its saved "
+        "tensors) alive, so memory grows with the steps",
+        tensor=name, line=fact.line,
+        hint=f"add the number instead: `{name} += {root}.item()` (or `{root}.detach()`)")

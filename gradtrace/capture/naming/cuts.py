@@ -21,18 +21,22 @@ Statements = list[Statement]
 
 def pass_cuts(passes: Sequence[RawPass], lines: list[str],
               statements: Callable[[], Statements]) -> list[PassCut]:
-    """For each pass whose root had no graph ("does not require grad"): the line that lost
-    it, from the statements that ran."""
-    found = []
+    """For each pass whose root had no graph ("does not require grad"), or was a leaf a
+    line made from another tensor's values (`torch.tensor(loss.item(), requires_grad=True)`:
+    backward reaches nothing): the line that lost it, from the statements that ran. Said
+    once per root and line."""
+    found: dict[tuple[str, int], PassCut] = {}
     for number, p in enumerate(passes, 1):
-        if p.error_kind not in ("no-grad-fn", "needs-no-grad"):
+        rebuilt = p.error is None and bool(p.roots) and all(r is None for r in p.roots)
+        if p.error_kind not in ("no-grad-fn", "needs-no-grad") and not rebuilt:
             continue
         for name in dict.fromkeys(n for n in p.root_names if n):
-            cut = graph_cut(name, statements())
+            cut = graph_cut(name, statements(), from_values=rebuilt)
             if cut is not None:
                 line, why = cut
-                found.append(PassCut(number, name, line, lines[line - 1].strip(), why))
-    return found
+                found.setdefault((name, line),
+                                 PassCut(number, name, line, lines[line - 1].strip(), why))
+    return list(found.values())
 
 
 def place_leaf_findings(trace: Trace, path: str, lines: list[str],
