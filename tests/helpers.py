@@ -190,6 +190,7 @@ STOPS = frozenset({
     "explained/eval_then_backward.py", "explained/gan_shared_fake.py",
     "explained/inplace_after_save.py", "explained/inplace_augmented.py",
     "explained/inplace_in_forward.py",
+    "bugs/nan_raise_on_loss.py",  # raises at its first NaN loss, as its python run does
 })
 
 

@@ -181,8 +181,10 @@ def test_no_graph_cites_only_lines_that_ran(tmp_path: Path) -> None:
 
 def test_the_first_non_finite_value_names_its_producer_and_line() -> None:
     (found,) = [f for f in findings(EXPLAINED / "log_of_zero.py") if f["code"] == "nan-value"]
-    assert found["message"] == ("y (made by LogBackward0 at line 8 `y = torch.log(h)`) is the "
-                                "first named tensor with Inf values; its inputs h are finite")
+    assert found["message"] == ("pass 1: loss is Inf, and its first Inf was made in the "
+                                "forward at line 8 `y = torch.log(h)` (LogBackward0, y), of "
+                                "finite inputs")
+    assert found["node"] == "n1"
     assert (found["tensor"], found["line"]) == ("y", 8)
     assert found["hint"].startswith("log(0) is -inf")
 
@@ -192,7 +194,9 @@ def test_nan_data_is_told_at_its_leaf(tmp_path: Path) -> None:
     path.write_text("import torch\nx = torch.tensor([1.0, float('nan')], requires_grad=True)\n"
                     "y = (x * 2).sum()\n")
     (found,) = [f for f in findings(path) if f["code"] == "nan-value"]
-    assert found["message"].startswith("x holds NaN values from the start")
+    assert found["message"] == ("pass 1: y is NaN, and its NaN was in x from the start (a "
+                                "leaf: the data it was made from)")
+    assert found["tensor"] == "x"
 
 
 def cut(path: Path) -> dict:

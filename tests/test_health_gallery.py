@@ -13,6 +13,7 @@ from helpers import GALLERY_FINDINGS, SCENARIOS, UNDER_TORCHRUN, shared_invoke
 HEALTH = ("grad-accumulating", "vanishing-gradient", "exploding-gradient", "dead-parameter")
 OWN = {GALLERY_FINDINGS[code][0]: code for code in HEALTH}
 OWN["bugs/accumulation_forgot_zero_grad.py"] = "grad-accumulating"  # in an accumulation loop
+OWN["bugs/nan_masked_mean.py"] = "exploding-gradient"  # its .grad turns NaN at pass 5
 SCRIPTS = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
                  if UNDER_TORCHRUN not in p.parts)
 

@@ -220,9 +220,9 @@ LOG_OF_ZERO = SCENARIOS / "explained" / "log_of_zero.py"
 def test_the_page_carries_the_findings_and_the_marks(tmp_path: Path) -> None:
     data, svg = parts(page(LOG_OF_ZERO, tmp_path, "--grads").read_text())
     codes = [(f["severity"], f["code"], f["box"], f["where"]) for f in data["findings"]]
-    assert codes == [("error", "nan-gradient", "n1", "log_of_zero.py:8"),
-                     ("error", "nan-value", "n1", "log_of_zero.py:8")]
-    assert data["findings"][0]["hint"].startswith("log has an infinite derivative")
+    assert codes == [("error", "nan-value", "n1", "log_of_zero.py:8"),
+                     ("error", "nan-gradient", "n1", "log_of_zero.py:8")]
+    assert data["findings"][1]["hint"].startswith("log has an infinite derivative")
     assert data["boxes"]["n1"]["mark"] == {"level": "born",
                                            "note": "⚠ first NaN/Inf gradient and value here"}
     assert data["boxes"]["n2"]["mark"]["level"] == "carries"
@@ -246,7 +246,7 @@ def test_clicking_a_finding_selects_its_node_in_chromium(browser: Any, tmp_path:
     assert tab.locator("#gt-findings").is_visible()
     assert tab.inner_text("#gt-findings-title") == "findings (2)"
     first = tab.locator("#gt-findings-list button").first
-    assert "[nan-gradient]" in first.inner_text() and "hint: log has" in first.inner_text()
+    assert "[nan-value]" in first.inner_text() and "hint: log(0) is" in first.inner_text()
     assert tab.locator("#gt-panel").is_hidden()
     first.click()
     assert tab.get_attribute("g.node#n1", "class") == "node gt-selected"

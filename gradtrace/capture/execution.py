@@ -67,9 +67,19 @@ def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str]
                                      LATE_HINT, line), [])
     except BaseException as exc:  # what the scenario raised, of any kind (in backward() too:
         # python stops there as well, so gradtrace does, and says so)
+        raised_in(names, exc)
         return Outcome(scenario_error(path, lines, exc), [],
                        failed_call=exc is recorder.failed)
     return Outcome(None, returned)
+
+
+def raised_in(names: ScenarioNames, exc: BaseException) -> None:
+    """Name the tensors of the code's frames where exc was raised, as they were then: a
+    function's locals were last named at its latest pass, the step before (a loop that
+    raises at its first NaN loss shows that loss)."""
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    if frames:
+        names.look(frames[-1])
 
 
 def _script(target: Target, code: CodeType, module: ModuleType,

@@ -39,6 +39,7 @@ from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors
 from .naming.statements import statements_run, why_no_root
 from .naming.where import scenario_line
+from .observers.births import NonFiniteBirths
 from .observers.optimizers import OptimizerUse
 from .observers.profile import Profile
 from .observers.saved import SavedTensors
@@ -101,6 +102,14 @@ class CaptureSession:
             return None
         return self.line_log.library_source_of(node)
 
+    def module_of(self, node: Any) -> str | None:
+        """The dotted path of the named nn.Module whose forward made node (None: a forward
+        not followed, or a module no name reaches)."""
+        owner = self.tracker.owner.get(id(node))
+        if owner is None or owner[0] is not node:
+            return None
+        return module_objects(self.names.merged().items()).get(id(owner[1]))
+
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
@@ -145,6 +154,9 @@ class CaptureSession:
             facts.append(Stopped(stopped.message, stopped.hint, stopped.line))
         if recorder.gate.capped is not None:
             facts.append(recorder.gate.capped)
+        # where a NaN or Inf of a named tensor no pass told was born (a loop that raised at
+        # its first NaN loss)
+        recorder.observer(NonFiniteBirths).at_end(named, stopped is not None)
         if outputs and not recorder.passes and self.options.saved:
             # no pass read the graph's saved tensors: what the trace reads, its facts say
             recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)

@@ -15,7 +15,7 @@ from ..findings.located import located
 from ..findings.passes import pass_findings
 from ..findings.recorded import findings_of
 from ..gcpause import gc_paused
-from ..model.facts import Detached, Fact, SavedChanged, Stopped
+from ..model.facts import Detached, Fact, NonFiniteBorn, SavedChanged, Stopped
 from ..model.records import (
     BACKWARD_HOOK_NODE,
     LEAF,
@@ -61,10 +61,15 @@ def build_trace(c: Captured) -> Trace:
         # nodes are (for a big graph, the two together were the peak of memory)
         graphs: dict[int, int] = {}  # signature -> its number, in the order first run
         twin_walks: dict[int, list[Any]] = {}  # id(shown pass) -> its walk: walked once
-        trace_passes = tuple(
-            _pass_record(p, *_placed(p, shown, node_ids, twin_walks),
-                         graphs.setdefault(p.signature, len(graphs)))
-            for p in c.passes)
+        trace_passes: list[Pass] = []
+        carried: dict[int, frozenset[str]] = {}  # pass number -> its nodes whose forward
+        # values were not finite
+        for number, p in enumerate(c.passes, 1):
+            ids, roots = _placed(p, shown, node_ids, twin_walks)
+            if p.carriers:
+                carried[number] = _carriers(p, ids)
+            trace_passes.append(_pass_record(p, ids, roots,
+                                             graphs.setdefault(p.signature, len(graphs))))
         for twin_walk in twin_walks.values():
             release(twin_walk)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
@@ -85,8 +90,8 @@ def build_trace(c: Captured) -> Trace:
             tensors=tuple(tensor_info(name, t, node_ids, c.grad_before.get(name), reached,
                                       detached.get(name), name in filled)
                           for name, t in named),
-            passes=trace_passes,
-            findings=(*findings_of((_with_module(f, c.modules) for f in c.facts
+            passes=tuple(trace_passes),
+            findings=(*findings_of((_with_module(f, c.modules, node_ids) for f in c.facts
                                     if not isinstance(f, Stopped)), c.scenario),
                       *pass_findings(c.passes, c.facts),
                       *findings_of(Detached(name, source) for name, source in detached.items())),
@@ -102,15 +107,26 @@ def build_trace(c: Captured) -> Trace:
         release(order)
     lost = unreached(trace)
     found = trace_findings(trace, c.updated, c.handed, c.reduced,
-                           _waiting(named, trace, lost, set(detached.values())) if lost else {})
+                           _waiting(named, trace, lost, set(detached.values())) if lost else {},
+                           carried=carried)
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
 
 
-def _with_module(fact: Fact, modules: dict[int, str]) -> Fact:
-    """A saved tensor's fact told the module whose forward made its node."""
+def _with_module(fact: Fact, modules: dict[int, str], node_ids: NodeIds) -> Fact:
+    """A saved tensor's fact told the module whose forward made its node; a NaN's birth
+    told its node's id, when the graph shown holds that node."""
     if isinstance(fact, SavedChanged) and fact.module is None:
         return fact._replace(module=modules.get(fact.node))
+    if isinstance(fact, NonFiniteBorn):
+        return fact._replace(box=next((node_ids.ids[i] for node, i in node_ids.index.items()
+                                       if id(node) == fact.node), None))
     return fact
+
+
+def _carriers(p: RawPass, ids: NodeIds) -> frozenset[str]:
+    """The ids of the nodes of p's flow whose saved values were not finite."""
+    return frozenset(ids.of(r.node) for r in p.flow.values()
+                     if id(r.node) in p.carriers and r.node in ids)
 
 
 def _marked(c: Captured, order: list[Any], nodes: list[Node]) -> list[Node]:

@@ -54,6 +54,9 @@ class RawPass:
     # .grad changes summarised as the pass ended, not read yet: (name, before, after)
     pending_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     row: int | None = None  # its row of the steps' statistics (None: none was made)
+    # id() of the nodes whose values saved for backward were not finite, read as it began
+    # (only when its root was not finite): what their gradients carry came from the forward
+    carriers: set[int] = field(default_factory=set)
 
 
 @dataclass

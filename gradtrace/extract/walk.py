@@ -164,6 +164,30 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     return tuple(out)
 
 
+def saved_values(node: Any) -> list[torch.Tensor]:
+    """The tensors themselves that a node saved for backward (unpacked: a saved input carries
+    its producer as .grad_fn, a saved output this node); those that cannot be read (freed by
+    a backward, changed in place) are left out. Reading runs any saved_tensors_hooks unpack
+    hook, as backward would: callers leave out nodes that recompute (checkpointing)."""
+    names: tuple[str, ...] = ("saved_tensors",)
+    if not is_function_node(node):
+        attrs = _SAVED_ATTRS.get(type(node))
+        if attrs is None:
+            attrs = _SAVED_ATTRS[type(node)] = saved_attributes(node)
+        names = tuple(attr for attr, _ in attrs)
+    found: list[torch.Tensor] = []
+    for attr in names:
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:  # freed or changed in place: its value is not there to read
+            continue
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(t for t in value if isinstance(t, torch.Tensor))
+    return found
+
+
 SavedCache = dict[Any, tuple[SavedTensor, ...]]  # by node (autograd nodes hash by identity)
 
 

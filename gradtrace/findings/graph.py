@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model.gradients import hook_replaced, same_gradient
+from ..model.labels import line_at
 from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
@@ -47,19 +48,35 @@ FORWARD_CAUSES = {
     "PowBackward0": "a negative base to a fractional power is NaN; 0 to a negative power inf",
     "ReciprocalBackward0": "1/0 is inf",
     "RsqrtBackward0": "rsqrt(0) is inf, of a negative number NaN",
+    # more ops that make NaN or Inf of finite numbers (where a forward's NaN is born)
+    "DivBackward1": "division by zero: x/0 is inf, 0/0 NaN",
+    "DivBackward2": "division by zero: x/0 is inf, 0/0 NaN",
+    "Log2Backward0": "log2(0) is -inf and the log of a negative number NaN",
+    "Log10Backward0": "log10(0) is -inf and the log of a negative number NaN",
+    "Log1PBackward0": "log1p(-1) is -inf, and below -1 NaN",
+    "PowBackward1": "a negative base to a fractional power is NaN; 0 to a negative power inf",
+    "PowBackward2": "a negative base to a fractional power is NaN; 0 to a negative power inf",
+    "AcosBackward0": "acos outside [-1, 1] is NaN",
+    "AsinBackward0": "asin outside [-1, 1] is NaN",
+    "MaskedFillBackward0": "masked_fill wrote a non-finite value (-inf, for a mask): a row "
+                           "masked everywhere makes softmax NaN",
 }
 
 
 def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
                    handed: frozenset[str] = frozenset(),
                    reduced: dict[str, tuple[int, bool]] | None = None,
-                   waiting: dict[str, tuple[str, ...]] | None = None) -> list[Finding]:
+                   waiting: dict[str, tuple[str, ...]] | None = None,
+                   carried: dict[int, frozenset[str]] | None = None) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
     the run; handed: those given to torch.autograd.functional, which differentiates copies;
     reduced: those DistributedDataParallel averages: over how many ranks, and whether it
     waits for their gradients; waiting: those a named tensor no pass ran from uses, with
-    the topmost such tensors)."""
-    nan = [*nan_origins(trace), *nan_values(trace)]
+    the topmost such tensors; carried: by pass, the nodes whose saved forward values were
+    not finite)."""
+    # where capture found the forward's NaN born (a fact), the named tensors add nothing
+    born = [f for f in trace.findings if f.code == NAN_VALUE.name]
+    nan = [*nan_origins(trace, carried), *([] if born else nan_values(trace))]
     lost = [name for name in unreached(trace) if name not in handed]
     reduced = reduced or {}
     waited = {name for name, (_, waits) in reduced.items() if waits}
@@ -71,7 +88,8 @@ def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
             *updated_copies(trace, [n for n in lost if n in updated]),
             *hook_changes(trace), *module_hook_changes(trace),
             *changed_after(trace, reduced), *nan,
-            *(f for f in step_findings(trace, nan) if not _unheld(f, trace.findings))]
+            *(f for f in step_findings(trace, [*born, *nan])
+              if not _unheld(f, trace.findings))]
 
 
 def _unheld(finding: Finding, earlier: Sequence[Finding]) -> bool:
@@ -97,7 +115,7 @@ def nan_values(trace: Trace) -> list[Finding]:
         if t.value is None or t.value.finite:
             continue
         kind = "NaN" if t.value.norm != t.value.norm else "Inf"
-        if t.node is None or t.is_leaf:
+        if t.is_leaf:
             if trace.steps is not None and any(trace.steps.optimizer_steps):
                 # values read at the end of the run: an optimizer may have written them
                 return [NAN_VALUE.finding(
@@ -106,8 +124,9 @@ def nan_values(trace: Trace) -> list[Finding]:
                     tensor=t.name)]
             return [NAN_VALUE.finding(f"{t.name} holds {kind} values from the start (a leaf: "
                                       "the data it was made from)", tensor=t.name)]
-        node = nodes.get(t.node)
-        named_inputs = [by_node[src] for src in inputs.get(t.node, ()) if src in by_node]
+        # a tensor whose node the graph does not show (made after the last pass): no inputs
+        node = None if t.node is None else nodes.get(t.node)
+        named_inputs = [by_node[src] for src in inputs.get(t.node or "", ()) if src in by_node]
         if any((v := values[n]) is not None and not v.finite for n in named_inputs):
             continue  # passed on from an input: its producer comes first or is unnamed
         made = "" if node is None else f" (made by {node.type}" + (
@@ -305,13 +324,15 @@ def _finite(g: GradSummary | None) -> bool:
     return g is None or g.finite
 
 
-def nan_origins(trace: Trace) -> list[Finding]:
+def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
+                ) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
     a non-finite one; a loop's later passes that repeat the same origin are told in the
-    first one's finding, not one by one."""
+    first one's finding, not one by one (carried: by pass, the nodes whose saved forward
+    values were not finite: what they send carries the forward's NaN)."""
     first: dict[str | None, Finding] = {}  # the origin node -> its first pass's finding
     again: dict[str | None, list[int]] = {}  # … and the passes that repeat it
-    for number, found in _each_pass_nan_origin(trace):
+    for number, found in _each_pass_nan_origin(trace, carried or {}):
         if found.node in first:
             again[found.node].append(number)
         else:
@@ -321,7 +342,8 @@ def nan_origins(trace: Trace) -> list[Finding]:
             for node, f in first.items()]
 
 
-def _each_pass_nan_origin(trace: Trace) -> list[tuple[int, Finding]]:
+def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
+                          ) -> list[tuple[int, Finding]]:
     """(pass number, finding) for each pass whose gradients turned non-finite."""
     findings: list[tuple[int, Finding]] = []
     for i, p in enumerate(trace.passes, 1):
@@ -334,7 +356,9 @@ def _each_pass_nan_origin(trace: Trace) -> list[tuple[int, Finding]]:
                 break
             bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
             if bad:
-                findings.append((i, _nan_finding(i, p, node_id, bad, trace)))
+                findings.append((i, _forward_nan(i, p, node_id, bad, trace)
+                                 if node_id in carried.get(i, ()) else
+                                 _nan_finding(i, p, node_id, bad, trace)))
                 break
     return findings
 
@@ -351,6 +375,35 @@ def _around(trace: Trace, ids: set[str]) -> tuple[dict[str, Node], dict[str, lis
 
 
 def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) -> Finding:
+    node, named, sent, to = _nan_sent(i, p, node_id, bad, trace)
+    return NAN_GRADIENT.finding(
+        f"pass {i}: the first non-finite gradient is born at {node.type}{named} ({node.id}): "
+        f"it received finite gradients and sent {sent} to {to}",
+        tensor=node.tensor, node=node.id,
+        hint=NAN_CAUSES.get(node.type, "its local derivative is infinite or undefined at "
+                                       "this input"),
+    )
+
+
+def _forward_nan(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) -> Finding:
+    """The first non-finite gradient of a pass sent by a node whose saved forward values
+    were not finite: it passes on the forward's NaN; its derivative is not at fault."""
+    node, named, sent, to = _nan_sent(i, p, node_id, bad, trace)
+    born = next((f for f in trace.findings if f.code == NAN_VALUE.name), None)
+    where = "" if born is None or born.line is None else \
+        f" at {line_at(born.file or '', born.line, trace.scenario)}"
+    return NAN_GRADIENT.finding(
+        f"pass {i}: the first non-finite gradient comes out of {node.type}{named} "
+        f"({node.id}): it received finite gradients and sent {sent} to {to}, because the "
+        "forward values it saved were already NaN or Inf: the NaN came from the forward, "
+        "not from its derivative", tensor=node.tensor, node=node.id,
+        hint=f"fix the forward where the NaN was born{where} (the nan-value finding); this "
+        "op only carries it")
+
+
+def _nan_sent(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace
+              ) -> tuple[Node, str, str, str]:
+    """The node, `(its tensor, line N)`, what it sent that was not finite, and to whom."""
     nodes, inputs = _around(trace, {node_id})
     node = nodes[node_id]
     around = [f"[{e.dst_input}] {node_title(nodes[e.src])}"
@@ -358,10 +411,4 @@ def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) ->
     sent = ", ".join(grad_text(p.flow[node.id].grad_inputs[k]) for k in bad)
     about = [f for f in (node.tensor, node.source and f"line {node.source.line}") if f]
     named = f" ({', '.join(about)})" if about else ""
-    return NAN_GRADIENT.finding(
-        f"pass {i}: the first non-finite gradient is born at {node.type}{named} ({node.id}): "
-        f"it received finite gradients and sent {sent} to {', '.join(around) or 'its inputs'}",
-        tensor=node.tensor, node=node.id,
-        hint=NAN_CAUSES.get(node.type, "its local derivative is infinite or undefined at "
-                                       "this input"),
-    )
+    return node, named, sent, ", ".join(around) or "its inputs"

@@ -18,6 +18,7 @@ from ..model.facts import (
     GradDiscarded,
     GraphFreed,
     LeafCut,
+    NonFiniteBorn,
     NoRoot,
     NotOptimized,
     PassCut,
@@ -28,7 +29,7 @@ from ..model.facts import (
 )
 from ..model.labels import line_at
 from ..model.records import Finding
-from . import training
+from . import births, training
 from .registry import (
     DETACHED,
     GRADCHECK,
@@ -218,4 +219,5 @@ _PHRASED: dict[type, Callable[[Any, str | None], Finding]] = {
     ClipWithoutGradient: training.clip_without_gradient,
     NotOptimized: training.not_optimized,
     FrozenHeld: training.frozen_held,
+    NonFiniteBorn: births.born,
 }

@@ -168,6 +168,29 @@ class FrozenHeld(NamedTuple):
     on_purpose: bool  # the code says it freezes them on purpose
 
 
+class NonFiniteBorn(NamedTuple):
+    """Where the first NaN or Inf of a forward was made, read off the values its graph saved
+    for backward when a root (the loss) was not finite: the op that made it of finite inputs,
+    or a parameter or an input that held it already."""
+
+    number: int | None  # the pass whose root was not finite (None: a named tensor no
+    # backward ran from, at the end of the run)
+    root: str | None  # that root's name
+    root_kind: Literal["NaN", "Inf"]
+    kind: Literal["NaN", "Inf"]  # what the op made
+    origin: Literal["op", "parameter", "input"]  # input: one without grad (data)
+    node_type: str  # the op (for a parameter its AccumulateGrad, for an input its user)
+    made: Source | None  # the line that made the op (in the code's own files)
+    library: Source | None  # the line of a library's model code below it, if one did
+    module: str | None  # the nn.Module whose forward made it
+    tensor: str | None  # the named tensor it made, or the parameter
+    certain: bool  # every input of the op was read, and finite
+    stopped: bool  # the code stopped (raised) with the root not finite
+    after: int  # how many passes ran before it (none: a leaf held it from the start)
+    node: int = 0  # id() of the node (held until the trace is built)
+    box: str | None = None  # its node id in the trace's graph, when that shows it
+
+
 Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
         | LeafCut | CodeCut | Detached | GradDiscarded | StepWithoutGradient
-        | ClipWithoutGradient | NotOptimized | FrozenHeld)
+        | ClipWithoutGradient | NotOptimized | FrozenHeld | NonFiniteBorn)

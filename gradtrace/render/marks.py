@@ -51,8 +51,8 @@ def non_finite_nodes(trace: Trace, shown: Pass | None) -> dict[str, Mark]:
                 carry(node_id, "gradient")
     marks = {node: Mark("carries", "NaN/Inf " + " and ".join(sorted(whats, reverse=True)))
              for node, whats in carries.items() if whats}
-    marks.update({node: Mark("born", "⚠ first NaN/Inf " + " and ".join(whats) + " here")
-                  for node, whats in born.items() if whats})
+    marks.update({node: Mark("born", "⚠ first NaN/Inf " + " and ".join(sorted(whats))
+                             + " here") for node, whats in born.items() if whats})
     return marks
 
 

@@ -27,6 +27,9 @@ class Host(Protocol):
     def library_source_of(self, node: Any) -> Source | None:
         """The line of a library's model code that made node, below source_of's."""
 
+    def module_of(self, node: Any) -> str | None:
+        """The dotted path of the nn.Module whose forward made node, when known now."""
+
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
 

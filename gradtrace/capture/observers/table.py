@@ -4,6 +4,7 @@ new one is a module with an Observer subclass and a line here."""
 from __future__ import annotations
 
 from .base import Observer
+from .births import NonFiniteBirths
 from .flow import GradientFlow
 from .freed import FreedGraphs
 from .grad_changes import GradChanges
@@ -21,6 +22,7 @@ OBSERVERS: tuple[type[Observer], ...] = (
     GradChanges,  # which named .grad each pass changed, from what to what
     SavedTensors,  # saved tensors read before backward frees them; those changed in place
     StepLog,  # the light statistics of every pass: .grad norms, the loss, optimizer steps
+    NonFiniteBirths,  # where a non-finite root's NaN was born (before the flow's hooks)
     OptimizerUse,  # the gradients optimizers stepped with, threw away or never held
     Profile,  # --profile: replays and timings (before the flow: a timed step runs plain)
     GradientFlow,  # what each node received and sent: hooks on the pass's nodes

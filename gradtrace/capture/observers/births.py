@@ -1,0 +1,151 @@
+"""Where a forward's NaN or Inf was born: read off the values the graph saved for backward,
+before backward frees them, at the first pass whose root (the loss) is not finite, or at the
+end for a named tensor no backward ran from (code that raises at its first NaN loss). Every
+pass in detail whose root is not finite also notes the nodes whose saved values are not
+finite: the NaN their gradients carry came from the forward, not from their derivative.
+
+Cost: a pass asks whether its roots are finite only when that needs no wait for a device
+(roots on the CPU), or when the pass is in detail; nothing more happens unless one is not.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+
+from ...compat.torch import sequence_number
+from ...extract.births import Birth, not_finite, plain, search
+from ...extract.tensors import Named
+from ...extract.walk import node_type, release, structure, walk
+from ...model.facts import NonFiniteBorn
+from .base import Observer, PassState, Recording
+
+
+def bad_roots(roots: list[Any], any_device: bool) -> list[torch.Tensor]:
+    """The roots with a graph whose values are not finite: only those on the CPU are asked
+    unless any_device (asking a GPU's waits for it)."""
+    if len(roots) == 1 and type(roots[0]) is torch.Tensor and roots[0].is_cpu \
+            and roots[0].layout == torch.strided and not roots[0].is_nested \
+            and roots[0].numel() == 1 and roots[0].is_floating_point():
+        # a loop's every pass: a loss on the CPU, asked in a microsecond
+        loss = roots[0]
+        return [] if loss.grad_fn is None or math.isfinite(loss.item()) else [loss]
+    asked = [t for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None
+             and plain(t) and (any_device or t.device.type == "cpu")]
+    if not asked:
+        return []
+    return [t for t, bad in zip(asked, not_finite(asked), strict=True) if bad]
+
+
+def kind_of(t: torch.Tensor) -> Literal["NaN", "Inf"]:
+    """Whether a tensor that is not finite holds a NaN, else an Inf."""
+    with torch.no_grad():
+        return "NaN" if bool(torch.isnan(t).any()) else "Inf"
+
+
+class NonFiniteBirths(Observer):
+    """The first birth of a NaN or Inf as a fact; each pass's nodes whose saved values are
+    not finite in its record (carriers)."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__(recorder)
+        self.told = False  # the first one is told: later ones are its consequences
+        self._held: list[Any] = []  # the nodes the fact names by id() (ids stay unique)
+
+    def start(self, p: PassState) -> None:
+        if p.record.batched or (self.told and not p.detailed):
+            return
+        roots = bad_roots(p.roots, any_device=p.detailed)
+        if not roots:
+            return
+        found = search(roots, p.nodes, p.edges, self._recomputes)
+        first, self.told = not self.told, True  # the birth is searched for once; later,
+        # only passes in detail note their carriers (a diverged loop's light passes: nothing)
+        if found is None:
+            return
+        if p.detailed:
+            p.record.carriers = {id(p.nodes[i]) for i in found.carriers}
+        if first:
+            names = {id(t): n for t, n in zip(p.roots, p.record.root_names, strict=False)}
+            self._tell(found, p.nodes, p.record.signature, p.named, p.number,
+                       (names.get(id(roots[0])), roots[0]), stopped=False)
+
+    def at_end(self, named: Named, stopped: bool) -> None:
+        """After the run: when no pass told one, the birth of the NaN or Inf of the named
+        tensors with a graph whose values are not finite (the topmost of them are the
+        roots; any backward from them would have told it)."""
+        if self.told:
+            return
+        # made since the last pass began: no backward went through them (the graphs of
+        # those made before are freed, their values gone)
+        last = self.recorder.passes[-1].roots if self.recorder.passes else []
+        since = max((sequence_number(r) for r in last if r is not None), default=-1)
+        bad = {id(t) for t in bad_roots([t for _, t in named if not t.is_leaf
+                                         and sequence_number(t.grad_fn) > since], True)}
+        if not bad:
+            return
+        roots = _topmost([(n, t) for n, t in named if id(t) in bad])
+        order, edges = walk([t.grad_fn for _, t in roots])
+        try:
+            birth = search([t for _, t in roots], order, edges, self._recomputes)
+            if birth is not None:
+                self._tell(birth, order, structure(order, edges), named, None, roots[0],
+                           stopped=stopped)
+        finally:
+            release(order)
+
+    def release(self) -> None:
+        self._held.clear()
+
+    def _recomputes(self, node: Any) -> bool:
+        """A node made inside torch.utils.checkpoint: reading what it saved recomputes its
+        region (the unpack hook), so it is not read."""
+        return id(node) in self.recorder.marks.recomputed
+
+    def _tell(self, found: Birth, order: list[Any], signature: int, named: Named,
+              number: int | None, root: tuple[str | None, torch.Tensor], stopped: bool) -> None:
+        self.told = True
+        node = order[found.position]
+        twin = self._twin(signature, found.position, order)
+        host = self.recorder.host
+
+        def of_node_or_twin(read: Any) -> Any:
+            told = read(node)
+            return told if told is not None or twin is None else read(twin)
+
+        if found.origin == "parameter":
+            tensor = next((n for n, t in named if t is found.leaf), None)
+        else:
+            tensor = next((n for n, t in named if t.grad_fn is not None and t.grad_fn is node),
+                          None)
+        self._held.append(node)
+        self.recorder.facts.append(NonFiniteBorn(
+            number, root[0], kind_of(root[1]), found.kind,
+            found.origin, node_type(node), of_node_or_twin(host.source_of),
+            of_node_or_twin(host.library_source_of), of_node_or_twin(host.module_of),
+            tensor, found.certain, stopped,
+            len(self.recorder.passes) - (number is not None), id(node)))
+
+    def _twin(self, signature: int, position: int, order: list[Any]) -> Any:
+        """The node at the same place in the latest pass in detail over a graph alike: a
+        light step's forward runs without its lines and modules noted, and its twin's
+        were."""
+        for q in reversed(self.recorder.passes):
+            if q.signature == signature and len(q.nodes) == len(order) \
+                    and q.nodes[position] is not order[position]:
+                return q.nodes[position]
+        return None
+
+
+def _topmost(named: Named) -> Named:
+    """The named tensors that no other one's graph goes through (those others are made
+    from them), in their order: the roots of a search over them all."""
+    order, edges = walk([t.grad_fn for _, t in named])
+    try:
+        used = {src for src, *_ in edges}
+        position = {node: i for i, node in enumerate(order)}
+        return [(n, t) for n, t in named if position[t.grad_fn] not in used]
+    finally:
+        release(order)
