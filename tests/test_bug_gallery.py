@@ -4,10 +4,11 @@ the line at fault, and its healthy twin (`*_fixed.py`) gets no warning or error 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SCENARIOS, shared_invoke
+from helpers import SCENARIOS, UNDER_TORCHRUN, invoke, shared_invoke, stopped_by_its_call
 
 # bug -> (its finding's code, the line at fault)
 BUGS = {
@@ -22,13 +23,29 @@ BUGS = {
     "loss_rebuilt_from_item": ("graph-cut", 25),
     "weights_to_double": ("leaf-copied", 12),
     "running_loss_keeps_graph": ("graph-kept", 23),
+    "inplace_residual": ("inplace-modified", 33),
+    "hf_gpt2_accumulation": ("grad-discarded", 28),  # transformers and accelerate
+    "lightning_zero_grad_before_step": ("grad-discarded", 23),  # lightning
 }
+# the codes of the training-code findings: none fires on any other example
+TRAINING = {"grad-discarded", "step-without-gradient", "clip-without-gradient",
+            "not-optimized", "frozen-in-optimizer", "leaf-copied", "graph-kept"}
+# what a bug's own finding brings along: its steps change nothing; a frozen-on-purpose info
+ALSO = {"loss_rebuilt_from_item": {"step-without-gradient"},
+        "frozen_backbone": {"frozen-in-optimizer"}}
+SCRIPTS = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
+                 if UNDER_TORCHRUN not in p.parts)
+# the bugs whose script raises, as under python: gradtrace shows it, then stops (exit 2)
+STOPS = {"inplace_residual"}
 TWINS = sorted(p.stem for p in (SCENARIOS / "bugs").glob("*_fixed.py"))
 
 
 def _findings(name: str) -> list[dict[str, Any]]:
     result = shared_invoke("show", str(SCENARIOS / "bugs" / f"{name}.py"), "--json")
     assert result.stdout.lstrip().startswith("{"), result.stderr
+    # a bug that raises stops where python stops, after its backward's error: exit 2
+    assert stopped_by_its_call(result) if name in STOPS else result.exit_code == 0, \
+        result.stderr
     return list(json.loads(result.stdout)["findings"])
 
 
@@ -62,3 +79,45 @@ def test_the_line_that_set_the_unheld_layers_and_no_missing_zero_grad() -> None:
     assert "built at line 26" in finding["message"]
     codes = {f["code"] for f in _findings("head_after_optimizer")}
     assert "grad-accumulating" not in codes  # its .grad grows: no optimizer resets it
+
+
+@pytest.mark.parametrize("scenario", SCRIPTS)
+def test_training_findings_fire_only_on_their_own_bugs(scenario: str) -> None:
+    result = shared_invoke("show", str(SCENARIOS / scenario), "--json")
+    if not result.stdout.lstrip().startswith("{"):
+        pytest.skip("no trace")
+    found = {f["code"] for f in json.loads(result.stdout)["findings"]} & TRAINING
+    name = scenario.removeprefix("bugs/").removesuffix(".py")
+    assert found <= {BUGS.get(name, ("", 0))[0], *ALSO.get(name, ())}, scenario
+
+
+LBFGS_FIT = """\
+import torch
+
+torch.manual_seed(0)
+x = torch.linspace(0, 1, 50).unsqueeze(1)
+y = 3 * x + 0.5 + 0.05 * torch.randn(50, 1)
+model = torch.nn.Linear(1, 1)
+optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=20)
+
+
+def closure():
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+
+for _ in range(5):
+    optimizer.step(closure)
+print(float(closure()))
+"""
+
+
+def test_an_lbfgs_fit_with_its_closure_is_healthy(tmp_path: Path) -> None:
+    script = tmp_path / "fit.py"
+    script.write_text(LBFGS_FIT)
+    result = invoke("show", script, "--json")
+    trace = json.loads(result.stdout)
+    assert len(trace["passes"]) > 10  # the closure's passes, inside each step
+    assert [f for f in trace["findings"] if f["severity"] != "info"] == []

@@ -293,3 +293,14 @@ def test_a_command_that_can_exit_1_says_so_in_its_help(command: str) -> None:
 def test_the_docs_have_no_old_spellings() -> None:
     for path, text in DOCS.items():
         assert "dot --format" not in text.replace("`dot --format FMT` still works", ""), path
+
+
+def test_a_mistyped_option_gets_a_did_you_mean_and_the_scripts_way_too() -> None:
+    result = invoke("show", "example:chain_rule", "--pases", "3")
+    text = " ".join(result.stderr.replace("│", " ").split())
+    assert result.exit_code == 2
+    assert "No such option: --pases (did you mean --passes or --pass?)" in text, text
+    assert "put the script's arguments after `--`" in text
+    text = " ".join(invoke("show", "example:chain_rule", "--lr", "3").stderr
+                    .replace("│", " ").split())
+    assert "No such option: --lr. If" in text  # nothing close: no guess

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -130,20 +131,25 @@ class Command(TyperCommand):
             return super().parse_args(ctx, args)
         except NO_SUCH_OPTION as exc:
             if any(p.name == SCRIPT_ARGS_NAME for p in self.params):
-                exc.message = script_args_hint(exc.option_name, ctx.info_name or "", given)
+                exc.message = script_args_hint(exc.option_name, ctx.info_name or "", given,
+                                               exc.possibilities or ())
                 exc.possibilities = None
             raise
 
 
-def script_args_hint(option: str, command: str, args: list[str]) -> str:
-    """`show train.py --lr 0.1`: the option is gradtrace's unknown, and perhaps the script's."""
+def script_args_hint(option: str, command: str, args: list[str],
+                     close: Sequence[str] = ()) -> str:
+    """`show train.py --lr 0.1`: the option is gradtrace's unknown, and perhaps the script's
+    (close: gradtrace's options it may be a typo of, as click found them)."""
     example = ""
     at = next((i for i, a in enumerate(args) if a == option or a.startswith(option + "=")),
               None)
     if at is not None and "--" not in args:
         example = ": gradtrace " + " ".join([command, *args[:at], "--", *args[at:]])
-    return (f"No such option: {option}. If it is the script's, put the script's arguments "
-            f"after `--`{example}")
+    close = difflib.get_close_matches(option, close, n=2, cutoff=0.8)
+    meant = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return (f"No such option: {option}{meant}. If it is the script's, put the script's "
+            f"arguments after `--`{example}")
 
 
 class BoundedGroup(TyperGroup):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ class OptimizerUse(Observer):
         self.backwards = 0
         self._closure = 0  # inside an optimizer step given a closure (L-BFGS)
         self._discarded: dict[Where, list[Mark]] = {}  # by the zero_grad line
+        self._thrown: dict[Where, set[int]] = {}  # id() of the leaves each line reset so
         self._before_step: dict[Where, int] = {}  # resets right before a step, by line
         self._pass_after: dict[Where, Where] = {}  # a discard's line -> its first backward's
         self._step_line: Where = (None, None)
@@ -136,11 +138,14 @@ class OptimizerUse(Observer):
                 mark[0] = True
             empty = empty and t.grad is None
         where = self._step_line = self.recorder.caller_line()
-        if empty and params and not closure:
-            if self._reset_since_pass is not None:  # told with the zero_grad that did it
+        if empty and params:
+            # a reset since the last backward: told with the zero_grad that did it (a
+            # closure Lightning passes runs nothing); else an empty step, unless its closure
+            # makes the gradients (L-BFGS)
+            if self._reset_since_pass is not None:
                 reset = self._reset_since_pass
                 self._before_step[reset] = self._before_step.get(reset, 0) + 1
-            else:
+            elif not closure:
                 counts = self._empty_steps.setdefault(where, [0, 0])
                 counts[0] += 1
                 counts[1] += self._passes_since_step > 0
@@ -172,12 +177,18 @@ class OptimizerUse(Observer):
 
     def _reset(self, leaves: list[Any]) -> None:
         pending = self._pending
-        thrown = {id(m): m for m in (pending.pop(id(t), None) for t in leaves)
-                  if m is not None and not m[0]}
+        thrown: dict[int, Mark] = {}
+        ids: list[int] = []
+        for t in leaves:
+            m = pending.pop(id(t), None)
+            if m is not None and not m[0]:
+                thrown[id(m)] = m
+                ids.append(id(t))
         if not thrown:
             return
         where = self.recorder.caller_line()
         self._discarded.setdefault(where, []).extend(thrown.values())
+        self._thrown.setdefault(where, set()).update(ids)
         self._pass_after.setdefault(where, min(thrown.values(), key=lambda m: m[1])[2])
         self._reset_since_pass = where
 
@@ -205,7 +216,10 @@ class OptimizerUse(Observer):
         facts: list[Any] = []
         for where, marks in self._discarded.items():
             passes = {m[1] for m in marks}
-            if self.steps and 2 * len(passes) >= self.backwards:
+            # a line that resets what no optimizer holds serves a loop of its own (a manual
+            # update), not the optimizer's
+            if self.steps and 2 * len(passes) >= self.backwards \
+                    and not self._thrown[where].isdisjoint(self.held):
                 facts.append(GradDiscarded(
                     *where, len(passes), self.backwards, self.steps,
                     self._before_step.get(where, 0), *self._pass_after[where],
@@ -231,6 +245,9 @@ class OptimizerUse(Observer):
                    and i not in seen and isinstance(t := ref(), torch.nn.Parameter)}
         if unnamed:
             loose.extend(names_in_containers(objects, unnamed))
+        # only parts of a model an optimizer trains: another model, trained by hand, is not
+        owners = {_owner(name) for name, t in leaves if id(t) in self.held}
+        loose = [name for name in loose if _owner(name) in owners]
         lines = self.recorder.script.lines
         facts: list[Any] = []
         if loose:
@@ -244,6 +261,11 @@ class OptimizerUse(Observer):
             facts.append(FrozenHeld(frozen, self.steps, line, code,
                                     code is not None and on_purpose(lines, line)))
         return facts
+
+
+def _owner(name: str) -> str:
+    """The object a leaf's name starts from: model for model.blocks[0].weight."""
+    return re.split(r"[.\[]", name, maxsplit=1)[0]
 
 
 def _has_closure(args: Any, kwargs: Any) -> bool:
