@@ -265,6 +265,9 @@ GALLERY_FINDINGS = {
                       "set at line 15"),
     "frozen-in-optimizer": ("bugs/frozen_layer_left_in.py", "model.features.0.weight", 25,
                             "frozen by line 25"),
+    "leaf-copied": ("bugs/weights_to_double.py", "w", 12, "w.grad stays None"),
+    "graph-kept": ("bugs/running_loss_keeps_graph.py", "running_loss", 23,
+                   "keeps every step's graph"),
 }
 
 

@@ -33,6 +33,7 @@ from .modules.tracker import (
     paths_of_class,
     unsharded_aliases,
 )
+from .naming.bindings import copied_leaves, kept_graphs
 from .naming.cuts import Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
@@ -162,6 +163,9 @@ class CaptureSession:
             recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)
         facts.extend(recorder.facts)
         facts.extend(pass_cuts(recorder.passes, self.lines, statements))
+        if self.path is not None:
+            facts.extend(copied_leaves(named, self.lines, statements()))
+            facts.extend(kept_graphs(named, recorder.passes, self.lines, statements()))
         earlier, earlier_modules = self.names.earlier(named, every)
         modules = [*every.items(), *earlier_modules]
         trace = recorder.trace(Captured(

@@ -17,6 +17,8 @@ from ..model.facts import (
     GradcheckRan,
     GradDiscarded,
     GraphFreed,
+    GraphKept,
+    LeafCopied,
     LeafCut,
     NonFiniteBorn,
     NoRoot,
@@ -219,5 +221,7 @@ _PHRASED: dict[type, Callable[[Any, str | None], Finding]] = {
     ClipWithoutGradient: training.clip_without_gradient,
     NotOptimized: training.not_optimized,
     FrozenHeld: training.frozen_held,
+    LeafCopied: training.leaf_copied,
+    GraphKept: training.graph_kept,
     NonFiniteBorn: births.born,
 }

@@ -191,6 +191,29 @@ class NonFiniteBorn(NamedTuple):
     box: str | None = None  # its node id in the trace's graph, when that shows it
 
 
+class LeafCopied(NamedTuple):
+    """A name bound to a conversion of the leaf its line asked for (requires_grad=True then
+    .double()): the name holds a non-leaf, whose .grad stays None."""
+
+    tensor: str
+    line: int
+    code: str
+    method: str  # double, to, cuda…
+    node_type: str  # ToCopyBackward0
+
+
+class GraphKept(NamedTuple):
+    """A name that adds each backward pass's root to itself with its graph (total += loss):
+    every step's graph stays in memory."""
+
+    tensor: str
+    line: int
+    code: str
+    root: str  # the passes' root it adds: loss
+    passes: int
+
+
 Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
         | LeafCut | CodeCut | Detached | GradDiscarded | StepWithoutGradient
-        | ClipWithoutGradient | NotOptimized | FrozenHeld | NonFiniteBorn)
+        | ClipWithoutGradient | NotOptimized | FrozenHeld | NonFiniteBorn
+        | LeafCopied | GraphKept)

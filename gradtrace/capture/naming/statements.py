@@ -85,6 +85,9 @@ _CUT_BY = {
 }
 
 
+_MODULES = {"torch", "np", "numpy", "math"}  # names a statement reads that hold no values
+
+
 class Statement(NamedTuple):
     """An assignment that ran: its line, the names it bound and read, and why the value it
     bound has no graph (None when nothing in it cuts one)."""
@@ -221,11 +224,14 @@ def _changes_in_place(node: ast.AST, names: set[str]) -> bool:
     return False
 
 
-def graph_cut(name: str, statements: list[Statement]) -> tuple[int, str] | None:
+def graph_cut(name: str, statements: list[Statement],
+              from_values: bool = False) -> tuple[int, str] | None:
     """(line, why) for the last statement that ran and bound name where its graph was lost:
     inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
-    torch.tensor(...), argmax…; None when no such statement ran."""
-    found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound]
+    torch.tensor(...), argmax…; None when no such statement ran. from_values: only one that
+    read another name's values (`torch.tensor(loss.item())`, not `torch.tensor(2.0)`)."""
+    found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound
+             and (not from_values or set(s.read) - _MODULES)]
     return max(found, default=None)
 
 
