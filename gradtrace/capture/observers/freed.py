@@ -3,6 +3,7 @@ passes share, and the tensor through which the second pass reaches them."""
 
 from __future__ import annotations
 
+import ast
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -67,9 +68,30 @@ class FreedGraphs(Observer):
         entry = shared[0]
         # the earliest remembered pass to free it
         earlier = next(p for p in self._passes if sequence_number(entry) in p.nodes)
-        name = next((n for n, t in named if t.grad_fn is entry), None)
+        made = source_of(entry)
+        name = next((n for n, t in named if t.grad_fn is entry), None) \
+            or (None if made is None else carried_over(made.code))
         # the same root again: a repeat, not a link
         same_root = bool(roots) and all(r is not None and sequence_number(r) in earlier.roots
                                         for r in roots)
         return GraphFreed(number, len(shared), earlier.number, earlier.line, earlier.code,
-                          name, node_type(entry), source_of(entry), same_root)
+                          name, node_type(entry), made, same_root)
+
+
+def carried_over(code: str) -> str | None:
+    """The one name a line both reads and binds (`out, hidden = rnn(x, hidden)`): the
+    tensor a loop carries from one step to the next, whose old value links their graphs."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, (ast.Assign, ast.AugAssign)):
+        return None
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    if isinstance(node, ast.AugAssign):
+        read |= bound
+    both = sorted(bound & read)
+    return both[0] if len(both) == 1 else None
