@@ -40,6 +40,7 @@ from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors
 from .naming.statements import statements_run, why_no_root
 from .naming.where import scenario_line
+from .observers.base import InplaceModule
 from .observers.births import NonFiniteBirths
 from .observers.optimizers import OptimizerUse
 from .observers.profile import Profile
@@ -110,6 +111,17 @@ class CaptureSession:
         if owner is None or owner[0] is not node:
             return None
         return module_objects(self.names.merged().items()).get(id(owner[1]))
+
+    def inplace_module_of(self, node: Any) -> InplaceModule | None:
+        """The nn.Module built with inplace=True (nn.ReLU(inplace=True)…) whose forward made
+        node, and its dotted path when a name reaches it."""
+        node_, module = self.tracker.owner.get(id(node), (None, None))
+        if node_ is not node or getattr(module, "inplace", None) is not True:
+            return None
+        kind = type(module)
+        return InplaceModule(f"nn.{kind.__name__}" if getattr(torch.nn, kind.__name__, None)
+                             is kind else kind.__name__,
+                             module_objects(self.names.merged().items()).get(id(module)))
 
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:

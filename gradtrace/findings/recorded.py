@@ -46,6 +46,9 @@ from .registry import (
 )
 
 _METHOD = re.compile(r"^(?P<target>[\w.\[\]]+)\.(?P<op>\w+)_\((?P<args>.*)\)$")
+_FUNCTIONAL = {"torch", "F", "nn.functional", "torch.nn.functional"}  # torch.relu_(x)
+_CALL = re.compile(r"^[\w.]+\((?P<args>.*)\)$")  # a call, as a statement of its own
+_FIRST = re.compile(r"^[\w.]+(?=\s*(,|$))")  # a call's first argument, when a plain name
 _AUGMENTED = re.compile(r"^(?P<target>[\w.\[\]]+)\s*(?P<op>[-+*/@]|//|\*\*)=\s*(?P<value>.+)$")
 
 
@@ -66,9 +69,20 @@ def without_comment(code: str) -> str:
 
 
 def out_of_place(code: str) -> str | None:
-    """`b.add_(1)` -> `b = b.add(1)`; `b += 1` -> `b = b + 1`; None when not one of those."""
+    """`b.add_(1)` -> `b = b.add(1)`; `b += 1` -> `b = b + 1`; `torch.relu_(b)` ->
+    `b = torch.relu(b)`; `F.relu(b, inplace=True)` -> `F.relu(b, inplace=False)`; None when
+    not one of those."""
     code = code.strip()
+    if "inplace=True" in code:
+        code = code.replace("inplace=True", "inplace=False")
+        bare = _CALL.match(code)  # its result thrown away: bound to the name it changed
+        first = None if bare is None else _FIRST.match(bare["args"])
+        return code if bare is None else None if first is None else f"{first[0]} = {code}"
     if (m := _METHOD.match(code)) is not None:
+        if m["target"] in _FUNCTIONAL:
+            first = _FIRST.match(m["args"])
+            return None if first is None else \
+                f"{first[0]} = {m['target']}.{m['op']}({m['args']})"
         return f"{m['target']} = {m['target']}.{m['op']}({m['args']})"
     if (m := _AUGMENTED.match(code)) is not None:
         return f"{m['target']} = {m['target']} {m['op']} {m['value']}"
@@ -89,7 +103,8 @@ def _gradcheck(fact: GradcheckRan, home: str | None = None) -> Finding:
 
 def _saved_changed(fact: SavedChanged, home: str | None = None) -> Finding:
     """`b (output of SigmoidBackward0, line 3) was saved for backward and then changed in
-    place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint."""
+    place at line 5 `b.add_(1)``, with the out-of-place rewrite of that line as the hint (an
+    inplace=True module the line calls: built without it)."""
     name, changed, made = fact.tensor, fact.changed, fact.made
     where = ", ".join(([line_at(made.file, made.line, home)] if made is not None else [])
                       + ([f"in {fact.module}"] if fact.module else []))
@@ -105,11 +120,20 @@ def _saved_changed(fact: SavedChanged, home: str | None = None) -> Finding:
         hint = (f"write {at} out of place: `{rewrite}`" if rewrite else
                 f"make {at} out of place, or clone() {name or 'the tensor'} before changing "
                 "it")
+        if fact.inplace_module is not None:
+            module = fact.inplace_path or "the module it calls"
+            then += (f", where {module} is {fact.inplace_module}(inplace=True), which writes "
+                     "its output over its input")
+            hint = (f"build {module} as {fact.inplace_module}(inplace=False) (in place is "
+                    f"safe only where nothing saved its input), or clone() "
+                    f"{name or 'the tensor'} before {at}")
     else:
         then = "changed in place before backward used it"
         hint = "use the out-of-place op (x = x + 1, not x += 1), or clone() it first"
+    more = (f"; {at} changed {fact.others} more tensor{'s' if fact.others > 1 else ''} saved "
+            "for backward the same way" if fact.others and changed is not None else "")
     return INPLACE_MODIFIED.finding(
-        f"{what} was saved for backward and then {then}: backward needs the saved value",
+        f"{what} was saved for backward and then {then}: backward needs the saved value{more}",
         tensor=name, hint=hint, file=None if changed is None else changed.file,
         line=None if changed is None else changed.line)
 

@@ -103,7 +103,9 @@ PASSES_CAPPED = declare(
 INPLACE_MODIFIED = declare(
     "inplace-modified", "error", "a tensor saved for backward was changed in place",
     "Backward needs the value a tensor had when an op saved it; the finding names the tensor, "
-    "the line that made it and the line that changed it, before any backward runs.")
+    "the line that made it and the line that changed it (wherever the tensor came from: "
+    "forward's argument, another module's output, an `inplace=True` module the line calls), "
+    "once per line, before any backward runs.")
 GRAPH_FREED = declare(
     "graph-freed", "error", "a backward went through a graph an earlier one freed",
     "Names the earlier pass that freed the saved tensors, how many nodes both share and the "

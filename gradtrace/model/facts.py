@@ -27,6 +27,11 @@ class SavedChanged(NamedTuple):
     changed: Source | None  # the line that changed it, when known
     node: int = 0  # id() of the node, until its module is known
     module: str | None = None  # the nn.Module whose forward made the node
+    # the nn.Module built with inplace=True that changed it, called at `changed`: its class
+    # ("nn.ReLU") and its dotted path, when a name reaches it
+    inplace_module: str | None = None
+    inplace_path: str | None = None
+    others: int = 0  # how many more tensors saved for backward the same line changed
 
 
 class GraphFreed(NamedTuple):

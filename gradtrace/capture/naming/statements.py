@@ -224,6 +224,27 @@ def _changes_in_place(node: ast.AST, names: set[str]) -> bool:
     return False
 
 
+def changes_something_in_place(code: str) -> bool:
+    """Whether a line, a statement of its own, changes a tensor in place: `x += r`,
+    `x.add_(1)`, `torch.relu_(x)`, `x[0] = 0`, `F.relu(x, inplace=True)` (False for a line
+    that is not a whole statement)."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) or (isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) for t in node.targets)):
+            return True
+        if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+                 and not node.func.attr.startswith("_"))
+                or any(k.arg == "inplace" and getattr(k.value, "value", None) is True
+                       for k in node.keywords)):
+            return True
+    return False
+
+
 def graph_cut(name: str, statements: list[Statement],
               from_values: bool = False) -> tuple[int, str] | None:
     """(line, why) for the last statement that ran and bound name where its graph was lost:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ...extract.captured import Captured, RawPass
 from ...extract.tensors import Named
@@ -16,6 +16,14 @@ from ...model.records import Source
 from ..options import CaptureOptions
 from .gate import Gate
 from .marks import Marks
+
+
+class InplaceModule(NamedTuple):
+    """An nn.Module built with inplace=True (nn.ReLU(inplace=True)…): its class and its
+    dotted path, when a name reaches it."""
+
+    kind: str  # "nn.ReLU" (torch.nn's), else its class name
+    path: str | None
 
 
 class Host(Protocol):
@@ -29,6 +37,10 @@ class Host(Protocol):
 
     def module_of(self, node: Any) -> str | None:
         """The dotted path of the nn.Module whose forward made node, when known now."""
+
+    def inplace_module_of(self, node: Any) -> InplaceModule | None:
+        """The nn.Module built with inplace=True whose forward made node (None: another
+        module's, or none followed)."""
 
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
