@@ -7,10 +7,12 @@ The steps' statistics are checked against what plain PyTorch computed in the sam
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers import invoke, write_script
+from helpers import SCENARIOS, invoke, shared_invoke, write_script
 
 TRANSFORMER = """
 import math, torch
@@ -135,3 +137,16 @@ def test_gradscaler_scale_is_divided_out_so_a_scale_change_is_no_finding(tmp_pat
     shown = invoke("show", path, "--pass", "3").stdout
     assert "scaled ×65536 by GradScaler" in shown
     assert "divided by GradScaler's scale in 10 passes" in shown
+
+
+def test_the_loss_row_is_the_loss_the_code_computed_before_loss_over_k() -> None:
+    script = SCENARIOS / "bugs" / "accumulation_zero_grad_every_batch_fixed.py"
+    result = shared_invoke("show", str(script), "--json")
+    steps = json.loads(result.stdout)["steps"]
+    assert steps["loss_divisor"] == [4.0] * 32
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           check=True).stdout  # the script prints its last loss
+    assert f"last loss {steps['loss'][-1]:.4f}" in plain
+    # a sum over n is the code's own mean: no divisor (nor for a plain loss)
+    assert json.loads(shared_invoke("show", str(SCENARIOS / "loops" / "forgot_zero_grad.py"),
+                                    "--json").stdout)["steps"]["loss_divisor"] == []

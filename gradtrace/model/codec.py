@@ -430,6 +430,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
                                            g.kept] for g in row] for row in s.grads],
         "optimizer_steps_after": s.optimizer_steps_after,
         "loss_scale": [json_float(x) for x in s.loss_scale],
+        "loss_divisor": [json_float(x) for x in s.loss_divisor],
     }
 
 
@@ -444,7 +445,8 @@ def _steps_from(d: dict[str, Any] | None) -> Steps | None:
             norm=_norm(g[0]), max_abs=_norm(g[1]), finite=g[2], kept=g[3]) for g in row)
             for row in d["grads"]),
         optimizer_steps_after=d.get("optimizer_steps_after", 0),
-        loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())))
+        loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())),
+        loss_divisor=tuple(py_float(x) for x in d.get("loss_divisor", ())))
 
 
 def costs_dict(c: Costs) -> dict[str, Any]:

@@ -216,6 +216,9 @@ class Steps:
     # [pass]: the GradScaler scale its .grads were divided by here (None: not scaled); empty
     # when no pass was: the norms are of the gradients the optimizer is meant to see
     loss_scale: tuple[float | None, ...] = ()
+    # per pass, the constant k of a root `loss / k` (accumulation): the loss row is the loss
+    # before it, as the code computed it; empty unless a pass had one
+    loss_divisor: tuple[float | None, ...] = ()
 
     @property
     def optimizer_steps_taken(self) -> int:

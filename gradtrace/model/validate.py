@@ -377,11 +377,12 @@ def _steps(raw: Any, path: str, passes: int) -> None:
     for i, count in enumerate(s["optimizer_steps"]):
         _int(count, f"{path}.optimizer_steps[{i}]")
     _int(s.get("optimizer_steps_after", 0), f"{path}.optimizer_steps_after")
-    scales = _list(s.get("loss_scale", []), f"{path}.loss_scale")
-    if scales and len(scales) != passes:
-        raise _Invalid(f"{path}.loss_scale", f"has {len(scales)} rows for {passes} passes")
-    for i, scale in enumerate(scales):
-        _number(scale, f"{path}.loss_scale[{i}]", null=True)
+    for key in ("loss_scale", "loss_divisor"):
+        scales = _list(s.get(key, []), f"{path}.{key}")
+        if scales and len(scales) != passes:
+            raise _Invalid(f"{path}.{key}", f"has {len(scales)} rows for {passes} passes")
+        for i, scale in enumerate(scales):
+            _number(scale, f"{path}.{key}[{i}]", null=True)
     for i, row in enumerate(s["grads"]):
         if len(_list(row, f"{path}.grads[{i}]")) > len(leaves):
             raise _Invalid(f"{path}.grads[{i}]", f"has more items than the {len(leaves)} leaves")

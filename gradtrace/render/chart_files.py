@@ -60,6 +60,7 @@ def steps_data(trace: Trace, by_module: bool) -> dict[str, Any]:
         "optimizer_steps": list(steps.optimizer_steps),
         "optimizer_steps_after": steps.optimizer_steps_after,
         "loss_scale": [json_float(x) for x in steps.loss_scale],
+        "loss_divisor": [json_float(x) for x in steps.loss_divisor],
         "by": "module" if by_module else "leaf",
         "loss": None if loss is None else [json_float(x) for x in loss.values],
         "series": [{"name": s.name, "leaves": list(s.leaves),

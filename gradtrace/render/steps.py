@@ -109,6 +109,10 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
         title.append(f" (divided by GradScaler's scale in {scaled:,} "
                      f"pass{'' if scaled == 1 else 'es'})",
                      style="dim")
+    divisors = sorted({f"{k:g}" for k in steps.loss_divisor if k is not None})
+    if divisors:  # accumulation: the loss row is what the code computed, backward got less
+        title.append(f"; loss as computed, backward got loss / {' or '.join(divisors)}",
+                     style="dim")
     if passes > width:
         title.append(f"; a mark: max of ~{passes / width:.3g} passes (loss: mean)", style="dim")
     table = Table(box=None, header_style="dim", pad_edge=False, show_edge=False)

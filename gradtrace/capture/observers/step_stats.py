@@ -35,6 +35,36 @@ def loss_of(roots: Sequence[Any], scaled: Scaled | None
     return (root if not root.dim() else root.reshape(())), scale
 
 
+# The nodes of a loss as a loss function or a mean makes it: what `loss / k` divides in an
+# accumulation loop (a sum divided by n is a mean the code computes, and stays as it is).
+_LOSS_NODES = ("Loss", "MeanBackward")
+
+
+def undivided(loss: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+    """(the loss before it, k) when loss is a loss function's (or a mean's) value divided by
+    a constant k > 1, or multiplied by 1/k (`loss / accumulation_steps`): what the code
+    computed as its loss, and what backward was given of it. The constant is a number the
+    code wrote (a CPU scalar): reading it needs no device synchronisation."""
+    node: Any = loss.grad_fn
+    kind = type(node).__name__
+    if kind not in ("DivBackward0", "MulBackward0"):
+        return None
+    inputs = [f for f, _ in node.next_functions if f is not None]
+    try:
+        other = node._saved_other
+    except RuntimeError:  # freed: no constant to read
+        return None
+    if len(inputs) != 1 or not any(w in type(inputs[0]).__name__ for w in _LOSS_NODES) \
+            or not isinstance(other, torch.Tensor) or other.dim() or other.requires_grad \
+            or other.device.type != "cpu":
+        return None
+    value = float(other)
+    k = value if kind == "DivBackward0" else 1 / value if value else 0.0
+    if not math.isfinite(k) or k <= 1:  # a loss times 1/k is accumulation's; k < 1 is not
+        return None
+    return loss.detach() * k, k
+
+
 def briefs_now(grads: list[torch.Tensor], loss: torch.Tensor | None
                 ) -> list[tuple[torch.Tensor | list[torch.Tensor], list[int], bool]]:
     """(norms..., (min, max) of each..., the loss, if it is in this one) of the gradients
@@ -185,3 +215,14 @@ def sum_now(t: torch.Tensor) -> torch.Tensor | None:
         return d.sum(dtype=torch.float64)
     except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
         return None
+
+
+def fill_scale(scales: list[float | None], at: int, values: list[float]) -> None:
+    """A pass's scale, read: one that divides nothing (0, NaN, inf) is left out."""
+    scales[at] = values[0] if math.isfinite(values[0]) and values[0] > 0 else None
+
+
+def fill_sums(first: list[list[Any]], values: list[float]) -> None:
+    """Put each read sum, as text, into its fingerprint."""
+    for first_seen, total in zip(first, values, strict=True):
+        first_seen[2] = repr(total)

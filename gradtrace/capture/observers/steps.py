@@ -19,6 +19,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from ...compat.torch import never_compiled, tensor_version
 from ...extract.tensors import Named
 from ...model.records import LeafStep, Steps
+from . import step_stats
 from .base import Observer, PassState, Recording
 from .readback import Readback
 from .step_stats import Scaled, briefs_now, fingerprint, loss_of, norms_now, sum_now
@@ -59,6 +60,8 @@ class StepLog(Observer):
         # times the optimizer's
         self._scaled: Scaled | None = None
         self.loss_scale: list[float | None] = []  # a pass's scale, once read
+        self.loss_divisor: list[float | None] = []  # k of a pass from `loss / k`
+        self._divided: tuple[torch.Tensor, float] | None = None  # read before backward
         # each pass's leaves, their .grads as it began, and those changed in place since
         # the pass before (clipped, unscaled, zeroed): slot -> whether non-zero, once read
         self._pass: tuple[list[tuple[str, torch.Tensor]], list[GradState], Carried] = \
@@ -70,6 +73,8 @@ class StepLog(Observer):
         leaves = self.leaves_of(p.named)
         untouched, changed = self.as_left(leaves)
         self._pass = leaves, untouched, self.carried(changed)
+        one = p.roots[0] if len(p.roots) == 1 and not p.record.batched else None
+        self._divided = step_stats.undivided(one) if isinstance(one, torch.Tensor) else None
 
     def finish(self, p: PassState) -> None:
         p.record.row = len(self.rows)
@@ -126,7 +131,7 @@ class StepLog(Observer):
                 self.leaf_ids[column] = id(t)
         for sums in summed.values():  # the values as first seen, read with the rows
             self.readback.later(torch.stack([total for _, total in sums]),
-                                partial(_fill_sums, [first for first, _ in sums]))
+                                partial(step_stats.fill_sums, [first for first, _ in sums]))
         return leaves
 
     def as_left(self, leaves: list[tuple[str, torch.Tensor]]
@@ -197,8 +202,12 @@ class StepLog(Observer):
         self.loss.append(None)
         self.loss_scale.append(None)
         loss, scale = loss_of(roots, self._scaled)
+        divided = self._divided if loss is not None and scale is None else None
+        self.loss_divisor.append(None if divided is None else divided[1])
+        loss = loss if divided is None else divided[0].reshape(())
         if scale is not None:  # the row's norms are divided by it
-            self.readback.later(scale, partial(_fill_scale, self.loss_scale, len(self.rows) - 1))
+            self.readback.later(scale, partial(step_stats.fill_scale, self.loss_scale,
+                                               len(self.rows) - 1))
         for values, indices, with_loss in briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
@@ -253,7 +262,8 @@ class StepLog(Observer):
             leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
             grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass,
-            loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else ())
+            loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else (),
+            loss_divisor=tuple(self.loss_divisor) if any(self.loss_divisor) else ())
 
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
@@ -284,13 +294,3 @@ def _resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafS
 def _state(g: torch.Tensor) -> GradState:
     return weakref.ref(g), tensor_version(g)
 
-
-def _fill_scale(scales: list[float | None], at: int, values: list[float]) -> None:
-    """A pass's scale, read: one that divides nothing (0, NaN, inf) is left out."""
-    scales[at] = values[0] if math.isfinite(values[0]) and values[0] > 0 else None
-
-
-def _fill_sums(first: list[list[Any]], values: list[float]) -> None:
-    """Put each read sum, as text, into its fingerprint."""
-    for first_seen, total in zip(first, values, strict=True):
-        first_seen[2] = repr(total)
