@@ -46,6 +46,9 @@ class OptimizerUse(Observer):
 
     def __init__(self, recorder: Recording) -> None:
         super().__init__(recorder)
+        # AccumulateGrad's class: a pass's leaves are its nodes of that class
+        probe: Any = torch.ones(1, requires_grad=True).view(1).grad_fn
+        self._accumulate: Any = type(probe.next_functions[0][0])
         self._pending: dict[int, Mark] = {}  # id(leaf) -> the latest backward's mark on it
         # every leaf a backward accumulated into, by id() (weakly: never kept alive for this)
         self.reached: dict[int, weakref.ref[Any]] = {}
@@ -73,8 +76,8 @@ class OptimizerUse(Observer):
         self._passes_since_step += 1
         self._reset_since_pass = None
         if p.every_leaf:
-            leaves: Iterable[Any] = (n.variable for n in p.nodes
-                                     if type(n).__name__ == "AccumulateGrad")
+            accumulate = self._accumulate
+            leaves: Iterable[Any] = (n.variable for n in p.nodes if type(n) is accumulate)
         else:
             inputs = (p.given or {}).get("inputs")
             leaves = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
