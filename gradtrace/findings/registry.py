@@ -178,6 +178,9 @@ GRAPH_KEPT = declare(
     "A name that adds each backward pass's loss to itself with its graph (total_loss += "
     "loss): every step's graph stays in memory, which grows with the steps.")
 
-# What the steps of a loop say about its gradients' health (`gradtrace steps` lists them).
-STEP_CODES = frozenset(c.name for c in (GRAD_ACCUMULATING, VANISHING_GRADIENT,
-                                        EXPLODING_GRADIENT, DEAD_PARAMETER))
+# What the steps of a loop say about its gradients' health and what its optimizers did with
+# them (`gradtrace steps` lists them).
+STEP_CODES = frozenset(c.name for c in (
+    GRAD_ACCUMULATING, VANISHING_GRADIENT, EXPLODING_GRADIENT, DEAD_PARAMETER, GRAD_DISCARDED,
+    STEP_WITHOUT_GRADIENT, CLIP_WITHOUT_GRADIENT, NOT_OPTIMIZED, FROZEN_IN_OPTIMIZER,
+    GRAPH_KEPT))
