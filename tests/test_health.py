@@ -318,15 +318,20 @@ def test_a_loss_that_converges_above_zero_is_converged() -> None:
     negative = [-0.5, -0.9, -1.1, -1.15, -1.16, -1.16, -1.16, -1.16, -1.16, -1.16]
     assert step_findings(trace(grads, loss=negative)) == []  # a negative log-likelihood
     (f,) = step_findings(trace(grads, loss=[-1.0 + 0.001 * p for p in range(10)]))
+    assert (f.code, f.severity) == ("vanishing-gradient", "info")  # 10 passes: too few
+    grads = [[g(1e-5 ** (p / 29))] for p in range(30)]
+    (f,) = step_findings(trace(grads, loss=[-1.0 + 0.001 * p for p in range(30)]))
     assert (f.code, f.severity) == ("vanishing-gradient", "warning")
 
 
 def test_a_vanishing_module_while_the_loss_is_stuck_is_a_warning() -> None:
-    grads = deep(10, 1e-6)
+    grads = deep(20, 1e-6)
     leaves, modules = ("enc.weight", "enc.bias", "head.weight"), ("enc", "enc", "head")
-    (f,) = step_findings(trace(grads, leaves=leaves, modules=modules, loss=[0.69] * 10))
+    (f,) = step_findings(trace(grads, leaves=leaves, modules=modules, loss=[0.69] * 20))
     assert f.severity == "warning" and f.message.endswith("the loss did not converge "
                                                           "(0.69 to 0.69)")
-    learning = [0.69 * 0.8 ** p for p in range(10)]
+    few = step_findings(trace(deep(6, 1e-6), leaves=leaves, modules=modules, loss=[0.69] * 6))
+    assert [f.severity for f in few] == ["info"]  # 6 passes: a loss that had no time
+    learning = [0.69 * 0.8 ** p for p in range(20)]
     (f,) = step_findings(trace(grads, leaves=leaves, modules=modules, loss=learning))
     assert f.severity == "info"

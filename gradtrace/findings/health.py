@@ -24,6 +24,7 @@ FACTOR = 1e4  # vanishing and exploding: a gradient ten thousand times too small
 ACCUMULATING_RUN = 2  # kept passes in a row, after a step each: 3 passes without a reset
 LOSS_STALLED = 0.1  # a loss that fell by less than 1/10 of its first value did not converge
 MIN_PASSES = 2  # fewer backward passes than this: no health findings at all
+STUCK_PASSES = 20  # passes with a loss it takes to call a vanishing gradient a warning
 
 Column = Sequence[LeafStep | None]  # one leaf's .grad, pass by counted pass
 Norms = list[float]  # a leaf's or module's .grad norm, pass by counted pass; 0.0: none usable
@@ -245,7 +246,9 @@ def vanishing(loop: Loop, norms: dict[str, Norms], largest: Norms) -> list[Findi
     who = name if name == module else f"{name} and the rest of {module}"
     more = f"; {len(found)} modules in all: {_names(list(found))}" if len(found) > 1 else ""
     known = [x for x in loop.loss if x is not None]
-    stuck = how == "fell" or (len(known) >= MIN_PASSES and stalled(known[0], known[-1]))
+    # a warning once the run is long enough to tell a loss that does not converge (a few
+    # steps of a big model barely move it)
+    stuck = len(known) >= STUCK_PASSES and (how == "fell" or stalled(known[0], known[-1]))
     if stuck:  # not meant: the run does not learn
         more += (f"; the loss did not converge ({_n(known[0])} to {_n(known[-1])})"
                  if how == "share" else "")

@@ -123,7 +123,9 @@ GRAPH_CUT = declare(
     "The line that ran and made it without a graph: inside a no_grad or inference_mode block, "
     "or through .detach(), .item(), .data, torch.tensor(...), argmax; a warning for a leaf "
     "whose path to every root was cut (freezing may be meant), naming the line in a module's "
-    "forward() when the cut is there, in the script or the model's own file.",
+    "forward() and that module when the cut is there, in the script or the model's own file. "
+    "Only a line that ran before the backward it explains (not the logging after it), never "
+    "for a target or EMA copy (updated-copy); `dot` draws the cut.",
     also=("warning",))
 GRAD_ACCUMULATING = declare(
     "grad-accumulating", "warning", "a .grad was never reset while the optimizer stepped",
@@ -135,7 +137,8 @@ VANISHING_GRADIENT = declare(
     "vanishing-gradient", "info", "a module's gradient is 10,000 times too small",
     "Below 1e-4 of the largest module's in most passes, or fallen 1e4-fold over the run while "
     "the loss did not converge (fell by less than a tenth): the module barely learns; info "
-    "when small can be meant, a warning when the loss did not converge.", also=("warning",))
+    "when small can be meant, a warning when the loss did not converge over 20 passes or more.",
+    also=("warning",))
 EXPLODING_GRADIENT = declare(
     "exploding-gradient", "warning", "a gradient grew 10,000-fold or became non-finite",
     "A module's gradient norm passed 1e4 times the largest of the first pass, or a .grad "
