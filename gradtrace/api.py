@@ -67,9 +67,8 @@ class TraceView:
         from .render.profile import cost_view
         from .render.report import Budget, report
 
-        passes = [p for p in self.trace.passes if p.flow]
         console = Console()
-        console.print(report(self.trace, passes[-1] if passes else None,
+        console.print(report(self.trace, self.trace.shown_pass(),
                              budget=Budget.everything(), cut=False), crop=False)
         if self.trace.costs is not None:
             console.print(cost_view(self.trace, every=True), crop=False)

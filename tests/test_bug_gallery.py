@@ -26,6 +26,8 @@ BUGS = {
     "inplace_residual": ("inplace-modified", 33),
     "hf_gpt2_accumulation": ("grad-discarded", 28),  # transformers and accelerate
     "lightning_zero_grad_before_step": ("grad-discarded", 23),  # lightning
+    "detach_in_forward": ("graph-cut", 34),
+    "flow_scale_item": ("graph-cut", 39),  # not line 72, which logs after backward
 }
 # the codes of the training-code findings: none fires on any other example
 TRAINING = {"grad-discarded", "step-without-gradient", "clip-without-gradient",

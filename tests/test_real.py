@@ -460,6 +460,17 @@ def test_modules_held_by_a_plain_object_are_named_and_cluster_nodes(traced: Trac
     assert "agent.critic_target (12)" in copy["message"]
 
 
+def test_a_dqn_s_target_network_is_an_updated_copy_not_a_graph_cut(traced: Traced) -> None:
+    # the tutorial's DQN: target_net used under no_grad and soft-updated by state_dict
+    expected = json.loads(plain("dqn_tutorial.py").stdout.splitlines()[-1])
+    trace = traced("dqn_tutorial.py")
+    assert_same_norms(trace, expected)
+    assert len(trace["passes"]) == 8  # of 23 steps, one a step once memory holds 16
+    assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]
+    (copy,) = trace["findings"]
+    assert copy["code"] == "updated-copy" and "target_net (6)" in copy["message"]
+
+
 def test_inputs_handed_to_autograd_functional_are_not_unreached(traced: Traced) -> None:
     # the documentation's hessian and vjp, on inputs made with requires_grad=True: the
     # functional API differentiates detached copies, so no graph reaches them, as meant

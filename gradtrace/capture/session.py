@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from types import FrameType
 from typing import Any
@@ -34,7 +34,7 @@ from .modules.tracker import (
     unsharded_aliases,
 )
 from .naming.bindings import copied_leaves, kept_graphs
-from .naming.cuts import Statements, pass_cuts, place_leaf_findings
+from .naming.cuts import RanFirst, Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors
@@ -44,6 +44,7 @@ from .observers.base import InplaceModule
 from .observers.births import NonFiniteBirths
 from .observers.optimizers import OptimizerUse
 from .observers.profile import Profile
+from .observers.roots_seen import RootsSeen
 from .observers.saved import SavedTensors
 from .observers.second_order import SecondDerivatives, second_derivatives
 from .observers.steps import StepLog
@@ -123,6 +124,9 @@ class CaptureSession:
                              is kind else kind.__name__,
                              module_objects(self.names.merged().items()).get(id(module)))
 
+    def owns(self, filename: str) -> bool:
+        return self.names.owns(filename)
+
     @contextlib.contextmanager
     def recording(self, frame: FrameType | None = None) -> Iterator[None]:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
@@ -174,7 +178,7 @@ class CaptureSession:
             # no pass read the graph's saved tensors: what the trace reads, its facts say
             recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)
         facts.extend(recorder.facts)
-        facts.extend(pass_cuts(recorder.passes, self.lines, statements))
+        facts.extend(pass_cuts(recorder.passes, self.lines, statements, self._ran_first()))
         if self.path is not None:
             facts.extend(copied_leaves(named, self.lines, statements()))
             facts.extend(kept_graphs(named, recorder.passes, self.lines, statements()))
@@ -189,12 +193,23 @@ class CaptureSession:
             leaf_aliases=unsharded_aliases(modules), objects=modules))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
-            trace = place_leaf_findings(trace, self.path, self.lines, statements,
-                                        self.line_log.own_places(),
-                                        functools.partial(paths_of_class, modules))
+            trace = self._placed(trace, statements, modules, named)
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)
         return trace
+
+    def _ran_first(self) -> RanFirst | None:
+        return None if self.path is None else RanFirst(self.line_log.first_ran, self.path)
+
+    def _placed(self, trace: Trace, statements: Callable[[], Statements],
+                modules: list[tuple[str, Any]], named: Named) -> Trace:
+        """Leaf findings placed, and the cuts of leaves no root reaches: lines that ran
+        before the default graph's backward; a target or EMA copy is no cut."""
+        return place_leaf_findings(
+            trace, self.path or "", self.lines, statements, self.line_log.own_places(),
+            functools.partial(paths_of_class, modules), self._ran_first(),
+            self.recorder.observer(RootsSeen).line(),
+            lambda: self.recorder.observer(StepLog).changed(named))
 
     def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
                  exited: bool) -> tuple[Named, str]:

@@ -191,12 +191,12 @@ def _refuse_run_options(source: str, backward: bool, derivative_order: int,
 
 
 def pick_pass(trace: Trace, choice: str | None) -> Pass | None:
-    """Pass N (1-based), or by default (and with all) the last pass with a recorded flow."""
+    """Pass N (1-based), or by default (and with all) the last pass with a recorded flow
+    from the graph's outputs (Trace.shown_pass)."""
     number = pass_choice(choice)
     if isinstance(number, int):
         if number > len(trace.passes):
             raise GradtraceError(f"--pass {number}: the scenario ran {len(trace.passes)} "
                                  "pass(es)", "passes are numbered from 1 in `gradtrace show`")
         return trace.passes[number - 1]
-    with_flow = [p for p in trace.passes if p.flow]
-    return with_flow[-1] if with_flow else None
+    return trace.shown_pass()

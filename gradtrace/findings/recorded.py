@@ -195,7 +195,7 @@ def _leaf_cut(fact: LeafCut, home: str | None = None) -> Finding:
     return _cut_off(leaves, f"{_reach(leaves, f' of {fact.owner}')} no root because line "
                     f"{fact.line} `{fact.code}` took {via} without its graph: {fact.why}",
                     fact.file, fact.line, "use the tensor itself where the loss needs its "
-                    "gradient; detach only what should not learn")
+                    "gradient; detach only what should not learn", fact.node)
 
 
 def _code_cut(fact: CodeCut, home: str | None = None) -> Finding:
@@ -205,7 +205,7 @@ def _code_cut(fact: CodeCut, home: str | None = None) -> Finding:
                     f"value without its graph: {fact.why}",
                     fact.file, fact.line, "in forward(), keep the tensor itself where later "
                     "layers must learn through it; detach only what should not learn (a "
-                    "target, a stop-gradient)")
+                    "target, a stop-gradient)", fact.node)
 
 
 def _reach(leaves: tuple[str, ...], of: str) -> str:
@@ -215,10 +215,10 @@ def _reach(leaves: tuple[str, ...], of: str) -> str:
     return f"{len(leaves)} tensors{of} ({leaves[0]}, …) reach"
 
 
-def _cut_off(leaves: tuple[str, ...], message: str, file: str, line: int, hint: str
-             ) -> Finding:
+def _cut_off(leaves: tuple[str, ...], message: str, file: str, line: int, hint: str,
+             node: str | None = None) -> Finding:
     return GRAPH_CUT.finding(message, severity="warning", tensor=leaves[0], file=file,
-                             line=line, hint=hint)
+                             line=line, hint=hint, node=node)
 
 
 def _detached(fact: Detached, home: str | None = None) -> Finding:

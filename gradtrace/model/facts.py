@@ -93,6 +93,7 @@ class LeafCut(NamedTuple):
     why: str
     through: str  # the tensor the line took: a leaf, or one computed from them
     file: str
+    node: str | None = None  # the node of the graph shown where the cut value is used
 
 
 class CodeCut(NamedTuple):
@@ -106,6 +107,7 @@ class CodeCut(NamedTuple):
     file: str
     function: str  # Block.forward
     module: str | None  # the module whose forward it is, when the nodes tell
+    node: str | None = None  # the node of the graph shown where the cut value is used
 
 
 class Detached(NamedTuple):

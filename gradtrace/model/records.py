@@ -333,3 +333,12 @@ class Trace:
     steps: Steps | None = None  # light statistics of every pass (None: no pass ran)
     ranks: Ranks | None = None  # the rank this trace's process was, in a multi-process run
     costs: Costs | None = None  # what backward cost, node by node (--profile)
+
+    def shown_pass(self) -> Pass | None:
+        """The pass whose gradients the graph shows by default: the last with a recorded
+        flow among those run from the graph's outputs (a loss's backward, not the
+        torch.autograd.grad a library ran inside its own code), else the last with one."""
+        with_flow = [p for p in self.passes if p.flow]
+        outputs = set(self.outputs)
+        return next((p for p in reversed(with_flow) if outputs.intersection(p.roots)),
+                    with_flow[-1] if with_flow else None)

@@ -10,7 +10,7 @@ from .drawing import Box, Drawing, nested
 from .escape import visible
 from .heat import SCALE, Heat
 from .marks import Mark
-from .palette import MARK_LOOKS, PALETTE, Look
+from .palette import CUT_STROKE, MARK_LOOKS, PALETTE, Look
 
 FONT = "Helvetica"
 
@@ -22,6 +22,7 @@ def _style(look: Look) -> str:
 
 
 STYLE = {kind: _style(look) for kind, look in PALETTE.items()}
+CUT_ARROW = f'style=dashed, color="{CUT_STROKE}", penwidth=1.5'
 # appended to a marked box's attributes: a later attribute wins in Graphviz
 MARK_STYLE = {level: f'color="{look.stroke}", penwidth={look.width:g}'
               for level, look in MARK_LOOKS.items()}
@@ -106,6 +107,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
 
     lines.extend([f"  {src} -> {dst} [label={label_of(label)}];" if label
                   else f"  {src} -> {dst};" for src, dst, label in drawing.arrows])
+    lines.extend(f"  {src} -> {dst} [{CUT_ARROW}];" for src, dst, _ in drawing.cuts)
     if legend and drawing.boxes:
         lines.append('  subgraph cluster_legend {')
         lines.append('    label="legend"; style="rounded"; color="#cfd8dc"; fontsize=9;')

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter
@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ExportError, GradtraceError
 from ..gcpause import gc_paused
+from ..model.labels import line_at
 from ..model.profile import CostMeasure
 from ..model.records import (
     CUSTOM,
@@ -52,6 +53,8 @@ class Drawing:
     tooltips: dict[str, str] = field(default_factory=dict)  # box id -> the line that made it
     members: dict[str, list[str]] = field(default_factory=dict)  # folded box -> its node ids
     marks: dict[str, Mark] = field(default_factory=dict)  # box id -> NaN/Inf born or passed
+    # a graph cut's arrows: from its box to where the value without a graph is used (dashed)
+    cuts: list[Arrow] = field(default_factory=list)
     heat: Heat | None = None  # --heat: each costed box's fill, and the scale's legend
 
     def kinds(self) -> list[BoxKind]:
@@ -159,6 +162,7 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
             shape = [shape_text(t.dtype, t.shape)] if t is not None else []
             out.boxes.append((f"out{i}", (name, *shape), "output", None))
             out.arrows.append((drawn(node_id), f"out{i}", None))
+    _cuts(out, trace, kept, drawn)
     left_out = 0 if keep is None else len(trace.nodes) - len(keep)
     if left_out:
         out.boxes.append(("more", (f"… {left_out} more nodes not drawn",), "more", None))
@@ -167,6 +171,23 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
                 out.arrows.append(("more", drawn(e.dst), None))
         out.arrows = list(dict.fromkeys(out.arrows))
     return out
+
+
+def _cuts(out: Drawing, trace: Trace, kept: Container[str], drawn: Callable[[str], str]
+          ) -> None:
+    """A box for each line a graph-cut finding names, with an arrow to the node drawn where
+    the value without a graph is used (the finding's node); its tooltip is the finding."""
+    cuts = [(f.node, f.line, f) for f in trace.findings
+            if f.code == "graph-cut" and f.node is not None and f.line is not None]
+    if not cuts:
+        return  # the common case: no scan of the nodes
+    ids = {n.id for n in trace.nodes}
+    for i, (node, line, f) in enumerate((node, line, f) for node, line, f in cuts
+                                        if node in ids and node in kept):
+        where = line_at(f.file or "", line, trace.scenario)
+        out.boxes.append((f"cut{i}", (f"✂ graph cut at {where}",), "cut", None))
+        out.cuts.append((f"cut{i}", drawn(node), None))
+        out.tooltips[f"cut{i}"] = f.message
 
 
 def _mark(out: Drawing, marked: dict[str, tuple[str, Mark]]) -> None:

@@ -25,7 +25,7 @@ class Mark(NamedTuple):
 
 def non_finite_nodes(trace: Trace, shown: Pass | None) -> dict[str, Mark]:
     """node id -> its mark, for every node where a NaN or Inf was born or passed; shown is
-    the pass whose gradients count (None: the last pass with a recorded flow)."""
+    the pass whose gradients count (None: the one the graph shows, Trace.shown_pass)."""
     born: dict[str, list[str]] = {}
     for f in trace.findings:
         what = BORN_CODES.get(f.code)
@@ -44,7 +44,7 @@ def non_finite_nodes(trace: Trace, shown: Pass | None) -> dict[str, Mark]:
         if t.grad is not None and not t.grad.finite:
             carry(t.node, "gradient")
     if shown is None:
-        shown = next((p for p in reversed(trace.passes) if p.flow), None)
+        shown = trace.shown_pass()
     if shown is not None:
         for node_id, flow in shown.flow.items():
             if any(g is not None and not g.finite for g in flow.grad_outputs):

@@ -6,7 +6,7 @@ from ..gcpause import gc_paused
 from .drawing import Drawing, nested
 from .escape import visible
 from .heat import SCALE, Heat
-from .palette import MARK_LOOKS, PALETTE, Look
+from .palette import CUT_STROKE, MARK_LOOKS, PALETTE, Look
 
 _BORDER = {"bold": ",stroke-width:2px", "dashed": ",stroke-dasharray:4 2", None: ""}
 
@@ -49,6 +49,9 @@ def to_mermaid(drawing: Drawing, rankdir: str = "TB") -> str:
     for src, dst, label in drawing.arrows:
         shown = f"|{text(label)}|" if label else ""
         out.append(f"  {src} -->{shown} {dst}")
+    for i, (src, dst, _) in enumerate(drawing.cuts, len(drawing.arrows)):  # dashed, red
+        out.append(f"  {src} -.-> {dst}")
+        out.append(f"  linkStyle {i} stroke:{CUT_STROKE}")
     out.extend(f"  classDef {kind} {CLASS_STYLE[kind]}" for kind in drawing.kinds())
     if drawing.heat is not None and drawing.heat.boxes:  # after the kinds' fills: it wins
         out.extend(_heat(drawing.heat))

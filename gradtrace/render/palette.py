@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 BoxKind = Literal["output", "op", "leaf", "custom", "gradient", "folded", "more", "added",
-                  "removed", "changed"]
+                  "removed", "changed", "cut"]
 MarkLevel = Literal["born", "carries"]  # a NaN or Inf was born at a node, or passed through
+
+
+CUT_STROKE = "#c62828"  # a cut's box and its arrow
 
 
 class Look(NamedTuple):
@@ -31,6 +34,9 @@ PALETTE: dict[BoxKind, Look] = {
     "folded": Look("folded repeats (a chain, or branches)", "#e1f5fe", "#0277bd", shape="box3d",
                    rounded=False),
     "more": Look("nodes left out", "#fffde7", "#f9a825", shape="note", rounded=False),
+    # a graph-cut finding's line: a dashed red arrow to the node where the cut value is used
+    "cut": Look("graph cut (.detach(), no_grad, .item() …)", "#ffebee", CUT_STROKE,
+                shape="note", rounded=False, border="dashed"),
     # gradtrace diff's union graph
     "added": Look("only in B (added)", "#a5d6a7", "#1b5e20", border="bold"),
     "removed": Look("only in A (removed)", "#ef9a9a", "#b71c1c", border="dashed"),

@@ -7,6 +7,7 @@ import linecache
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from ...extract.captured import RawPass
 from ...findings.graph import unreached
@@ -14,24 +15,43 @@ from ...findings.recorded import findings_of
 from ...model.facts import CodeCut, LeafCut, PassCut
 from ...model.labels import line_at
 from ...model.records import Trace
-from .statements import Statement, bound_at, function_cuts, graph_cut, leaf_cut
+from .forward_cuts import function_cuts
+from .statements import Statement, bound_at, graph_cut, leaf_cut
 
 Statements = list[Statement]
 
 
+class RanFirst(NamedTuple):
+    """Which lines may have cut what a backward lost: those that first ran before its line
+    first did (or are that line). A cut is blamed only on a line that ran before the backward
+    it explains: a loop's logging after backward() (`loss.data.numpy()`) first ran after it."""
+
+    order: Callable[[tuple[str, int]], int | None]  # a (file, line)'s rank as lines first ran
+    path: str  # the scenario's file, the backward's line's
+
+    def before(self, backward: int | None) -> Callable[[tuple[str, int]], bool]:
+        """Whether a (file, line) first ran before the backward at that line of the
+        scenario (every line that ran, when that line is not known)."""
+        at = None if backward is None else self.order((self.path, backward))
+        if at is None:
+            return lambda place: True
+        return lambda place: (rank := self.order(place)) is not None and rank <= at
+
+
 def pass_cuts(passes: Sequence[RawPass], lines: list[str],
-              statements: Callable[[], Statements]) -> list[PassCut]:
+              statements: Callable[[], Statements], ran_first: RanFirst | None = None
+              ) -> list[PassCut]:
     """For each pass whose root had no graph ("does not require grad"), or was a leaf a
     line made from another tensor's values (`torch.tensor(loss.item(), requires_grad=True)`:
-    backward reaches nothing): the line that lost it, from the statements that ran. Said
-    once per root and line."""
+    backward reaches nothing): the line that lost it, from the statements that ran before
+    it. Said once per root and line."""
     found: dict[tuple[str, int], PassCut] = {}
     for number, p in enumerate(passes, 1):
         rebuilt = p.error is None and bool(p.roots) and all(r is None for r in p.roots)
         if p.error_kind not in ("no-grad-fn", "needs-no-grad") and not rebuilt:
             continue
         for name in dict.fromkeys(n for n in p.root_names if n):
-            cut = graph_cut(name, statements(), from_values=rebuilt)
+            cut = graph_cut(name, _before(statements(), ran_first, p.line), from_values=rebuilt)
             if cut is not None:
                 line, why = cut
                 found.setdefault((name, line),
@@ -39,34 +59,53 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
     return list(found.values())
 
 
+def _before(statements: Statements, ran_first: RanFirst | None, backward: int | None
+            ) -> Statements:
+    """The statements of the scenario that first ran before the backward at that line."""
+    if ran_first is None:
+        return statements
+    early = ran_first.before(backward)
+    return [s for s in statements if early((ran_first.path, s.line))]
+
+
 def place_leaf_findings(trace: Trace, path: str, lines: list[str],
                         statements: Callable[[], Statements],
                         ran: Sequence[tuple[str, int]] = (),
-                        paths_of: Callable[[str], list[str]] = lambda qualname: []) -> Trace:
+                        paths_of: Callable[[str], list[str]] = lambda qualname: [],
+                        ran_first: RanFirst | None = None, backward: int | None = None,
+                        copies: Callable[[], frozenset[str]] = frozenset) -> Trace:
     """Findings about a leaf told where: the line that bound it, and for leaves no root
     reaches, the line that took a value computed from them without its graph: at the
     script's top level, else inside a function that ran (a module's forward; ran: the
     (file, line) of each own line that ran, in any file; paths_of(class) the paths of the
-    scenario's modules of that class)."""
+    scenario's modules of that class). Only lines that first ran before the backward at
+    line `backward` cut (ran_first tells); leaves in copies() (a target or EMA copy, which
+    updated-copy tells) were cut on purpose."""
     lost = unreached(trace)
     if not lost and not any(f.tensor and f.line is None for f in trace.findings):
         return trace  # the common case: no scan of the lines that ran
     placed = [replace(f, file=path, line=line)
               if f.tensor and f.line is None and (line := bound_at(f.tensor, statements()))
               else f for f in trace.findings]
+    copied = copies() if lost else frozenset()
     cuts: list[LeafCut] = []
     by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
     for leaf in lost:
-        by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
+        if leaf not in copied:
+            by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
+    early = _before(statements(), ran_first, backward) if by_name else []
     unexplained: list[str] = []
     for name, leaves in by_name.items():
-        cut = leaf_cut(name, statements())
+        cut = leaf_cut(name, early)
         if cut is None:
             unexplained += leaves
             continue
         line, why, through = cut
         cuts.append(LeafCut(tuple(leaves), name, line, lines[line - 1].strip(), why, through,
-                            path))
+                            path, _used_at(trace, path, _users(early, line))))
+    if unexplained and ran_first is not None:
+        before = ran_first.before(backward)
+        ran = [place for place in ran if before(place)]
     in_code = code_cuts(trace, tuple(unexplained), ran, paths_of) if unexplained else []
     if in_code:  # the cause first: the unreached-leaf finding then points to it
         first = next((i for i, f in enumerate(placed) if f.code == "unreached-leaf"),
@@ -83,8 +122,10 @@ def place_leaf_findings(trace: Trace, path: str, lines: list[str],
 def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, int]],
               paths_of: Callable[[str], list[str]]) -> list[CodeCut]:
     """The cuts inside functions that ran (a module's forward: `h.detach()`), as the likely
-    reason leaves reach no root: each line that cut, with the module whose forward it is when
-    the nodes its function made tell, or when one module of the scenario has its class."""
+    reason leaves reach no root: each line that cut, with the module whose forward holds it
+    (of the scenario's modules of its class, the one the nodes its lines made tell). A value
+    taken of the module's own tensor (`self.log_scale.exp().item()`) counts where that
+    tensor is one of the leaves."""
     by_file: dict[str, set[int]] = {}
     for file, line in ran:
         by_file.setdefault(file, set()).add(line)
@@ -92,21 +133,55 @@ def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, in
     for file, lines_run in sorted(by_file.items()):
         lines = linecache.getlines(file)
         for cut in function_cuts([line.rstrip("\n") for line in lines], lines_run):
-            module = _module_of(trace, file, cut.first, cut.last)
-            if module is None and "." in cut.function:
-                paths = paths_of(cut.function.rpartition(".")[0])
-                module = paths[0] if len(paths) == 1 else None
+            owner = cut.function.rpartition(".")[0]
+            module = _module_of(trace, file, cut.first, cut.last, paths_of(owner) if owner
+                                else [])
+            if cut.reads and not (module and any(
+                    leaf == f"{module}.{a}" or leaf.startswith(f"{module}.{a}.")
+                    for a in cut.reads for leaf in leaves)):
+                continue  # a value of another tensor (a count, a logged number)
             found.append(CodeCut(leaves, cut.line, lines[cut.line - 1].strip(), cut.why, file,
-                                 cut.function, module))
+                                 cut.function, module, _used_at(trace, file, {cut.line})))
     return found
 
 
-def _module_of(trace: Trace, file: str, first: int, last: int) -> str | None:
-    """The module whose forward runs lines first…last of file: the one around the modules of
-    the nodes those lines made (two at least, so that it is not one of them)."""
+def _module_of(trace: Trace, file: str, first: int, last: int, paths: list[str]
+               ) -> str | None:
+    """The module whose forward runs lines first…last of file. Of paths (the scenario's
+    modules of the forward's class): the one around the modules of the nodes those lines
+    made (a child's, when they called a child: model.head is inside model), or the only
+    one. Without paths: the one around those modules (two at least, so that it is not one
+    of them)."""
     modules = {n.module for n in trace.nodes if n.module and n.source is not None
                and n.source.file == file and first <= n.source.line <= last}
+    if paths:
+        around = [p for p in paths if any(m == p or m.startswith(p + ".") for m in modules)]
+        return around[0] if len(around) == 1 else paths[0] if len(paths) == 1 else None
     if len(modules) < 2:
         return None
     common = os.path.commonprefix([m.split(".") for m in sorted(modules)])
     return ".".join(common) or None
+
+
+def _users(statements: Statements, line: int) -> set[int]:
+    """The line that cut, and the later lines that read what it bound: where the value
+    without a graph is used."""
+    bound = frozenset().union(*(s.bound for s in statements if s.line == line))
+    return {line} | {s.line for s in statements if s.line > line and bound.intersection(s.read)}
+
+
+def _used_at(trace: Trace, file: str, lines: set[int]) -> str | None:
+    """The node of the graph shown where a cut value is used: of the ops those lines of file
+    made, the first made (the last found from the roots) with an input that needs no
+    gradient before one that does (autograd leaves no edge where an input has no graph:
+    `self.ln(h.detach())`), else the first made of them."""
+    made = [n.id for n in trace.nodes if n.kind != "leaf" and n.source is not None
+            and n.source.file == file and n.source.line in lines]
+    if not made:
+        return None
+    slots: dict[str, set[int]] = {node: set() for node in made}
+    for e in trace.edges:
+        if e.dst in slots:
+            slots[e.dst].add(e.dst_input)
+    gapped = [n for n in made if slots[n] and len(slots[n]) <= max(slots[n])]
+    return (gapped or made)[-1]

@@ -174,6 +174,11 @@ class LineLog:
             return None
         return {line for name, line in self.places if name == file}
 
+    def first_ran(self, place: tuple[str, int]) -> int | None:
+        """Where a (file, line) stands among the lines in the order each first ran (None:
+        it never ran, or nothing was traced)."""
+        return self._place_of.get(place)
+
     def own_places(self) -> list[tuple[str, int]]:
         """The (file, line) of each line of the scenario's own files that ran."""
         return [place for place in self.places if self._owned.get(place[0]) == _OWN]

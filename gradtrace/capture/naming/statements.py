@@ -128,52 +128,6 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
     return sorted(found)
 
 
-class FunctionCut(NamedTuple):
-    """A line inside a module's forward() that ran and cut a value off its graph: .detach()
-    or .data in it, or it ran inside a no_grad block."""
-
-    line: int
-    why: str
-    function: str  # Block.forward
-    first: int  # the function's lines
-    last: int
-
-
-def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
-    """The cuts that ran inside the forward() methods of a file (its module-level
-    statements are leaf_cut's), in line order."""
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
-        return []
-    found: dict[int, FunctionCut] = {}
-    todo: list[tuple[ast.AST, str]] = [(tree, "")]
-    while todo:
-        parent, owner = todo.pop()
-        for node in ast.iter_child_nodes(parent):
-            if isinstance(node, ast.ClassDef):
-                todo.append((node, f"{owner}{node.name}."))
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                todo.append((node, f"{owner}{node.name}."))
-                if node.name != "forward":  # a module's: a target's update cuts on purpose
-                    continue
-                for inner in ast.walk(node):
-                    why = _function_cut(inner)
-                    line = getattr(inner, "lineno", 0)
-                    if why is not None and line in ran and line not in found:
-                        found[line] = FunctionCut(line, why, f"{owner}{node.name}",
-                                                  node.lineno, node.end_lineno or node.lineno)
-    return sorted(found.values())
-
-
-def _function_cut(node: ast.AST) -> str | None:
-    if isinstance(node, (ast.Call, ast.Attribute)) and _called(node) in ("detach", "data"):
-        return _CUT_BY[_called(node) or ""]
-    if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
-        return f"it ran inside torch.{called}()"
-    return None
-
-
 def _grad_free(node: ast.With) -> str | None:
     """What of a with-statement turns gradients off (no_grad, inference_mode,
     set_grad_enabled(False)), or None."""

@@ -42,6 +42,9 @@ class Host(Protocol):
         """The nn.Module built with inplace=True whose forward made node (None: another
         module's, or none followed)."""
 
+    def owns(self, filename: str) -> bool:
+        """Whether a file is one of the scenario's own (not a library's)."""
+
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
 

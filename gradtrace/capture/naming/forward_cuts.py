@@ -1,0 +1,69 @@
+"""The cuts inside a module's forward() that ran, read with ast: `.detach()` or `.data`, a
+no_grad block, and a value taken of the module's own tensor (`self.log_scale.exp().item()`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from .statements import _CUT_BY, _called, _grad_free
+
+
+class FunctionCut(NamedTuple):
+    """A line inside a module's forward() that ran and cut a value off its graph: .detach()
+    or .data in it, it ran inside a no_grad block, or it took a value of self's tensor."""
+
+    line: int
+    why: str
+    function: str  # Block.forward
+    first: int  # the function's lines
+    last: int
+    # .item(), .tolist(), .numpy(): the attributes of self it took the value of (log_scale in
+    # `self.log_scale.exp().item()`), a cut only where they are the leaves no root reaches
+    reads: tuple[str, ...] = ()
+
+
+def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
+    """The cuts that ran inside the forward() methods of a file (its module-level
+    statements are leaf_cut's), in line order; classes inside a block's statements too."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    found: dict[int, FunctionCut] = {}
+    todo: list[tuple[ast.AST, str]] = [(tree, "")]
+    while todo:
+        parent, owner = todo.pop()
+        for node in ast.iter_child_nodes(parent):
+            if isinstance(node, ast.ClassDef):
+                todo.append((node, f"{owner}{node.name}."))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                todo.append((node, f"{owner}{node.name}."))
+                if node.name != "forward":  # a module's: a target's update cuts on purpose
+                    continue
+                for inner in ast.walk(node):
+                    cut = _function_cut(inner)
+                    line = getattr(inner, "lineno", 0)
+                    if cut is not None and line in ran and line not in found:
+                        found[line] = FunctionCut(line, cut[0], f"{owner}{node.name}",
+                                                  node.lineno, node.end_lineno or node.lineno,
+                                                  cut[1])
+            elif isinstance(node, ast.stmt):  # classes inside a with-block, an if, a try
+                todo.append((node, owner))
+    return sorted(found.values())
+
+
+def _function_cut(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
+    """(why, the attributes of self a value was taken of) for a cut in forward()."""
+    if isinstance(node, (ast.Call, ast.Attribute)) and _called(node) in ("detach", "data"):
+        return _CUT_BY[_called(node) or ""], ()
+    if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
+        return f"it ran inside torch.{called}()", ()
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("item", "tolist", "numpy"):
+        reads = tuple(dict.fromkeys(n.attr for n in ast.walk(node.func.value)
+                                    if isinstance(n, ast.Attribute)
+                                    and isinstance(n.value, ast.Name) and n.value.id == "self"))
+        return (_CUT_BY[node.func.attr], reads) if reads else None
+    return None
+
