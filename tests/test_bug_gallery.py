@@ -26,6 +26,7 @@ BUGS = {
     "inplace_residual": ("inplace-modified", 33),
     "hf_gpt2_accumulation": ("grad-discarded", 28),  # transformers and accelerate
     "lightning_zero_grad_before_step": ("grad-discarded", 23),  # lightning
+    "rnn_hidden_not_detached": ("graph-freed", 24),
     "detach_in_forward": ("graph-cut", 34),
     "flow_scale_item": ("graph-cut", 39),  # not line 72, which logs after backward
 }
@@ -38,7 +39,7 @@ ALSO = {"loss_rebuilt_from_item": {"step-without-gradient"},
 SCRIPTS = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
                  if UNDER_TORCHRUN not in p.parts)
 # the bugs whose script raises, as under python: gradtrace shows it, then stops (exit 2)
-STOPS = {"inplace_residual"}
+STOPS = {"inplace_residual", "rnn_hidden_not_detached"}
 TWINS = sorted(p.stem for p in (SCENARIOS / "bugs").glob("*_fixed.py"))
 
 
@@ -123,3 +124,8 @@ def test_an_lbfgs_fit_with_its_closure_is_healthy(tmp_path: Path) -> None:
     trace = json.loads(result.stdout)
     assert len(trace["passes"]) > 10  # the closure's passes, inside each step
     assert [f for f in trace["findings"] if f["severity"] != "info"] == []
+
+
+def test_a_carried_hidden_state_is_named_as_the_link() -> None:
+    (f,) = [f for f in _findings("rnn_hidden_not_detached") if f["code"] == "graph-freed"]
+    assert f["tensor"] == "hidden" and "`hidden.detach()`" in f["hint"]

@@ -107,7 +107,9 @@ def test_a_hidden_state_carried_across_iterations(tmp_path: Path) -> None:
                     "    h = torch.tanh(w * h + 1)\n    loss = h.sum()\n    loss.backward()\n")
     found = freed(path)
     assert "pass 1 (line 7 `loss.backward()`)" in found["message"]
-    assert "through TanhBackward0, line 5" in found["message"]
+    # the name the loop carries it under (line 5 both reads and binds h)
+    assert "through h (output of TanhBackward0, line 5)" in found["message"]
+    assert "`h.detach()`" in found["hint"]
     assert "detach it where the first pass uses it or where it is carried over" in \
         found["hint"]
 

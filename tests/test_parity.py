@@ -34,7 +34,8 @@ GALLERY = sorted(str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*.py")
 BLOCKS = [s for s in GALLERY if s not in NOT_A_BLOCK]
 # The calls that run a pass of the code's own (trace() takes a graph no pass ran yet)
 PASS_CALLS = {"backward", "grad", "gradcheck", "gradgradcheck", "jacobian", "hessian", "vjp",
-              "jvp", "hvp", "vhp", "grad_and_value", "jacrev", "jacfwd", "vmap"}
+              "jvp", "hvp", "vhp", "grad_and_value", "jacrev", "jacfwd", "vmap",
+              "manual_backward"}  # Lightning's, in a training_step fit() runs
 
 
 def _runs_no_pass(scenario: str) -> bool:

@@ -231,6 +231,15 @@ def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
 
 
+def saved_value(node: Any, name: str) -> Any:
+    """What a built-in node saved for backward under name ("other": DivBackward0's divisor),
+    or None when it saved none or backward freed it."""
+    try:
+        return getattr(node, SAVED_PREFIX + name, None)
+    except RuntimeError:  # freed by a backward without retain_graph
+        return None
+
+
 _device_context_holder = _probe(
     "torch._GLOBAL_DEVICE_CONTEXT", lambda: torch._GLOBAL_DEVICE_CONTEXT,
     "a default device a scenario sets is not reset after it")

@@ -67,6 +67,8 @@ class OptimizerUse(Observer):
         self._empty_steps: dict[Where, list[int]] = {}  # line -> [steps, after a backward]
         self._clips: dict[Where, list[int]] = {}  # line -> [empty clips, clips]
         self._built: dict[int, Where] = {}  # id(optimizer) -> the line that built it
+        # each stepping optimizer's parameter count, as its parameters were last read
+        self._seen: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.stepping: dict[Where, None] = {}  # the lines that built the stepping optimizers
 
     def finish(self, p: PassState) -> None:
@@ -130,28 +132,33 @@ class OptimizerUse(Observer):
         closure = _has_closure(args, kwargs)
         self._closure += closure
         self.steps += 1
-        self.held.update(map(id, params))
-        self.stepping.setdefault(self._built.get(id(optimizer), (None, None)))
-        self.sharded = self.sharded or (bool(params) and is_dtensor(params[0]))
+        if self._seen.get(optimizer) != len(params):  # its parameters, once
+            self._seen[optimizer] = len(params)
+            self.held.update(map(id, params))
+            self.stepping.setdefault(self._built.get(id(optimizer), (None, None)))
+            self.sharded = self.sharded or (bool(params) and is_dtensor(params[0]))
         pending = self._pending
         empty = True
         for t in params:
-            mark = pending.pop(id(t), None)
-            if mark is not None:
-                mark[0] = True
+            if pending:
+                mark = pending.pop(id(t), None)
+                if mark is not None:
+                    mark[0] = True
             empty = empty and t.grad is None
-        where = self._step_line = self.recorder.caller_line()
-        if empty and params:
-            # a reset since the last backward: told with the zero_grad that did it (a
-            # closure Lightning passes runs nothing); else an empty step, unless its closure
-            # makes the gradients (L-BFGS)
-            if self._reset_since_pass is not None:
-                reset = self._reset_since_pass
-                self._before_step[reset] = self._before_step.get(reset, 0) + 1
-            elif not closure:
-                counts = self._empty_steps.setdefault(where, [0, 0])
-                counts[0] += 1
-                counts[1] += self._passes_since_step > 0
+        if not (empty and params):
+            if self._reset_since_pass is not None:  # the step a discard came before
+                self._step_line = self.recorder.caller_line()
+        # a reset since the last backward: told with the zero_grad that did it (a closure
+        # Lightning passes runs nothing); else an empty step, unless its closure makes the
+        # gradients (L-BFGS)
+        elif self._reset_since_pass is not None:
+            self._step_line = self.recorder.caller_line()
+            reset = self._reset_since_pass
+            self._before_step[reset] = self._before_step.get(reset, 0) + 1
+        elif not closure:
+            counts = self._empty_steps.setdefault(self.recorder.caller_line(), [0, 0])
+            counts[0] += 1
+            counts[1] += self._passes_since_step > 0
         self._passes_since_step = 0
 
     @never_compiled

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ...compat.torch import foreach_norms, local_shard, tensor_version
+from ...compat.torch import foreach_norms, local_shard, saved_value, tensor_version
 
 # GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
 # float64 copy on the scale's device)
@@ -50,10 +50,7 @@ def undivided(loss: torch.Tensor) -> tuple[torch.Tensor, float] | None:
     if kind not in ("DivBackward0", "MulBackward0"):
         return None
     inputs = [f for f, _ in node.next_functions if f is not None]
-    try:
-        other = node._saved_other
-    except RuntimeError:  # freed: no constant to read
-        return None
+    other = saved_value(node, "other")
     if len(inputs) != 1 or not any(w in type(inputs[0]).__name__ for w in _LOSS_NODES) \
             or not isinstance(other, torch.Tensor) or other.dim() or other.requires_grad \
             or other.device.type != "cpu":
