@@ -198,7 +198,6 @@ class NonFiniteBorn(NamedTuple):
     box: str | None = None  # its node id in the trace's graph, when that shows it
 
 
-
 class LeafCopied(NamedTuple):
     """A name bound to a conversion of the leaf its line asked for (requires_grad=True then
     .double()): the name holds a non-leaf, whose .grad stays None."""
