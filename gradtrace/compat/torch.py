@@ -3,6 +3,7 @@ the releases it was checked on (compat.TORCH_CHECKED unless said) and a fallback
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -229,6 +230,17 @@ _get_backward_hooks = _probe(
 def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     """(attribute, saved name) of each tensor a built-in node saved for backward."""
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
+
+
+_no_torch_function = _probe(
+    "torch._C.DisableTorchFunction", lambda: torch._C.DisableTorchFunction,
+    "a torch function mode of the script's also sees gradtrace's own read of a CPU loss")
+
+
+def unseen_by_modes() -> contextlib.AbstractContextManager[Any]:
+    """A block whose tensor calls the script's torch function modes do not see (gradtrace's
+    own reads: under python they would not happen at all)."""
+    return contextlib.nullcontext() if _no_torch_function is None else _no_torch_function()
 
 
 def saved_value(node: Any, name: str) -> Any:

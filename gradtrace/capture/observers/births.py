@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import torch
 
-from ...compat.torch import sequence_number
+from ...compat.torch import sequence_number, unseen_by_modes
 from ...extract.births import Birth, not_finite, plain, search
 from ...extract.tensors import Named
 from ...extract.walk import node_type, release, structure, walk
@@ -31,7 +31,10 @@ def bad_roots(roots: list[Any], any_device: bool) -> list[torch.Tensor]:
             and roots[0].numel() == 1 and roots[0].is_floating_point():
         # a loop's every pass: a loss on the CPU, asked in a microsecond
         loss = roots[0]
-        return [] if loss.grad_fn is None or math.isfinite(loss.item()) else [loss]
+        if loss.grad_fn is None:
+            return []
+        with unseen_by_modes():  # the script's own modes count only its own calls
+            return [] if math.isfinite(loss.item()) else [loss]
     asked = [t for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None
              and plain(t) and (any_device or t.device.type == "cpu")]
     if not asked:
