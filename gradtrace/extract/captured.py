@@ -4,7 +4,7 @@ observers' parts), torch objects still, as build_trace takes it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ..model.facts import Fact
@@ -112,8 +112,17 @@ class Captured:
     leaf_aliases: dict[int, int] = field(default_factory=dict)  # FSDP2: unsharded -> sharded
     grad_graph: Callable[[Any], bool] | None = None
     steps: Steps | None = None
+    held: frozenset[int] | None = None  # id() of the leaves stepping optimizers hold
     objects: Sequence[tuple[str, Any]] = ()  # the named objects: their modules hold leaves
     updated: frozenset[str] = frozenset()
     handed: frozenset[str] = frozenset()
     reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
     costs: RawCosts | None = None
+
+    def optimized_steps(self) -> Steps | None:
+        """The steps, each leaf marked held by a stepping optimizer or not (when one did)."""
+        if self.steps is None or self.held is None:
+            return self.steps
+        ids = {name: id(t) for name, t in self.named}
+        return replace(self.steps, optimized=tuple(
+            ids[name] in self.held if name in ids else None for name in self.steps.leaves))

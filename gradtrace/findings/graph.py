@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model.gradients import hook_replaced, same_gradient
@@ -12,16 +12,17 @@ from ..model.records import Edge, Finding, GradSummary, Node, Pass, Trace
 from ..model.texts import grad_text, node_title, sent_text
 from .health import step_findings
 from .registry import (
-    GRAD_ACCUMULATING,
     GRAD_CHANGED_AFTER,
     HOOK_CHANGED_GRADIENT,
     NAN_GRADIENT,
     NAN_VALUE,
-    NOT_OPTIMIZED,
     SCENARIO_STOPPED,
     UNREACHED_LEAF,
     UPDATED_COPY,
 )
+
+# The ops that put a value where a mask says: -inf from them is meant.
+MASKING = ("MaskedFill", "Where", "IndexPut", "Fill")
 
 # Why a node's local derivative blows up, by the op that met it.
 NAN_CAUSES = {
@@ -88,18 +89,7 @@ def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
             *updated_copies(trace, [n for n in lost if n in updated]),
             *hook_changes(trace), *module_hook_changes(trace),
             *changed_after(trace, reduced), *nan,
-            *(f for f in step_findings(trace, [*born, *nan])
-              if not _unheld(f, trace.findings))]
-
-
-def _unheld(finding: Finding, earlier: Sequence[Finding]) -> bool:
-    """A .grad that keeps growing because no optimizer holds (nor resets) it: told by the
-    not-optimized finding, not as a missing zero_grad()."""
-    return finding.code == GRAD_ACCUMULATING.name and finding.tensor is not None and any(
-        f.code == NOT_OPTIMIZED.name and (f.tensor == finding.tensor
-                                          or f"{finding.tensor}," in f.message
-                                          or f"{finding.tensor})" in f.message)
-        for f in earlier)
+            *step_findings(trace, [*born, *nan])]
 
 
 def nan_values(trace: Trace) -> list[Finding]:
@@ -126,6 +116,8 @@ def nan_values(trace: Trace) -> list[Finding]:
                                       "the data it was made from)", tensor=t.name)]
         # a tensor whose node the graph does not show (made after the last pass): no inputs
         node = None if t.node is None else nodes.get(t.node)
+        if _a_mask(t.value, node):
+            continue  # -inf put there on purpose: an attention mask, softmax makes it 0
         named_inputs = [by_node[src] for src in inputs.get(t.node or "", ()) if src in by_node]
         if any((v := values[n]) is not None and not v.finite for n in named_inputs):
             continue  # passed on from an input: its producer comes first or is unnamed
@@ -138,6 +130,14 @@ def nan_values(trace: Trace) -> list[Finding]:
             hint=FORWARD_CAUSES.get(node.type if node else "", "check that op's inputs "
                                     "(clamp them, or add a small epsilon)"))]
     return []
+
+
+def _a_mask(value: GradSummary, node: Node | None) -> bool:
+    """Whether a tensor's non-finite values are -inf only, put there by a masking op (or by
+    an op the graph does not show): `scores.masked_fill(mask, float("-inf"))`."""
+    only_minus_inf = value.min == -math.inf and value.max is not None and \
+        math.isfinite(value.max)
+    return only_minus_inf and (node is None or node.type.startswith(MASKING))
 
 
 def unreached(trace: Trace) -> list[str]:

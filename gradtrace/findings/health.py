@@ -50,6 +50,7 @@ class Loop:
     leaf: tuple[LeafColumn, ...]  # [leaf]: its norms per counted pass and flags
     groups: dict[str, list[int]]  # module (or the leaf's own name) -> its leaves, in order
     lines: tuple[int | None, ...]  # the scenario line of each counted pass
+    optimized: tuple[bool | None, ...]  # [leaf]: a stepping optimizer holds it (None: unknown)
 
 
 def step_findings(trace: Trace, earlier: Sequence[Finding] = ()) -> list[Finding]:
@@ -87,7 +88,8 @@ def _loop(trace: Trace) -> Loop | None:
     lines = tuple(trace.passes[p].line if same else None for p in counted)
     columns = leaf_columns(steps, counted)
     return Loop(tuple(counted), tuple(stepped), loss, steps.leaves, columns,
-                tuple(map(leaf_column, columns)), _groups(steps), lines)
+                tuple(map(leaf_column, columns)), _groups(steps), lines,
+                steps.optimized or (None,) * len(steps.leaves))
 
 
 def leaf_columns(steps: Steps, passes: Sequence[int]) -> tuple[Column, ...]:
@@ -154,8 +156,10 @@ def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] 
 
 
 def accumulating(loop: Loop) -> list[Finding]:
+    # a leaf no stepping optimizer holds is no optimizer's to reset (not-optimized says why)
     runs = {i: run for i, col in enumerate(loop.columns)
-            if loop.leaf[i].kept and (run := accumulating_run(col, loop.stepped)) is not None}
+            if loop.leaf[i].kept and loop.optimized[i] is not False
+            and (run := accumulating_run(col, loop.stepped)) is not None}
     if not runs:
         return []
     first = min(runs, key=lambda i: (runs[i][0], i))

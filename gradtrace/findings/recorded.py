@@ -54,8 +54,9 @@ _AUGMENTED = re.compile(r"^(?P<target>[\w.\[\]]+)\s*(?P<op>[-+*/@]|//|\*\*)=\s*(
 
 def findings_of(facts: Iterable[Fact], home: str | None = None) -> list[Finding]:
     """Each fact's finding, in the order the facts came (home: the scenario's label; a line
-    of another file is told with that file's name)."""
-    return [_PHRASED[type(fact)](fact, home) for fact in facts]
+    of another file is told with that file's name); a count that amounts to nothing (an
+    optimizer's occasional empty step) has none."""
+    return [f for fact in facts if (f := _PHRASED[type(fact)](fact, home)) is not None]
 
 
 def without_comment(code: str) -> str:
@@ -229,7 +230,7 @@ def _detached(fact: Detached, home: str | None = None) -> Finding:
 
 
 # one line per fact: a new kind of fact is a NamedTuple in model/facts.py and its phrasing here
-_PHRASED: dict[type, Callable[[Any, str | None], Finding]] = {
+_PHRASED: dict[type, Callable[[Any, str | None], Finding | None]] = {
     GradcheckRan: _gradcheck,
     SavedChanged: _saved_changed,
     GraphFreed: _graph_freed,

@@ -34,23 +34,31 @@ def _at(line: int | None, code: str | None) -> str:
     return f"line {line}" + (f" `{code}`" if code else "")
 
 
-def grad_discarded(fact: GradDiscarded, home: str | None = None) -> Finding:
+def grad_discarded(fact: GradDiscarded, home: str | None = None) -> Finding | None:
+    """A reset right before a step in most passes; or of most passes' gradients, from the
+    backward a step trains with (not an input's gradient taken before it, not an analysis
+    after training, not what the code clipped into .grad itself); none for a loop with no
+    optimizer step, or for what no optimizer holds."""
+    before = 2 * fact.before_step >= fact.backwards
+    if not (fact.steps and fact.held and (before or 2 * fact.passes >= fact.backwards
+                                          and 2 * fact.trained >= fact.backwards)):
+        return None
     reset = _at(fact.line, fact.code)
     backward = _at(fact.backward_line, fact.backward_code)
     step = _at(fact.step_line, fact.step_code)
-    if fact.before_step and 2 * fact.before_step >= fact.passes:
+    if before:
         if fact.step_line is not None and fact.backward_line is not None \
                 and fact.step_line < fact.backward_line:
             return STEP_WITHOUT_GRADIENT.finding(
                 f"{step} runs before backward at {backward}: each step comes right after "
                 f"{reset}, with no gradient, and the gradient backward makes is reset before "
-                f"the next step ({fact.passes} of {fact.backwards} backward passes): the "
-                "parameters never move", line=fact.step_line,
+                f"the next step ({fact.before_step} of {fact.backwards} backward passes): "
+                "the parameters never move", line=fact.step_line,
                 hint="order each step as zero_grad(), forward, loss.backward(), then step()")
-        message = (f"{reset} reset the gradients that backward at {backward} had just made, "
-                   f"before step() at {step} used them, in {fact.passes} of {fact.backwards} "
-                   "backward passes: the optimizer steps with no gradient and the model "
-                   "never learns")
+        message = (f"{reset} reset the gradients that backward"
+                   f"{f' at {backward}' if fact.backward_line else ''} had just made, before "
+                   f"step() at {step} used them, in {fact.before_step} of {fact.backwards} "
+                   "backward passes: the optimizer steps with no gradient and never learns")
         hint = ("call zero_grad() before the forward pass (or after step()), never between "
                 "backward() and step()")
     else:
@@ -65,7 +73,11 @@ def grad_discarded(fact: GradDiscarded, home: str | None = None) -> Finding:
     return GRAD_DISCARDED.finding(message, hint=hint, line=fact.line)
 
 
-def step_without_gradient(fact: StepWithoutGradient, home: str | None = None) -> Finding:
+def step_without_gradient(fact: StepWithoutGradient, home: str | None = None
+                          ) -> Finding | None:
+    """In most of the run's optimizer steps."""
+    if 2 * fact.empty <= fact.steps:  # of every optimizer's steps: a multi-task loop's
+        return None  # idle heads are not most
     step = _at(fact.line, fact.code)
     why = ("the backward passes before them reached none of its parameters (the loss is "
            "not computed from them)" if fact.after_backward * 2 >= fact.empty
@@ -77,7 +89,10 @@ def step_without_gradient(fact: StepWithoutGradient, home: str | None = None) ->
         line=fact.line)
 
 
-def clip_without_gradient(fact: ClipWithoutGradient, home: str | None = None) -> Finding:
+def clip_without_gradient(fact: ClipWithoutGradient, home: str | None = None
+                          ) -> Finding | None:
+    if 2 * fact.empty < fact.clips:
+        return None
     clip = _at(fact.line, fact.code)
     return CLIP_WITHOUT_GRADIENT.finding(
         f"{clip} clipped {fact.empty} of {fact.clips} times while none of the parameters "

@@ -431,6 +431,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "optimizer_steps_after": s.optimizer_steps_after,
         "loss_scale": [json_float(x) for x in s.loss_scale],
         "loss_divisor": [json_float(x) for x in s.loss_divisor],
+        "optimized": list(s.optimized),
     }
 
 
@@ -446,7 +447,8 @@ def _steps_from(d: dict[str, Any] | None) -> Steps | None:
             for row in d["grads"]),
         optimizer_steps_after=d.get("optimizer_steps_after", 0),
         loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())),
-        loss_divisor=tuple(py_float(x) for x in d.get("loss_divisor", ())))
+        loss_divisor=tuple(py_float(x) for x in d.get("loss_divisor", ())),
+        optimized=tuple(d.get("optimized", ())))
 
 
 def costs_dict(c: Costs) -> dict[str, Any]:

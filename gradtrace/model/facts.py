@@ -126,12 +126,14 @@ class GradDiscarded(NamedTuple):
     line: int | None
     code: str | None
     passes: int  # backward passes whose gradients it threw away
+    trained: int  # of them, those from a backward line whose passes a step used elsewhere
     backwards: int  # backward passes in all
     steps: int  # optimizer steps in all
-    before_step: int  # of its resets, those right before a step that then found no gradient
+    before_step: int  # of its resets, those right before a step, with no backward between
+    held: bool  # what it threw away an optimizer holds (else a loop trained by hand)
     backward_line: int | None  # the backward of the first pass thrown away
     backward_code: str | None
-    step_line: int | None  # the latest optimizer step's line
+    step_line: int | None  # a step a reset came right before
     step_code: str | None
 
 

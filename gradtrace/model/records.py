@@ -219,6 +219,9 @@ class Steps:
     # per pass, the constant k of a root `loss / k` (accumulation): the loss row is the loss
     # before it, as the code computed it; empty unless a pass had one
     loss_divisor: tuple[float | None, ...] = ()
+    # per leaf, whether a stepping optimizer holds it (None: unknown); empty unless one
+    # stepped
+    optimized: tuple[bool | None, ...] = ()
 
     @property
     def optimizer_steps_taken(self) -> int:

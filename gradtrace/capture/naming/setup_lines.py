@@ -4,6 +4,7 @@ parameter hangs on, and names for parameters kept in plain lists and dicts."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -13,8 +14,6 @@ import torch
 from .sharded import submodules
 
 Where = tuple[int | None, str | None]  # a line of the code and its text
-_FREEZING = re.compile(r"requires_grad_\(\s*(False|requires_grad\s*=\s*False)\s*\)"
-                       r"|\.requires_grad\s*=\s*False|freeze\s*=\s*True|from_pretrained\(")
 _ON_PURPOSE = re.compile(r"freez|frozen|fine.?tun|backbone", re.IGNORECASE)
 
 
@@ -33,9 +32,10 @@ def attribute_line(lines: list[str], names: tuple[str, ...], built: Where) -> Wh
 
 
 def freezing_line(lines: list[str], frozen: tuple[str, ...]) -> Where:
-    """The line that most likely froze them: one that sets requires_grad to False (or loads
-    frozen weights), naming their module if one does."""
-    candidates = [i for i, text in enumerate(lines, 1) if _FREEZING.search(text)]
+    """The statement that most likely froze them: one that sets requires_grad to False (or
+    loads frozen weights: from_pretrained), naming their module if one does; never a line
+    of a string or a comment."""
+    candidates = sorted(_freezing_statements(lines))
     if not candidates:
         return None, None
     parts = {part for name in frozen for part in name.split(".")[1:-1] if not part.isdigit()}
@@ -45,12 +45,41 @@ def freezing_line(lines: list[str], frozen: tuple[str, ...]) -> Where:
     return best, lines[best - 1].strip()
 
 
+def _freezing_statements(lines: list[str]) -> set[int]:
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _is_false(node.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                for t in node.targets):
+            found.add(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr == "from_pretrained"
+                or node.func.attr == "requires_grad_" and (
+                    any(_is_false(a) for a in node.args[:1])
+                    or any(k.arg == "requires_grad" and _is_false(k.value)
+                           for k in node.keywords))
+                or any(k.arg == "freeze" and isinstance(k.value, ast.Constant)
+                       and k.value.value is True for k in node.keywords)):
+            found.add(node.lineno)
+    return found
+
+
+def _is_false(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
 def on_purpose(lines: list[str], line: int | None) -> bool:
     """Whether the code says it freezes on purpose: a word for it on the line (beyond
-    from_pretrained's default), in the two lines above, or in the enclosing function's name."""
+    from_pretrained's default), in a comment on the two lines above, or in the enclosing
+    function's name."""
     if line is None:
         return False
-    near = [text.replace("from_pretrained", "") for text in lines[max(0, line - 3):line]]
+    above = [text for text in lines[max(0, line - 3):line - 1] if text.lstrip().startswith("#")]
+    near = [text.replace("from_pretrained", "") for text in (*above, lines[line - 1])]
     indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
     enclosing = next((text for text in reversed(lines[:line - 1]) if text.strip()
                       and len(text) - len(text.lstrip()) < indent

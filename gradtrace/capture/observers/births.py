@@ -77,15 +77,17 @@ class NonFiniteBirths(Observer):
 
     def at_end(self, named: Named, stopped: bool) -> None:
         """After the run: when no pass told one, the birth of the NaN or Inf of the named
-        tensors with a graph whose values are not finite (the topmost of them are the
-        roots; any backward from them would have told it)."""
+        losses (one number each) with a graph whose values are not finite (the topmost of
+        them are the roots; any backward from them would have told it)."""
         if self.told:
             return
         # made since the last pass began: no backward went through them (the graphs of
         # those made before are freed, their values gone)
         last = self.recorder.passes[-1].roots if self.recorder.passes else []
         since = max((sequence_number(r) for r in last if r is not None), default=-1)
+        # a loss: one number (an attention's -inf mask is meant, not a NaN born)
         bad = {id(t) for t in bad_roots([t for _, t in named if not t.is_leaf
+                                         and t.numel() == 1
                                          and sequence_number(t.grad_fn) > since], True)}
         if not bad:
             return

@@ -1,0 +1,114 @@
+"""Which leaves the stepping optimizers hold, and which of the leaves backward reached they
+miss: a layer in a plain list, a head added after the optimizer was built; and the frozen
+parameters they hold."""
+
+from __future__ import annotations
+
+import functools
+import re
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from ...compat.torch import is_dtensor
+from ...extract.tensors import Named
+from ...model.facts import FrozenHeld, NotOptimized
+from ..naming.setup_lines import (
+    Where,
+    attribute_line,
+    freezing_line,
+    names_in_containers,
+    on_purpose,
+)
+from ..naming.sharded import submodules
+
+
+class Held:
+    """The leaves the stepping optimizers hold (by id), the leaves backward reached (weakly:
+    a leaf that dies is forgotten), and the lines that built the optimizers."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.ids: set[int] = set()
+        self.frozen: set[int] = set()  # held, and frozen when their optimizer first stepped
+        self.reached: dict[int, weakref.ref[Any]] = {}
+        self.lines: dict[Where, None] = {}  # the lines that built the stepping optimizers
+        self.sharded = False  # a stepping optimizer holds DTensors (FSDP2): no coverage
+        self._seen: dict[int, tuple[Any, int]] = {}  # id(optimizer) -> (a ref, its count)
+
+    def stepped(self, optimizer: Any, params: list[Any], built: Where) -> None:
+        """An optimizer steps: its parameters are read when it is new or they changed."""
+        self.steps += 1
+        seen = self._seen.get(id(optimizer))
+        if seen is not None and seen[0]() is optimizer and seen[1] == len(params):
+            return
+        try:
+            ref: Any = weakref.ref(optimizer)
+        except TypeError:  # an optimizer with __slots__ and no __weakref__
+            ref = functools.partial(lambda o: o, optimizer)
+        self._seen[id(optimizer)] = (ref, len(params))
+        tensors = [t for t in params if isinstance(t, torch.Tensor)]
+        self.frozen.update(id(t) for t in tensors if id(t) not in self.ids and not t.requires_grad)
+        self.ids.update(map(id, tensors))
+        self.lines.setdefault(built)
+        self.sharded = self.sharded or any(is_dtensor(t) for t in tensors[:1])
+
+    def holds(self, t: Any) -> bool:
+        return id(t) in self.ids
+
+    def reached_by(self, leaves: Iterable[Any], pending: dict[int, Any]) -> list[int]:
+        """The ids of a pass's leaves, each noted as reached (and, once it dies, dropped from
+        what is reached and from pending)."""
+        ids, reached = [], self.reached
+        for t in leaves:
+            ids.append(i := id(t))
+            if i not in reached:
+                reached[i] = weakref.ref(t, functools.partial(_forget, reached, pending, i))
+        return ids
+
+
+def _forget(reached: dict[int, Any], pending: dict[int, Any], key: int, _: Any) -> None:
+    reached.pop(key, None)
+    pending.pop(key, None)
+
+
+def coverage_facts(held: Held, named: Named, objects: Sequence[tuple[str, Any]],
+                   lines: list[str]) -> list[Any]:
+    """NotOptimized for the leaves backward reached that no stepping optimizer holds (parts
+    of a model one trains: not a solver's inputs, not a model trained by hand); FrozenHeld for
+    the held parameters frozen from the first step to the end."""
+    if not held.steps or held.sharded:
+        return []
+    leaves = [(name, t) for name, t in named if isinstance(t, torch.Tensor) and t.is_leaf]
+    modules = {path for path, _ in submodules(objects)}
+    loose = [name for name, t in leaves
+             if t.requires_grad and id(t) in held.reached and not held.holds(t)
+             and (isinstance(t, torch.nn.Parameter) or name.rpartition(".")[0] in modules)]
+    seen = {id(t) for _, t in leaves}
+    unnamed = {i: t for i, ref in list(held.reached.items()) if i not in held.ids
+               and i not in seen and isinstance(t := ref(), torch.nn.Parameter)}
+    if unnamed:
+        loose.extend(names_in_containers(objects, unnamed))
+    # parts of a model an optimizer trains (another, trained by hand, is not); when no
+    # named model is held at all (rebuilt since), every one
+    owners = {_owner(name) for name, t in leaves if held.holds(t)}
+    loose = [name for name in loose if not owners or _owner(name) in owners]
+    facts: list[Any] = []
+    if loose:
+        built = next(iter(held.lines), (None, None))
+        facts.append(NotOptimized(tuple(loose), held.steps,
+                                  *attribute_line(lines, tuple(loose), built), *built))
+    frozen = tuple(name for name, t in leaves
+                   if id(t) in held.frozen and not t.requires_grad)
+    if frozen:
+        line, code = freezing_line(lines, frozen)
+        facts.append(FrozenHeld(frozen, held.steps, line, code,
+                                code is not None and on_purpose(lines, line)))
+    return facts
+
+
+def _owner(name: str) -> str:
+    """The object a leaf's name starts from: model for model.blocks[0].weight."""
+    return re.split(r"[.\[]", name, maxsplit=1)[0]
