@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from .statements import _CUT_BY, _called, _grad_free
+from .statements import CUT_BY, called_name, grad_free
 
 
 class FunctionCut(NamedTuple):
@@ -55,15 +55,15 @@ def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
 
 def _function_cut(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
     """(why, the attributes of self a value was taken of) for a cut in forward()."""
-    if isinstance(node, (ast.Call, ast.Attribute)) and _called(node) in ("detach", "data"):
-        return _CUT_BY[_called(node) or ""], ()
-    if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
+    if isinstance(node, (ast.Call, ast.Attribute)) and called_name(node) in ("detach", "data"):
+        return CUT_BY[called_name(node) or ""], ()
+    if isinstance(node, ast.With) and (called := grad_free(node)) is not None:
         return f"it ran inside torch.{called}()", ()
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr in ("item", "tolist", "numpy"):
         reads = tuple(dict.fromkeys(n.attr for n in ast.walk(node.func.value)
                                     if isinstance(n, ast.Attribute)
                                     and isinstance(n.value, ast.Name) and n.value.id == "self"))
-        return (_CUT_BY[node.func.attr], reads) if reads else None
+        return (CUT_BY[node.func.attr], reads) if reads else None
     return None
 

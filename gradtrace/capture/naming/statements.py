@@ -41,7 +41,7 @@ def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None,
     calls: dict[str, list[int]] = {}
     for node in nodes:
         if isinstance(node, ast.Call):
-            called = _called(node)
+            called = called_name(node)
             if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
                 calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
     if not calls and not passes_ran and \
@@ -72,7 +72,7 @@ def _unbound_result(nodes: list[ast.AST], wanting: list[str],
 
 
 # What, in a statement that ran, makes a tensor with no graph (method, function or attribute).
-_CUT_BY = {
+CUT_BY = {
     "detach": ".detach() cuts it from the graph",
     "item": ".item() turns it into a Python number",
     "tolist": ".tolist() turns it into Python numbers",
@@ -106,7 +106,7 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
         return []
     regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
     for node in ast.walk(tree):
-        if isinstance(node, ast.With) and (called := _grad_free(node)) is not None:
+        if isinstance(node, ast.With) and (called := grad_free(node)) is not None:
             regions.append((node.lineno, node.end_lineno or node.lineno,
                             f"torch.{called}() (line {node.lineno})"))
     found = []
@@ -121,19 +121,19 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
                     if first < node.lineno <= last), None)
         if why is None:
             # a call or attribute only: a variable called `data` or `tensor` cuts nothing
-            why = next((_CUT_BY[c] for n in ast.walk(node.value)
-                        if isinstance(n, (ast.Call, ast.Attribute)) and (c := _called(n))
-                        in _CUT_BY), None)
+            why = next((CUT_BY[c] for n in ast.walk(node.value)
+                        if isinstance(n, (ast.Call, ast.Attribute)) and (c := called_name(n))
+                        in CUT_BY), None)
         found.append(Statement(node.lineno, bound, read, why))
     return sorted(found)
 
 
-def _grad_free(node: ast.With) -> str | None:
+def grad_free(node: ast.With) -> str | None:
     """What of a with-statement turns gradients off (no_grad, inference_mode,
     set_grad_enabled(False)), or None."""
     for item in node.items:
         call = item.context_expr
-        called = _called(call)
+        called = called_name(call)
         if called in ("no_grad", "inference_mode") or (
                 called == "set_grad_enabled" and isinstance(call, ast.Call)
                 and call.args and getattr(call.args[0], "value", True) is False):
@@ -233,7 +233,7 @@ def bound_at(name: str, statements: list[Statement]) -> int | None:
     return next((s.line for s in statements if first in s.bound), None)
 
 
-def _called(node: ast.AST) -> str | None:
+def called_name(node: ast.AST) -> str | None:
     """The name a call or attribute access uses: torch.no_grad() -> no_grad, x.data -> data."""
     if isinstance(node, ast.Call):
         node = node.func
