@@ -27,6 +27,7 @@ BUGS = {
     "hf_gpt2_accumulation": ("grad-discarded", 28),  # transformers and accelerate
     "lightning_zero_grad_before_step": ("grad-discarded", 23),  # lightning
     "rnn_hidden_not_detached": ("graph-freed", 24),
+    "no_grad_helper": ("graph-cut", 17),
     "detach_in_forward": ("graph-cut", 34),
     "flow_scale_item": ("graph-cut", 39),  # not line 72, which logs after backward
 }

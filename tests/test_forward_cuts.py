@@ -12,6 +12,8 @@ from typing import Any
 
 from helpers import invoke, write_script
 
+from gradtrace.capture.naming.forward_cuts import function_cuts
+
 BLOCK = """import torch
 import torch.nn as nn
 
@@ -122,3 +124,11 @@ def test_an_in_place_change_in_the_model_s_own_file_is_told_there_once_before_th
     assert "SigmoidBackward0 (gates.py:11, in model.1)" in findings
     assert "changed in place at gates.py:13 `g.mul_(0.5)`" in findings
     assert findings.count("modified by an inplace operation") == 1  # torch's text, once
+
+
+def test_a_no_grad_decorated_helper_forward_calls_is_the_cut_only_when_it_ran() -> None:
+    lines = ["import torch", "", "@torch.no_grad()", "def scale(x):", "    return x * 2",
+             "", "@torch.inference_mode()", "def unused(x):", "    return x"]
+    (cut,) = function_cuts(lines, {1, 3, 4, 5, 7, 8})  # unused's body never ran
+    assert (cut.line, cut.function) == (3, "scale")
+    assert cut.why.startswith("@torch.no_grad() turns gradients off in all of scale()")

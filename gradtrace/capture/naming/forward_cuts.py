@@ -1,5 +1,6 @@
 """The cuts inside a module's forward() that ran, read with ast: `.detach()` or `.data`, a
-no_grad block, and a value taken of the module's own tensor (`self.log_scale.exp().item()`)."""
+no_grad block, a value taken of the module's own tensor (`self.log_scale.exp().item()`), and
+a function decorated `@torch.no_grad()` that ran (a helper forward() calls)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
                 todo.append((node, f"{owner}{node.name}."))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 todo.append((node, f"{owner}{node.name}."))
+                decorated = _decorated_cut(node, ran)
+                if decorated is not None:  # a helper forward() calls: all of it, when it ran
+                    found.setdefault(decorated.line, decorated._replace(
+                        function=f"{owner}{node.name}"))
                 if node.name != "forward":  # a module's: a target's update cuts on purpose
                     continue
                 for inner in ast.walk(node):
@@ -51,6 +56,19 @@ def function_cuts(lines: list[str], ran: set[int]) -> list[FunctionCut]:
             elif isinstance(node, ast.stmt):  # classes inside a with-block, an if, a try
                 todo.append((node, owner))
     return sorted(found.values())
+
+
+def _decorated_cut(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                   ran: set[int]) -> FunctionCut | None:
+    """`@torch.no_grad()` on a function whose body ran: nothing it returns has a graph."""
+    called = next((c for d in node.decorator_list
+                   if (c := called_name(d)) in ("no_grad", "inference_mode")), None)
+    last = node.end_lineno or node.lineno
+    if called is None or not any(line in ran for line in range(node.body[0].lineno, last + 1)):
+        return None
+    line = next(d.lineno for d in node.decorator_list if called_name(d) == called)
+    return FunctionCut(line, f"@torch.{called}() turns gradients off in all of {node.name}(): "
+                       "nothing it returns has a graph", node.name, node.lineno, last)
 
 
 def _function_cut(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
