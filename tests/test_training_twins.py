@@ -1,7 +1,8 @@
 """Training code that is healthy, though it calls zero_grad(), steps or freezes in ways the
 optimizer findings watch (adversarial training, saliency after training, per-sample
 clipping, multi-task heads, a frozen model after training, a physics-informed network's
-inputs, a masked attention): no warning or error; and two more bugs those findings name."""
+inputs, a masked attention, a checkpoint reloaded for testing): no warning or error; and
+two more bugs those findings name."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from helpers import invoke, shared_invoke
 
 FOLDER = Path(__file__).parent / "training"
-HEALTHY = ("fgsm", "saliency", "dpsgd", "multitask", "posttrain_freeze", "pinn", "masked")
+HEALTHY = ("fgsm", "saliency", "dpsgd", "multitask", "posttrain_freeze", "pinn", "masked",
+           "reload_for_test")
 
 
 def _findings(name: str) -> list[tuple[str, str, int | None]]:

@@ -108,7 +108,7 @@ def build_trace(c: Captured) -> Trace:
     lost = unreached(trace)
     found = trace_findings(trace, c.updated, c.handed, c.reduced,
                            _waiting(named, trace, lost, set(detached.values())) if lost else {},
-                           carried=carried)
+                           carried=carried, fresh=c.fresh)
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
 
 

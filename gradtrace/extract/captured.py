@@ -115,6 +115,7 @@ class Captured:
     held: frozenset[int] | None = None  # id() of the leaves stepping optimizers hold
     objects: Sequence[tuple[str, Any]] = ()  # the named objects: their modules hold leaves
     updated: frozenset[str] = frozenset()
+    fresh: frozenset[str] = frozenset()  # leaves bound again after the last pass named them
     handed: frozenset[str] = frozenset()
     reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
     costs: RawCosts | None = None

@@ -68,17 +68,19 @@ def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
                    handed: frozenset[str] = frozenset(),
                    reduced: dict[str, tuple[int, bool]] | None = None,
                    waiting: dict[str, tuple[str, ...]] | None = None,
-                   carried: dict[int, frozenset[str]] | None = None) -> list[Finding]:
+                   carried: dict[int, frozenset[str]] | None = None,
+                   fresh: frozenset[str] = frozenset()) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
     the run; handed: those given to torch.autograd.functional, which differentiates copies;
     reduced: those DistributedDataParallel averages: over how many ranks, and whether it
     waits for their gradients; waiting: those a named tensor no pass ran from uses, with
     the topmost such tensors; carried: by pass, the nodes whose saved forward values were
-    not finite)."""
+    not finite; fresh: those bound again after the last pass named them, as a checkpoint
+    loaded for testing: no backward came after them)."""
     # where capture found the forward's NaN born (a fact), the named tensors add nothing
     born = [f for f in trace.findings if f.code == NAN_VALUE.name]
     nan = [*nan_origins(trace, carried), *([] if born else nan_values(trace))]
-    lost = [name for name in unreached(trace) if name not in handed]
+    lost = [name for name in unreached(trace) if name not in handed | fresh]
     reduced = reduced or {}
     waited = {name for name, (_, waits) in reduced.items() if waits}
     waiting = waiting or {}

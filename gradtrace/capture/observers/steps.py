@@ -89,7 +89,9 @@ class StepLog(Observer):
         self._pass = ([], [], {})
 
     def captured(self, given: Any) -> dict[str, Any]:
-        return {"steps": self.steps(given.modules), "updated": self.changed(given.named)}
+        seen = dict(zip(self.columns, self.leaf_ids, strict=True))  # the last pass's tensors
+        return {"steps": self.steps(given.modules), "updated": self.changed(given.named),
+                "fresh": frozenset(n for n, t in given.named if seen.get(n, id(t)) != id(t))}
 
     @contextlib.contextmanager
     def counting_optimizer_steps(self) -> Iterator[None]:
