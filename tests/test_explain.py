@@ -270,3 +270,15 @@ def test_a_model_whose_output_is_detached_names_the_line(tmp_path: Path) -> None
                                        "because line 6 `loss = nn.functional.mse_loss(")
     assert "took out (computed from model) without its graph: .detach()" in found["message"]
     assert (found["tensor"], found["line"]) == ("model.0.weight", 6)
+
+
+def test_the_detach_lesson_blames_the_detach_not_the_constant(tmp_path: Path) -> None:
+    # seed 003: torch.tensor([2., 3., 5.]) is a constant factor; x keeps its graph through y
+    path = tmp_path / "lesson.py"
+    path.write_text("import torch\nx = torch.tensor(5.0, requires_grad=True)\n"
+                    "y = x * torch.tensor([2.0, 3.0, 5.0])\nw = y.detach()\n"
+                    "w.requires_grad_()\nz = w @ torch.tensor([4.0, 7.0, 9.0])\nz.backward()\n")
+    result = invoke("show", path, "--json")
+    (cut,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "graph-cut"]
+    assert cut["line"] == 4 and "`w = y.detach()`" in cut["message"]
+    assert ".detach() cuts it from the graph" in cut["message"]

@@ -120,10 +120,12 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
         why = next((f"it ran inside {what}" for first, last, what in regions
                     if first < node.lineno <= last), None)
         if why is None:
-            # a call or attribute only: a variable called `data` or `tensor` cuts nothing
+            # a call or attribute only (a variable called `data` or `tensor` cuts nothing),
+            # and only of a value: torch.tensor([2.0, 3.0]) in `x * torch.tensor([2.0, 3.0])`
+            # makes a constant, and x keeps its graph
             why = next((CUT_BY[c] for n in ast.walk(node.value)
                         if isinstance(n, (ast.Call, ast.Attribute)) and (c := called_name(n))
-                        in CUT_BY), None)
+                        in CUT_BY and _cuts_a_value(n)), None)
         found.append(Statement(node.lineno, bound, read, why))
     return sorted(found)
 
@@ -231,6 +233,21 @@ def bound_at(name: str, statements: list[Statement]) -> int | None:
     """The first line that ran and bound name (model for model.fc.weight), or None."""
     first = name.partition(".")[0]
     return next((s.line for s in statements if first in s.bound), None)
+
+
+def _cuts_a_value(node: ast.Call | ast.Attribute) -> bool:
+    """Whether what a cutting call or attribute takes reads a name (`y.detach()`,
+    `torch.tensor(loss.item())`), not literals alone (`torch.tensor([2.0, 3.0])`)."""
+    taken: list[ast.AST]
+    if isinstance(node, ast.Attribute):  # x.data: what it is read of
+        taken = [node.value]
+    elif isinstance(node.func, ast.Attribute) and not (
+            isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES):
+        taken = [node.func.value]  # x.detach(), loss.item(): what it is called on
+    else:  # torch.tensor(...), tensor(...): what it is given
+        taken = [*node.args, *(k.value for k in node.keywords)]
+    return any(isinstance(n, ast.Name) and n.id not in _MODULES
+               for part in taken for n in ast.walk(part))
 
 
 def called_name(node: ast.AST) -> str | None:
