@@ -10,7 +10,7 @@ from helpers import SCENARIOS, invoke
 
 import gradtrace
 from gradtrace.check.discover import targets_of
-from gradtrace.model.examples import FOLDERS, PREFIX, bundled, folder_examples
+from gradtrace.model.examples import FOLDERS, PATH, PREFIX, bundled, folder_examples
 from gradtrace.model.labels import label_file
 
 
@@ -20,10 +20,65 @@ def test_every_example_file_is_listed_once_with_its_summary() -> None:
                    for p in SCENARIOS.rglob("*.py"))
     assert sorted(names) == files and len(set(names)) == len(names)
     assert all(e.summary and "\n" not in e.summary for e in bundled())
-    lines = {line.split()[0]: line for line in invoke("examples").stdout.splitlines()
-             if line.startswith("  ")}
+    listed = _listed(invoke("examples").stdout)
+    assert sorted(name for name, _, _ in listed) == files  # each once
+    lines = {name: line for name, _, line in listed}
     for example in bundled():
-        assert lines[PREFIX + example.name].endswith(f"  {example.summary}")
+        assert lines[example.name].endswith(f"  {example.summary}")
+
+
+def _listed(listing: str) -> list[tuple[str, int | None, str]]:
+    """The listing's examples in order: (name, its number on the path or None, its line)."""
+    found = []
+    for line in listing.splitlines():
+        words = line.split()
+        if not line.startswith("  ") or not words:
+            continue
+        number = int(words[0].removesuffix(".")) if words[0].endswith(".") else None
+        label = words[1] if number is not None else words[0]
+        assert label.startswith(PREFIX), line
+        found.append((label.removeprefix(PREFIX), number, line))
+    return found
+
+
+def test_every_top_level_example_is_on_the_learning_path_exactly_once() -> None:
+    """PATH declares the teaching order: a new top-level example cannot be left out of it."""
+    top = sorted(p.stem for p in SCENARIOS.glob("*.py"))
+    assert sorted(PATH) == top and len(set(PATH)) == len(PATH)
+    assert [e.name for e in bundled() if e.folder == ""] == list(PATH)
+
+
+def test_the_listing_opens_with_the_numbered_learning_path() -> None:
+    listing = invoke("examples").stdout
+    paragraphs = listing.split("\n\n")
+    assert paragraphs[1].startswith("The learning path: the tutorials' lessons in teaching order")
+    listed = _listed(listing)
+    path = listed[:len(PATH)]
+    assert [name for name, _, _ in path] == list(PATH)
+    assert [number for _, number, _ in path] == list(range(1, len(PATH) + 1))
+    assert all(number is None for _, number, _ in listed[len(PATH):])
+    assert path[0][2].startswith("   1. example:sigmoid_builtin ")
+    # the tutorials' five lessons first: requires_grad; grad_fn and next_functions; leaves
+    # and retain_grad; the chain rule; hooks
+    assert list(PATH[:5]) == ["sigmoid_builtin", "print_grad_graph", "retain_grad",
+                              "chain_rule", "tensor_hook"]
+    numbers = {name: number for name, number, _ in path}
+    assert numbers["chain_rule"] <= 5 and numbers["retain_grad"] <= 5
+    assert numbers["backward_across_detach"] > numbers["detach_cuts_graph"] > 10
+    assert numbers["double_backward_cube"] > numbers["second_derivative"] > \
+        numbers["custom_pow_function"] > numbers["tensor_hook"]
+
+
+def test_beginner_folders_come_before_the_advanced_ones() -> None:
+    listing = invoke("examples").stdout
+    headings = [p.split("\n")[0].partition("/:")[0] for p in listing.split("\n\n")[2:]]
+    assert headings == [f for f in FOLDERS if f]
+    order = {f: i for i, f in enumerate(FOLDERS)}
+    assert order[""] == 0
+    for beginner in ("no_graph", "explained"):
+        for advanced in ("real", "broken", "distributed", "bugs", "profile"):
+            assert order[beginner] < order[advanced], (beginner, advanced)
+    assert all(about and "\n" not in about for about in FOLDERS.values())
 
 
 def test_every_folder_of_examples_is_described_and_listed_under_its_heading() -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from ..model.examples import FOLDERS, PREFIX, bundled, resolve
+from ..model.examples import FOLDERS, PREFIX, bundled, path_number, resolve
 from .core import DEBUG, app
 from .output import write_stdout
 
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace examples                  every example, with what it shows\n\n"
+    "  gradtrace examples                  every example, the learning path first\n\n"
     "  gradtrace examples chain_rule       its code, to read or start from\n\n"
     "  gradtrace show example:chain_rule   run one\n\n"
     "Exit codes: 0 success, 2 no example of that name.",
@@ -30,16 +30,24 @@ def examples(
 
 
 def listing() -> str:
-    """Every example under its folder's heading: `example:NAME  what it shows`."""
+    """Every example under its folder's heading: `example:NAME  what it shows`, the learning
+    path's examples numbered in teaching order."""
     found = bundled()
-    width = max(len(PREFIX + e.name) for e in found)
+    labels = [_label(e.name) for e in found]
+    width = max(len(label) for label in labels)
     lines = ["Examples gradtrace ships: run one with `gradtrace show example:NAME`, read its "
              "code with `gradtrace examples NAME`."]
     folder = None
-    for example in found:
+    for example, label in zip(found, labels, strict=True):
         if example.folder != folder:
             folder = example.folder
             about = FOLDERS.get(folder, "")
             lines += ["", f"{folder}/: {about}" if folder else about[:1].upper() + about[1:]]
-        lines.append(f"  {PREFIX + example.name:<{width}}  {example.summary}".rstrip())
+        lines.append(f"  {label:<{width}}  {example.summary}".rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _label(name: str) -> str:
+    """`example:NAME`, after its number on the learning path (` 4. example:chain_rule`)."""
+    number = path_number(name)
+    return PREFIX + name if number is None else f"{number:>2}. {PREFIX}{name}"

@@ -1,4 +1,5 @@
-"""torch.sigmoid's own backward: x.grad = sigmoid'(x) / 10 after z.mean().backward()."""
+"""requires_grad: x.requires_grad = True, so z.mean().backward() through torch.sigmoid's own
+backward fills x.grad = sigmoid'(x) / 10."""
 
 import torch
 
