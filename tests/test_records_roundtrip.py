@@ -51,7 +51,8 @@ def full_trace() -> Trace:
                                 status="freed"),),
              module="model.layer", recomputed=True, source=source, grad_graph=True,
              hooks=("relu_hook of model.layer",),
-             library=Source(file="site-packages/lib/model.py", line=3, code="return x @ w")),
+             library=Source(file="site-packages/lib/model.py", line=3, code="return x @ w"),
+             output_tensors=(None, "y")),
         Node(id="n1", type="AccumulateGrad", kind="leaf", tensor="x"),
     )
     g, h = summary(0.5), summary(1.5)

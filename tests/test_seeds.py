@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, grad, invoke, show_json, tensor
+from helpers import SCENARIOS, grad, invoke, shared_invoke, show_json, tensor
 
 approx = pytest.approx
 pytestmark = pytest.mark.matrix
@@ -259,6 +260,32 @@ def test_seed_002_chunk_is_one_node_with_two_outputs() -> None:
     assert into_split == [0, 1]
     assert grad(t, "x") == approx([1.0, 1.0, 1.0, 1.0])
     assert not [f for f in t["findings"] if f["code"] == "detached"]  # views are not detached
+
+
+def test_seed_002_chunk_labels_each_output_with_its_own_tensor() -> None:
+    """The lesson is that one node has two outputs: output 0 is a, output 1 is b (issue 54)."""
+    t = show_json("chunk_multi_output.py")
+    split = next(n for n in t["nodes"] if n["type"] == "SplitBackward0")
+    assert split["output_tensors"] == ["a", "b"] and split["tensor"] == "a"
+    shown = shared_invoke("show", str(SCENARIOS / "chunk_multi_output.py"))
+    assert shown.exit_code == 0, shown.stderr
+    assert "[0] SplitBackward0 (a, b) output 0  n3" in shown.stdout
+    assert "[0] SplitBackward0 (b) output 1  n3  ↑ shown above" in shown.stdout
+    assert "(a) output 1" not in shown.stdout
+
+
+def test_an_output_is_named_by_its_place_not_by_which_name_came_first(tmp_path: Path) -> None:
+    script = tmp_path / "reversed.py"
+    script.write_text("import torch\n\nx = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "
+                      "requires_grad=True)\nb, a = x.chunk(2)[::-1]\nk, v = x.chunk(3)[1:]\n"
+                      "y = (b * a).sum() + (k * v).sum()\n")
+    t = show_json(script)
+    split = [n for n in t["nodes"] if n["type"] == "SplitBackward0"]
+    assert [n["output_tensors"] for n in split] == [["a", "b"], [None, "k", "v"]]
+    assert split[0]["tensor"] == "b"  # the first name bound still names the node
+    assert not [n for n in t["nodes"] if n["type"] != "SplitBackward0" and "output_tensors" in n]
+    text = invoke("show", script).stdout
+    assert "SplitBackward0 (_, k, v)" in text and "SplitBackward0 (v) output 2" in text
 
 
 def test_seed_002_custom_function_template() -> None:

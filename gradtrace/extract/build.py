@@ -199,12 +199,32 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
     saved: Iterable[tuple[SavedTensor, ...]] = repeat(())
     if saved_before is not None:
         saved = list(map(saved_reader(saved_before), order))
+    per_output = _output_tensors(named)
     return Node.from_columns(  # ids set the length; repeat() never ends
         id=ids, type=map(names.__getitem__, classes), kind=map(kinds.__getitem__, classes),
         tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
         module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
         source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False),
-        library=map(library_source_of, order) if library_source_of else repeat(None))
+        library=map(library_source_of, order) if library_source_of else repeat(None),
+        output_tensors=(per_output.get(id(node), ()) for node in order) if per_output
+        else repeat(()))
+
+
+def _output_tensors(named: Named) -> dict[int, tuple[str | None, ...]]:
+    """{id(grad_fn): each output's tensor name} for the nodes where a named tensor is not
+    output 0 (its output_nr): `a, b = x.chunk(2)` names SplitBackward0's outputs (a, b). The
+    first name bound to an output names it, as for a node's tensor."""
+    outputs: dict[int, dict[int, str]] = {}
+    several: set[int] = set()
+    for name, t in named:
+        if t.grad_fn is None:
+            continue
+        at = outputs.setdefault(id(t.grad_fn), {})
+        at.setdefault(t.output_nr, name)
+        if t.output_nr:
+            several.add(id(t.grad_fn))
+    return {key: tuple(outputs[key].get(i) for i in range(max(outputs[key]) + 1))
+            for key in several}
 
 
 def _output_hook_modules(nodes: list[Node], edges: tuple[Edge, ...]) -> list[Node]:

@@ -197,6 +197,7 @@ def _node_dict(n: Node) -> dict[str, Any]:
         **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
         **({"grad_graph": True} if n.grad_graph else {}),
         **({"hooks": list(n.hooks)} if n.hooks else {}),
+        **({"output_tensors": list(n.output_tensors)} if n.output_tensors else {}),
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
         **({"library": {"file": n.library.file, "line": n.library.line,
@@ -220,6 +221,7 @@ def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
         grad_graph=_optional(nodes, "grad_graph", False),
         hooks=(tuple(n.get("hooks", ())) for n in nodes),
         library=map(_source_from, _optional(nodes, "library", None)),
+        output_tensors=(tuple(n.get("output_tensors", ())) for n in nodes),
     ))
 
 

@@ -75,6 +75,10 @@ class Node(NamedTuple):
     # the line of an installed library's model code (transformers, timm…) that made it, when
     # source's line called into one
     library: Source | None = None
+    # a node with several outputs (chunk, unbind, an LSTM) where a named tensor is not its
+    # output 0: each output's tensor, in output order (None: unnamed; trailing unnamed ones
+    # left out), so `a, b = x.chunk(2)` is (a, b). Empty otherwise: tensor names the node.
+    output_tensors: tuple[str | None, ...] = ()
 
     @classmethod
     def from_columns(cls, *, id: Iterable[str], type: Iterable[str], kind: Iterable[NodeKind],
@@ -82,11 +86,13 @@ class Node(NamedTuple):
                      module: Iterable[str | None], recomputed: Iterable[bool],
                      source: Iterable[Source | None], grad_graph: Iterable[bool],
                      hooks: Iterable[tuple[str, ...]] = repeat(()),
-                     library: Iterable[Source | None] = repeat(None)) -> list[Node]:
+                     library: Iterable[Source | None] = repeat(None),
+                     output_tensors: Iterable[tuple[str | None, ...]] = repeat(())
+                     ) -> list[Node]:
         """Nodes made from one iterable per field, as long as id (the others may be endless):
         built as plain tuples, several times faster than Node(...) one by one."""
         rows = zip(id, type, kind, tensor, saved, module, recomputed, source, grad_graph,
-                   hooks, library, strict=False)
+                   hooks, library, output_tensors, strict=False)
         return list(map(tuple.__new__, repeat(cls), rows))
 
 

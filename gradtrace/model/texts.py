@@ -69,10 +69,28 @@ def sent_text(grad_inputs: tuple[GradSummary | None, ...]) -> str:
 
 
 def node_title(node: Node) -> str:
-    """ "AccumulateGrad → x", "MulBackward0 (y)", "MyPowBackward (y)"."""
+    """ "AccumulateGrad → x", "MulBackward0 (y)", "MyPowBackward (y)"; a node with several
+    named outputs names each, in output order: "SplitBackward0 (a, b)"."""
     if node.kind == "leaf":
         return f"{node.type} → {node.tensor or '(unnamed leaf)'}"
-    return node.type + (f" ({node.tensor})" if node.tensor else "")
+    names = node_names(node)
+    return node.type + (f" ({names})" if names else "")
+
+
+def node_names(node: Node) -> str | None:
+    """The tensor a node made: "y"; each output's, "a, b" (an unnamed one "_": "_, b")."""
+    if node.output_tensors:
+        return ", ".join(name or "_" for name in node.output_tensors)
+    return node.tensor
+
+
+def output_title(node: Node, output: int) -> str:
+    """The node as the maker of one of its outputs: "SplitBackward0 (b)" for output 1 of
+    `a, b = x.chunk(2)`; the node's title where its outputs are not named apart."""
+    if not node.output_tensors:
+        return node_title(node)
+    name = node.output_tensors[output] if output < len(node.output_tensors) else None
+    return node.type + (f" ({name})" if name else "")
 
 
 def saved_text(saved: tuple[SavedTensor, ...]) -> str:

@@ -218,6 +218,7 @@ def _node(raw: Any, ids: set[str], saved: bool) -> None:
     _bool(node.get("recomputed", False), "recomputed")
     _bool(node.get("grad_graph", False), "grad_graph")
     _each(node.get("hooks", []), "hooks", lambda h: _str(h, ""))
+    _each(node.get("output_tensors", []), "output_tensors", lambda t: _str(t, "", null=True))
     for key in ("source", "library"):
         if node.get(key) is not None:
             source = _obj(node[key], key, ("file", "line", "code"))

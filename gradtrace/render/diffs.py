@@ -21,7 +21,7 @@ from ..model.diffs import (
 )
 from ..model.profile import ModuleCost
 from ..model.records import Finding, Node, Ranks
-from ..model.texts import duration_text, number
+from ..model.texts import duration_text, node_title, number
 from .drawing import Drawing, DrawOptions, drawing
 from .github import LEVEL, annotation
 
@@ -50,9 +50,7 @@ def verdict(d: TraceDiff) -> str:
 
 def node_text(n: Node) -> str:
     """ "ReluBackward0 in model.1 (n4, line 7)"; a leaf by its tensor."""
-    what = n.type if n.kind != "leaf" else f"{n.type} → {n.tensor or '(unnamed leaf)'}"
-    if n.kind != "leaf" and n.tensor:
-        what += f" ({n.tensor})"
+    what = node_title(n)  # a node with several named outputs names each: (a, b)
     where = [n.id] + ([f"line {n.source.line}"] if n.source is not None else [])
     return what + (f" in {n.module}" if n.module else "") + f" ({', '.join(where)})"
 

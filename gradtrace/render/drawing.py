@@ -29,7 +29,7 @@ from ..model.records import (
     Trace,
     custom_kind_label,
 )
-from ..model.texts import grad_text, shape_text
+from ..model.texts import grad_text, node_names, shape_text
 from .heat import Heat, heat
 from .marks import Mark, non_finite_nodes
 from .palette import PALETTE, BoxKind
@@ -211,8 +211,8 @@ def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,
     """A box per node. Most show only their type (one tuple of lines per type): the boxes
     are zipped from the nodes' fields, and only the others' lines made one by one."""
     types = list(map(attrgetter("type"), nodes))
-    plain = {node_type: _lines(node._replace(tensor=None, recomputed=False), tensors, False,
-                               False)
+    plain = {node_type: _lines(node._replace(tensor=None, output_tensors=(), recomputed=False),
+                               tensors, False, False)
              for node_type, node in dict(zip(types, nodes, strict=True)).items()}
     lines = list(map(plain.__getitem__, types))
     special: Iterable[Any] = map(attrgetter("tensor"), nodes)  # named: the common case, cheap
@@ -324,8 +324,8 @@ def _lines(node: Node, tensors: dict[str, TensorInfo], saved: bool,
             lines.append(shape_text(t.dtype, t.shape))
     else:
         lines = [node.type]
-        if node.tensor:
-            lines.append(f"({node.tensor})")
+        if node.tensor:  # each output's tensor where they are named apart: (a, b)
+            lines.append(f"({node_names(node)})")
         if node.kind == CUSTOM:
             lines.append(custom_kind_label(node.type))
         if node.recomputed:

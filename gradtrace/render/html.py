@@ -10,7 +10,14 @@ from importlib import resources
 from typing import Any
 
 from ..model.records import Node, Trace
-from ..model.texts import duration_text, grad_text, received_text, shape_text, size_text
+from ..model.texts import (
+    duration_text,
+    grad_text,
+    node_names,
+    received_text,
+    shape_text,
+    size_text,
+)
 from ..model.values import json_float
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
@@ -126,8 +133,10 @@ def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:
         grads.append(None if f is None else [received_text(f.grad_outputs),
                                              [grad_text(g) for g in f.grad_inputs]])
     return {
-        "id": n.id, "type": n.type, "kind": n.kind, "tensor": n.tensor,
-        "shape": shapes.get(n.tensor) if n.tensor else None, "module": n.module,
+        # a node with several named outputs shows each ("a, b"), and no one output's shape
+        "id": n.id, "type": n.type, "kind": n.kind, "tensor": node_names(n),
+        "shape": shapes.get(n.tensor) if n.tensor and not n.output_tensors else None,
+        "module": n.module,
         "source": None if n.source is None else
         {"file": n.source.file, "line": n.source.line, "code": n.source.code},
         "library": None if n.library is None else

@@ -22,6 +22,7 @@ from ..model.texts import (
     grad_text,
     node_title,
     number,
+    output_title,
     received_text,
     saved_text,
     sent_text,
@@ -178,10 +179,14 @@ def _label(node: Node, edge: Edge | None, seen: bool, tensors: dict[str, TensorI
     text = Text()
     if edge is not None:
         text.append(f"[{edge.dst_input}] ", style="dim")
-    text.append(node_title(node), style=KIND_STYLE.get(node.kind, ""))
+    # a node met again through one of its several named outputs is named by that output's
+    # tensor: `a, b = x.chunk(2)` is "SplitBackward0 (a, b)", then "SplitBackward0 (b) output 1"
+    title = output_title(node, edge.src_output) if seen and edge is not None \
+        else node_title(node)
+    text.append(title, style=KIND_STYLE.get(node.kind, ""))
     if node.module and node.kind != LEAF:  # a leaf's name already says its module
         text.append(f" · {node.module}", style="blue")
-    if edge is not None and edge.src_output:
+    if edge is not None and (edge.src_output or node.output_tensors):
         text.append(f" output {edge.src_output}", style="dim")
     if node.kind == LEAF and node.tensor in tensors:
         t = tensors[node.tensor]
