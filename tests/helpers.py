@@ -270,6 +270,7 @@ GALLERY_FINDINGS = {
     "leaf-copied": ("bugs/weights_to_double.py", "w", 12, "w.grad stays None"),
     "graph-kept": ("bugs/running_loss_keeps_graph.py", "running_loss", 23,
                    "keeps every step's graph"),
+    "nonleaf-grad": ("explained/read_nonleaf_grad.py", "y", 11, "so it reads None"),
 }
 
 

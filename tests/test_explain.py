@@ -282,3 +282,25 @@ def test_the_detach_lesson_blames_the_detach_not_the_constant(tmp_path: Path) ->
     (cut,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "graph-cut"]
     assert cut["line"] == 4 and "`w = y.detach()`" in cut["message"]
     assert ".detach() cuts it from the graph" in cut["message"]
+
+
+def test_a_cut_by_data_is_named_with_its_line_and_a_fix_from_it(tmp_path: Path) -> None:
+    path = tmp_path / "data.py"
+    path.write_text("import torch\nx = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+                    "h = x * 3\nout = (h.data * 2).sum()\nout.backward()\n")
+    result = invoke("show", path, "--json")
+    (cut,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "graph-cut"]
+    assert cut["line"] == 4 and ".data is the tensor without its graph" in cut["message"]
+    assert cut["hint"] == "at line 4, use the tensor itself, not its .data (its values without " \
+        "the graph)"
+
+
+def test_reading_a_non_leaf_grad_says_retain_grad_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "nonleaf.py"
+    path.write_text("import torch\nx = torch.tensor(2.0, requires_grad=True)\ny = x ** 2\n"
+                    "y.backward()\nprint(y.grad)\nz = x * 2\nz.retain_grad()\nz.backward()\n"
+                    "print(z.grad)  # kept: retain_grad() ran\n")
+    result = invoke("show", path, "--json")
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "nonleaf-grad"]
+    assert [(f["tensor"], f["line"]) for f in found] == [("y", 5)]
+    assert "y.retain_grad() before the backward" in found[0]["hint"]

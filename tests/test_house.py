@@ -107,7 +107,7 @@ def test_one_palette_colours_dot_and_mermaid() -> None:
 
 
 def test_registry_declares_each_code_once_with_its_severities() -> None:
-    assert len(CODES) == 28 and PASS_FAILED is CODES["pass-failed"]
+    assert len(CODES) == 29 and PASS_FAILED is CODES["pass-failed"]
     assert GRADCHECK.finding("ok").severity == "info"
     assert GRADCHECK.finding("returned False", severity="error").severity == "error"
     with pytest.raises(ValueError, match="not declared with severity"):

@@ -33,7 +33,7 @@ from .modules.tracker import (
     paths_of_class,
     unsharded_aliases,
 )
-from .naming.bindings import copied_leaves, kept_graphs
+from .naming.bindings import copied_leaves, kept_graphs, nonleaf_grads_read
 from .naming.cuts import RanFirst, Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
@@ -179,9 +179,7 @@ class CaptureSession:
             recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)
         facts.extend(recorder.facts)
         facts.extend(pass_cuts(recorder.passes, self.lines, statements, self._ran_first()))
-        if self.path is not None:
-            facts.extend(copied_leaves(named, self.lines, statements()))
-            facts.extend(kept_graphs(named, recorder.passes, self.lines, statements()))
+        facts.extend(self._binding_facts(named, statements))
         earlier, earlier_modules = self.names.earlier(named, every)
         modules = [*every.items(), *earlier_modules]
         trace = recorder.trace(Captured(
@@ -234,6 +232,15 @@ class CaptureSession:
                 "that make them, or run one function with FILE::FUNC")
         return choose_outputs(label or "", self.names.namespace, named, self.options.roots,
                               default_roots)
+
+    def _binding_facts(self, named: Named, statements: Callable[[], Statements]) -> list[Fact]:
+        """What the script's own lines say of its names: a leaf meant but a copy made, a
+        running total keeping every step's graph, a non-leaf's .grad read."""
+        if self.path is None:
+            return []
+        return [*copied_leaves(named, self.lines, statements()),
+                *kept_graphs(named, self.recorder.passes, self.lines, statements()),
+                *nonleaf_grads_read(named, self.lines, self.line_log.lines_run(self.path))]
 
     def _statements(self) -> Statements:
         ran = self.line_log.lines_run(self.path) if self.path is not None else None

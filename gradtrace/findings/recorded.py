@@ -21,6 +21,7 @@ from ..model.facts import (
     LeafCopied,
     LeafCut,
     NonFiniteBorn,
+    NonLeafGradRead,
     NoRoot,
     NotOptimized,
     PassCut,
@@ -186,8 +187,21 @@ def _pass_cut(fact: PassCut, home: str | None = None) -> Finding:
     return GRAPH_CUT.finding(
         f"pass {fact.number}: {fact.tensor} has no graph because line {fact.line} "
         f"`{fact.code}` made it so: {fact.why}", tensor=fact.tensor, line=fact.line,
-        hint="compute it with tensor ops outside no_grad, from tensors that "
-        "require grad (keep .detach(), .item() and torch.tensor() out of it)")
+        hint=next((f"at line {fact.line}, {fix}" for cause, fix in _CUT_FIXES
+                   if cause in fact.why),
+                  "compute it with tensor ops outside no_grad, from tensors that require grad "
+                  "(keep .detach(), .item() and torch.tensor() out of it)"))
+
+
+# The fix for each way a line loses the graph, by the words its why says it with.
+_CUT_FIXES = (
+    (".data", "use the tensor itself, not its .data (its values without the graph)"),
+    (".detach()", "drop .detach() where the gradient must flow through"),
+    ("Python number", "keep it a tensor: .item() leaves autograd"),
+    ("torch.tensor(...)", "compute it from the tensors themselves: torch.tensor(...) copies "
+                          "their values into a new leaf"),
+    ("inside torch.", "compute it outside the no_grad (or inference_mode) block"),
+)
 
 
 def _leaf_cut(fact: LeafCut, home: str | None = None) -> Finding:
@@ -248,5 +262,6 @@ _PHRASED: dict[type, Callable[[Any, str | None], Finding | None]] = {
     FrozenHeld: training.frozen_held,
     LeafCopied: training.leaf_copied,
     GraphKept: training.graph_kept,
+    NonLeafGradRead: training.nonleaf_grad,
     NonFiniteBorn: births.born,
 }

@@ -180,6 +180,10 @@ GRAPH_KEPT = declare(
     "graph-kept", "warning", "a running total keeps every step's graph",
     "A name that adds each backward pass's loss to itself with its graph (total_loss += "
     "loss): every step's graph stays in memory, which grows with the steps.")
+NONLEAF_GRAD = declare(
+    "nonleaf-grad", "warning", "a non-leaf's .grad was read, and it is None",
+    "Backward keeps .grad only for leaves; a tensor computed from others keeps one only after "
+    "its retain_grad() ran before the backward. Names the line that read it.")
 
 # What the steps of a loop say about its gradients' health and what its optimizers did with
 # them (`gradtrace steps` lists them).

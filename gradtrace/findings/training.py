@@ -10,6 +10,7 @@ from ..model.facts import (
     GradDiscarded,
     GraphKept,
     LeafCopied,
+    NonLeafGradRead,
     NotOptimized,
     StepWithoutGradient,
 )
@@ -20,6 +21,7 @@ from .registry import (
     GRAD_DISCARDED,
     GRAPH_KEPT,
     LEAF_COPIED,
+    NONLEAF_GRAD,
     NOT_OPTIMIZED,
     STEP_WITHOUT_GRADIENT,
 )
@@ -161,3 +163,13 @@ def graph_kept(fact: GraphKept, home: str | None = None) -> Finding:
         "tensors) alive, so memory grows with the steps",
         tensor=name, line=fact.line,
         hint=f"add the number instead: `{name} += {root}.item()` (or `{root}.detach()`)")
+
+
+def nonleaf_grad(fact: NonLeafGradRead, home: str | None = None) -> Finding:
+    name = fact.tensor
+    return NONLEAF_GRAD.finding(
+        f"line {fact.line} `{fact.code}` reads {name}.grad, but {name} is not a leaf (made by "
+        f"{fact.node_type}): backward keeps .grad only for leaves, so it reads None",
+        tensor=name, line=fact.line,
+        hint=f"call {name}.retain_grad() before the backward to keep it; or read the .grad of "
+             "the leaf it was computed from")

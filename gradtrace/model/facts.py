@@ -222,7 +222,16 @@ class GraphKept(NamedTuple):
     passes: int
 
 
+class NonLeafGradRead(NamedTuple):
+    """A line that read .grad of a non-leaf that keeps none (no retain_grad()): None."""
+
+    tensor: str
+    line: int
+    code: str
+    node_type: str  # the node that made it
+
+
 Fact = (GradcheckRan | SavedChanged | GraphFreed | Stopped | PassesCapped | NoRoot | PassCut
         | LeafCut | CodeCut | Detached | GradDiscarded | StepWithoutGradient
         | ClipWithoutGradient | NotOptimized | FrozenHeld | NonFiniteBorn
-        | LeafCopied | GraphKept)
+        | LeafCopied | GraphKept | NonLeafGradRead)

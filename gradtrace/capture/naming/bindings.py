@@ -1,6 +1,6 @@
-"""What the lines that bound a name say about it: a leaf meant but a copy made
-(`torch.randn(3, requires_grad=True).double()`), and a graph kept across steps
-(`total_loss += loss`, every step's graph held by the sum)."""
+"""What the lines that bound or read a name say about it: a leaf meant but a copy made
+(`torch.randn(3, requires_grad=True).double()`), a graph kept across steps (`total_loss +=
+loss`, every step's graph held by the sum), and a non-leaf's .grad read (None: not kept)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from ...extract.captured import RawPass
 from ...extract.tensors import Named
-from ...model.facts import GraphKept, LeafCopied
+from ...findings.recorded import without_comment
+from ...model.facts import GraphKept, LeafCopied, NonLeafGradRead
 from .statements import Statement
 
 _MEANT_LEAF = re.compile(r"requires_grad\s*=\s*True")
@@ -65,3 +66,25 @@ def kept_graphs(named: Named, passes: Sequence[RawPass], lines: list[str],
                 found.append(GraphKept(name, s.line, code, root, roots[root]))
                 grads[name] = None  # once per name
     return found
+
+
+def nonleaf_grads_read(named: Named, lines: list[str], ran: set[int] | None
+                       ) -> list[NonLeafGradRead]:
+    """The first line that ran and read `.grad` of a named non-leaf that keeps none (no
+    retain_grad()): it reads None, whatever backward did."""
+    wanted = {name: t for name, t in named if "." not in name and t.grad_fn is not None
+              and t.requires_grad and not t.retains_grad}
+    if not wanted or not ran:
+        return []
+    found: dict[str, NonLeafGradRead] = {}
+    for line in sorted(ran):
+        code = without_comment(lines[line - 1] if 0 < line <= len(lines) else "")
+        for name in _GRAD_READ.findall(code):
+            if name in wanted and name not in found:
+                found[name] = NonLeafGradRead(name, line, code,
+                                              type(wanted[name].grad_fn).__name__)
+    return list(found.values())
+
+
+_GRAD_READ = re.compile(r"\b([A-Za-z_]\w*)\.grad\b(?!_fn|\s*=[^=])")
+
