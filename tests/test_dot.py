@@ -15,6 +15,7 @@ from helpers import DOT, SCENARIOS, STOPS, UNDER_TORCHRUN, invoke, needs_dot, sh
 
 from gradtrace.errors import ExportError
 from gradtrace.model import Edge, Node, TensorInfo, Trace
+from gradtrace.model.records import GradSummary, Pass
 from gradtrace.render.dot import quote, render, to_dot
 from gradtrace.render.drawing import DrawOptions, drawing
 from gradtrace.render.mermaid import to_mermaid
@@ -121,6 +122,43 @@ def test_same_scenario_same_bytes() -> None:
     args = ("--grads", "--saved")
     assert dot_text(SCENARIOS / "two_paths_add_up.py", *args) == \
         dot_text(SCENARIOS / "two_paths_add_up.py", *args)
+
+
+def test_pictures_read_the_way_gradients_flow() -> None:
+    """Issue 54: an arrow's label says what it carries, the slot apart from the gradient; the
+    legend says gradients flow back against the arrows; a leaf's box holds its total .grad
+    (x's 1.6 where its two arrows bring 0.6 and 1)."""
+    text = dot_text(SCENARIOS / "two_paths_add_up.py", "--grads")
+    assert 'n5 [label="x\\nfloat32[]\\n.grad 1.6"' in text
+    assert 'n5 -> n3 [label="grad 0.6"];' in text and 'n5 -> n4 [label="grad 1"];' in text
+    assert 'n1 -> n0 [label="input 0 · grad 1"];' in text
+    assert 'n2 -> n0 [label="input 1 · grad 1"];' in text
+    assert "[0]" not in text and "[1]" not in text  # no bare brackets left to guess at
+    assert "legend_arrows" in text and "flowed back against an arrow, from the output to the " \
+        "leaves" in text and ".grad: a leaf's total" in text
+    plain = dot_text(SCENARIOS / "two_paths_add_up.py")  # no gradients: slots and direction
+    assert 'n1 -> n0 [label="input 0"];' in plain and ".grad" not in plain
+    assert "gradients flow back against them, from the output to the leaves" in plain
+    mermaid = dot_text(SCENARIOS / "two_paths_add_up.py", "--grads", "--to", "mmd")
+    assert '.grad 1.6"]:::leaf' in mermaid and '-->|"input 0 · grad 1"| n0' in mermaid
+
+
+def test_leaf_total_grad_needs_the_trace_to_have_it() -> None:
+    """A leaf without a recorded .grad gets no line; a vector's total shows by value."""
+    nodes = (Node("n0", "MulBackward0", "op", "y"), Node("n1", "AccumulateGrad", "leaf", "x"),
+             Node("n2", "AccumulateGrad", "leaf", "w"))
+    edges = (Edge("n1", "n0", 0, 0), Edge("n2", "n0", 1, 0))
+    total = GradSummary((3,), 3.742, 1.0, 3.0, True, [1.0, 2.0, 3.0])
+    tensors = (TensorInfo("x", (3,), "float32", True, True, False, None, "n1", total),
+               TensorInfo("w", (3,), "float32", True, True, False, None, "n2", None))
+    backward = Pass("backward", ("n0",), False, False, None)
+    trace = Trace("t.py", "0", "0", ("n0",), ("y",), "test", nodes, edges, tensors,
+                  (backward,), ())
+    boxes = {b[0]: b[1] for b in drawing(trace, DrawOptions(grads=trace.passes[0])).boxes}
+    assert boxes["n1"] == ("x", "float32[3]", ".grad [1, 2, 3]")
+    assert boxes["n2"] == ("w", "float32[3]")
+    assert all(".grad" not in line for lines in
+               (b[1] for b in drawing(trace).boxes) for line in lines)  # only with --grads
 
 
 HOSTILE = ['say "hi"', "back\\slash", "<b>tag</b>", "{brace}", "new\nline", "pipe|x", "a`b"]

@@ -100,7 +100,7 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
         else:
             depth -= 1
             lines.append("  " * depth + "}")
-    quoted: dict[str, str] = {}  # arrows repeat few labels ("[0]", "[1]"): quote each once
+    quoted: dict[str, str] = {}  # arrows repeat few labels ("input 0", "input 1"): quote each once
 
     def label_of(label: str) -> str:
         return quoted.get(label) or quoted.setdefault(label, quote(label))
@@ -114,6 +114,9 @@ def to_dot(drawing: Drawing, rankdir: str = "TB", legend: bool = True,
         for kind in drawing.kinds():
             lines.append(f"    legend_{kind} [label={quote(PALETTE[kind].caption)}, "
                          f"{STYLE[kind]}, fontsize=8];")
+        if drawing.direction is not None:  # which way the arrows go, and the gradients
+            lines.append(f"    legend_arrows [label={quote(drawing.direction)}, "
+                         "shape=plaintext, fontsize=8];")
         for level, look in MARK_LOOKS.items():
             if any(mark.level == level for mark in drawing.marks.values()):
                 lines.append(f"    legend_{level} [label={quote(look.caption)}, shape=box, "

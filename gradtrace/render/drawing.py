@@ -2,7 +2,10 @@
 
 DOT and Mermaid both draw a Drawing, so focus, folding and cutting are decided once. Arrows
 point the way the forward pass went (input -> consumer), as torchviz draws them; gradients
-flow against them.
+flow against them, and the words say so: an arrow's label names what it carries ("input 1"
+for the consumer's slot, "grad 0.6" for what flowed back along it), the legend says which
+way gradients go (DIRECTION), and with gradients shown a named leaf's box shows its total
+.grad (".grad 1.6" where two arrows bring 0.6 and 1).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ from .palette import PALETTE, BoxKind
 
 FOLD_MIN_REPEATS = 3
 FOLD_MAX_PERIOD = 4
+# the legend's lines on the arrows: without gradients, and with them (--grads)
+DIRECTION = ("arrows: the forward pass (input → op)\n"
+             "gradients flow back against them, from the output to the leaves")
+DIRECTION_GRADS = ("arrows: the forward pass (input → op)\n"
+                   "grad: what flowed back against an arrow, from the output to the leaves\n"
+                   ".grad: a leaf's total, the sum of the grads it received")
 
 
 # One drawn node: (id, lines, kind, cluster); kind picks its style (op | leaf | custom |
@@ -56,6 +65,7 @@ class Drawing:
     # a graph cut's arrows: from its box to where the value without a graph is used (dashed)
     cuts: list[Arrow] = field(default_factory=list)
     heat: Heat | None = None  # --heat: each costed box's fill, and the scale's legend
+    direction: str | None = None  # the legend's line on which way gradients flow (DIRECTION)
 
     def kinds(self) -> list[BoxKind]:
         """The kinds drawn, in a fixed order (for the legend)."""
@@ -110,6 +120,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     out = Drawing()
     # Boxes in stages: what each node shows, then the style of gradients' graphs, then folding.
     out.boxes = _boxes(nodes, tensors, options.saved, options.module_depth, options.lines)
+    if options.grads is not None:
+        out.boxes = _leaf_grads(out.boxes, nodes, tensors)
     if in_grad_graph:
         out.boxes = [(box_id, lines, "gradient", cluster) if box_id in in_grad_graph
                      else (box_id, lines, kind, cluster)
@@ -146,7 +158,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     if options.grads is not None:
         sent = map(options.grads.sent, edges)
         out.arrows = [(src, dst, label) if g is None else
-                      (src, dst, f"{label} {grad_text(g)}" if label else grad_text(g))
+                      (src, dst, f"{label} · grad {grad_text(g)}" if label
+                       else f"grad {grad_text(g)}")
                       for (src, dst, label), g in zip(out.arrows, sent, strict=True)]
     if folded_into:
         out.arrows = _merged([(drawn(src), drawn(dst), label) for src, dst, label in out.arrows
@@ -163,6 +176,8 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
             out.boxes.append((f"out{i}", (name, *shape), "output", None))
             out.arrows.append((drawn(node_id), f"out{i}", None))
     _cuts(out, trace, kept, drawn)
+    if out.arrows:
+        out.direction = DIRECTION if options.grads is None else DIRECTION_GRADS
     left_out = 0 if keep is None else len(trace.nodes) - len(keep)
     if left_out:
         out.boxes.append(("more", (f"… {left_out} more nodes not drawn",), "more", None))
@@ -228,15 +243,29 @@ def _boxes(nodes: Sequence[Node], tensors: dict[str, TensorInfo], saved: bool,
                     clusters, strict=False))  # repeat() never ends
 
 
+def _leaf_grads(boxes: list[Box], nodes: Sequence[Node], tensors: dict[str, TensorInfo]
+                ) -> list[Box]:
+    """A named leaf's box with its total .grad as the run left it (".grad 1.6": the sum of
+    what its arrows brought, over every pass), where the trace has one."""
+    totals = {n.id: f".grad {grad_text(t.grad)}" for n in nodes
+              if n.kind == LEAF and n.tensor
+              and (t := tensors.get(n.tensor)) is not None and t.grad is not None}
+    if not totals:
+        return boxes
+    return [(box_id, (*lines, totals[box_id]), kind, cluster) if box_id in totals
+            else (box_id, lines, kind, cluster) for box_id, lines, kind, cluster in boxes]
+
+
 def _arrows(edges: Sequence[Edge], several_inputs: set[str]) -> list[Arrow]:
-    """An arrow per edge, labelled with the input index where its consumer has several.
+    """An arrow per edge, labelled "input 1" (the consumer's slot it feeds) where its
+    consumer has several inputs.
 
     Zipped from the edges' fields: a big graph has 100,000s of edges.
     """
     dsts = list(map(attrgetter("dst"), edges))
     labels: list[str | None] = [None] * len(dsts)
     for i in compress(range(len(dsts)), map(several_inputs.__contains__, dsts)):
-        labels[i] = f"[{edges[i].dst_input}]"
+        labels[i] = f"input {edges[i].dst_input}"
     return list(zip(map(attrgetter("src"), edges), dsts, labels, strict=True))
 
 
