@@ -304,3 +304,13 @@ def test_reading_a_non_leaf_grad_says_retain_grad_with_its_line(tmp_path: Path) 
     found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "nonleaf-grad"]
     assert [(f["tensor"], f["line"]) for f in found] == [("y", 5)]
     assert "y.retain_grad() before the backward" in found[0]["hint"]
+
+
+def test_a_backward_gradtrace_ran_itself_says_so_where_the_flow_is_shown() -> None:
+    result = invoke("show", "example:next_functions_walk")
+    text = " ".join(result.stdout.split())
+    assert "gradients of pass 1 by gradtrace, which ran this backward after the script (it " \
+        "ran none) to show the flow" in text
+    assert "pass 1 backward by gradtrace after the script ended: it ran no backward of its " \
+        "own" in text
+    assert "the script's own .grad stayed as it left them (grad before)" in text

@@ -128,7 +128,9 @@ def graph_title(trace: Trace, shown: Pass | None) -> Text:
     text = Text("\ngraph", style="bold")
     if shown is not None:
         number_ = trace.passes.index(shown) + 1
-        where = f" at line {shown.line} `{shown.code}`" if shown.line else " by gradtrace"
+        where = f" at line {shown.line} `{shown.code}`" if shown.line else \
+            " by gradtrace, which ran this backward after the script (it ran none) to show " \
+            "the flow"
         text.append(f"  ·  gradients of pass {number_}{where}", style="dim")
         scales = trace.steps.loss_scale if trace.steps is not None else ()
         if number_ <= len(scales) and scales[number_ - 1] is not None:
@@ -190,6 +192,7 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
         call = "torch.autograd.grad" if p.kind == "grad" else "backward"
         if p.by == "gradtrace":
             text.append(f"{call} by gradtrace", style="")
+            text.append("  after the script ended: it ran no backward of its own", style="dim")
         else:
             text.append(f"{call} at line {p.line}" if p.line else call)
             if p.code:

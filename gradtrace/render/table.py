@@ -125,4 +125,10 @@ class TensorTable:
 def tensor_table(trace: Trace, max_rows: int | None = None) -> Group:
     """One row per named tensor, in binding order (the first max_rows); then why a .grad is
     None."""
-    return Group(TensorTable(trace, max_rows), grad_notes(list(trace.tensors)))
+    parts: list[Text | TensorTable] = [TensorTable(trace, max_rows),
+                                       grad_notes(list(trace.tensors))]
+    if trace.passes and all(p.by == "gradtrace" for p in trace.passes):
+        parts.append(Text("  grad after: after the backward gradtrace ran once the script had "
+                          "ended; the script's own .grad stayed as it left them (grad before)",
+                          style="dim"))
+    return Group(*parts)
