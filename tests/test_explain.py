@@ -313,4 +313,14 @@ def test_a_backward_gradtrace_ran_itself_says_so_where_the_flow_is_shown() -> No
         "ran none) to show the flow" in text
     assert "pass 1 backward by gradtrace after the script ended: it ran no backward of its " \
         "own" in text
-    assert "the script's own .grad stayed as it left them (grad before)" in text
+    assert "the script's own .grad stayed as it left them" in text
+
+
+def test_a_lesson_s_tree_has_a_legend_and_the_table_no_empty_column() -> None:
+    out = invoke("show", "example:chain_rule").stdout
+    assert "  legend: n2 node id · [0] input slot it feeds · grad in: gradient received · " \
+        "a × b: upstream × local derivative" in out
+    assert "grad before ┃" not in out
+    assert "grad before: None for every tensor (no .grad before the first backward)" in out
+    many = " ".join(invoke("show", "example:two_paths_add_up").stdout.split())
+    assert "this edge: one edge's share" in many  # x is reached by two edges

@@ -48,6 +48,8 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
     parts += [graph_title(trace, shown_pass),
               graph_tree(trace, max_depth=max_depth, max_nodes=budget.tree_lines, saved=saved,
                          shown_pass=shown_pass, cut=cut)]
+    if len(trace.nodes) <= LEGEND_UP_TO and shown_pass is not None:
+        parts.append(tree_legend(trace))
     memory = memory_view(trace) if saved else None
     if memory is not None:  # right under the tree, whose lines list them node by node
         parts.append(memory)
@@ -63,6 +65,29 @@ def report(trace: Trace, shown_pass: Pass | None, max_depth: int = 30,
     if findings is not None:
         parts += [Text("\nfindings", style="bold"), findings]
     return Group(*parts)
+
+
+LEGEND_UP_TO = 20  # nodes: a graph this small is a lesson's, and its tree gets a legend
+LEGEND = ("n2 node id", "[0] input slot it feeds", "grad in: gradient received",
+          "a × b: upstream × local derivative", "this edge: one edge's share",
+          "out0: first output")
+
+
+def tree_legend(trace: Trace) -> Text:
+    """One dim line saying what the tree's notation means (only what a small tree uses)."""
+    return Text("  legend: " + " · ".join(what for what in LEGEND if _uses(trace, what)),
+                style="dim")
+
+
+def _uses(trace: Trace, what: str) -> bool:
+    """Whether the tree shows that notation: slots and edges when there are edges, factors
+    and received gradients when a pass ran, outputs when a node has several."""
+    if what.startswith(("[0]", "this edge")):
+        return bool(trace.edges) and (not what.startswith("this edge") or any(
+            sum(e.src == n.id for e in trace.edges) > 1 for n in trace.nodes))
+    if what.startswith("out0"):
+        return any(e.src_output > 0 for e in trace.edges)
+    return True
 
 
 SUMMARY_PAST = 60  # nodes: past this, a model's report leads with its modules

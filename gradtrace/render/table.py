@@ -14,10 +14,11 @@ from .numbers import number_text
 
 COLUMNS = ("tensor", "shape", "value", "requires_grad", "is_leaf", "retains_grad", "grad_fn",
            "grad before", "grad after")
-# On a narrow terminal columns go in this order, never the tensor's name or its gradient.
-DROP_ORDER = ("value", "retains_grad", "grad before", "is_leaf", "grad_fn", "requires_grad",
-              "shape")
-CELL_VALUES = 3  # a gradient with more elements is shown by its norm in a cell
+# On a narrow terminal columns go in this order, never the tensor's name or its gradient;
+# its value, the one a learner reads first, goes last.
+DROP_ORDER = ("grad before", "retains_grad", "is_leaf", "grad_fn", "requires_grad", "shape",
+              "value")
+CELL_VALUES = 4  # a gradient with more elements is shown by its norm in a cell
 # The columns that hold the evidence of a finding, by its code: kept whatever the width.
 EVIDENCE = {
     "grad-accumulating": ("grad before",),
@@ -99,10 +100,15 @@ class TensorTable:
         widths = {c: max([len(c), *(r[c].cell_len for r in rows)]) for c in COLUMNS}
         columns = list(COLUMNS)
         dropped = []
+        empty = "grad before" not in self.evidence and shown and all(
+            t.grad_before is None for t in shown)
+        if empty:  # a column that says nothing: no .grad before any backward
+            columns.remove("grad before")
         for column in DROP_ORDER:
             if sum(widths[c] + 3 for c in columns) + 1 <= options.max_width:
                 break
-            if column not in self.evidence:  # a finding's evidence stays, however narrow
+            # a finding's evidence stays, however narrow
+            if column in columns and column not in self.evidence:
                 columns.remove(column)
                 dropped.append(column)
         table = Table(title="tensors", title_justify="left", header_style="bold")
@@ -120,6 +126,9 @@ class TensorTable:
                          f"{', '.join(reversed(dropped))} (a wider terminal, or --json)")
         if notes:
             yield Text("\n".join(notes), style="yellow")
+        if empty:
+            yield Text("  grad before: None for every tensor (no .grad before the first "
+                       "backward), so not shown", style="dim")
 
 
 def tensor_table(trace: Trace, max_rows: int | None = None) -> Group:
@@ -129,6 +138,5 @@ def tensor_table(trace: Trace, max_rows: int | None = None) -> Group:
                                        grad_notes(list(trace.tensors))]
     if trace.passes and all(p.by == "gradtrace" for p in trace.passes):
         parts.append(Text("  grad after: after the backward gradtrace ran once the script had "
-                          "ended; the script's own .grad stayed as it left them (grad before)",
-                          style="dim"))
+                          "ended; the script's own .grad stayed as it left them", style="dim"))
     return Group(*parts)
