@@ -324,3 +324,11 @@ def test_a_lesson_s_tree_has_a_legend_and_the_table_no_empty_column() -> None:
     assert "grad before: None for every tensor (no .grad before the first backward)" in out
     many = " ".join(invoke("show", "example:two_paths_add_up").stdout.split())
     assert "this edge: one edge's share" in many  # x is reached by two edges
+
+
+def test_a_backward_twice_error_is_said_in_full_once() -> None:
+    result = invoke("show", "example:backward_twice_error")
+    # the report once (stderr's error line is whole too when it goes elsewhere)
+    said = " ".join(result.stdout.split())
+    assert said.count("Trying to backward through the graph a second time") == 1
+    assert "failed: RuntimeError (under findings)" in result.stdout

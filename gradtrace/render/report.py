@@ -244,7 +244,11 @@ def passes_view(trace: Trace, budget: Budget = Budget()) -> RenderableType:
         if not p.grad_changes and p.error is None:
             text.append("\n  no named .grad changed", style="dim")
         if p.error:
-            text.append("\n  failed: " + p.error.splitlines()[0], style="bold red")
+            kind, _, said = p.error.partition(": ")
+            told = said and any(said.split("\n")[0][:60] in f.message for f in trace.findings)
+            # the whole error once: the finding that tells it
+            text.append("\n  failed: " + (f"{kind} (under findings)" if told
+                                          else p.error.splitlines()[0]), style="bold red")
         parts.append(text)
     return Group(*parts)
 
