@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -87,6 +88,8 @@ def _uses(trace: Trace, what: str) -> bool:
             sum(e.src == n.id for e in trace.edges) > 1 for n in trace.nodes))
     if what.startswith("out0"):
         return any(e.src_output > 0 for e in trace.edges)
+    if what.startswith("a × b"):  # factors are shown for gradients of one number
+        return any(math.prod(t.shape) == 1 for t in trace.tensors)
     return True
 
 
