@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,7 +28,7 @@ from ..model.facts import (
     StepWithoutGradient,
     Stopped,
 )
-from ..model.labels import line_at
+from ..model.labels import line_at, without_comment
 from ..model.records import Finding
 from . import births, training
 from .registry import (
@@ -58,16 +56,6 @@ def findings_of(facts: Iterable[Fact], home: str | None = None) -> list[Finding]
     of another file is told with that file's name); a count that amounts to nothing (an
     optimizer's occasional empty step) has none."""
     return [f for fact in facts if (f := _PHRASED[type(fact)](fact, home)) is not None]
-
-
-def without_comment(code: str) -> str:
-    """A line of code without its trailing comment (a `#` in a string stays)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return code.strip()
-    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
-    return (code if comment is None else code[:comment.start[1]]).strip()
 
 
 def out_of_place(code: str) -> str | None:

@@ -14,6 +14,7 @@ from ..model.facts import (
     NotOptimized,
     StepWithoutGradient,
 )
+from ..model.labels import without_comment
 from ..model.records import Finding
 from .registry import (
     CLIP_WITHOUT_GRADIENT,
@@ -31,8 +32,7 @@ def _at(line: int | None, code: str | None) -> str:
     """`line 12 `optimizer.zero_grad()`` (or a word when the line is another file's)."""
     if line is None:
         return "a line outside the script"
-    if code and "#" in code and not any(q in code for q in "'\""):
-        code = code.split("#", 1)[0].rstrip()  # the line's code without its comment
+    code = code and without_comment(code)
     return f"line {line}" + (f" `{code}`" if code else "")
 
 

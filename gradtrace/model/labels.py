@@ -3,8 +3,10 @@ A bundled example's label, example:NAME[::FUNC], names its file in gradtrace/exa
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import tokenize
 from dataclasses import replace
 
 from .examples import example_file
@@ -55,3 +57,13 @@ def label_file(label: str) -> str:
         return example
     match = _WITH_FUNCTION.fullmatch(label)
     return label if match is None else match[1]
+
+
+def without_comment(code: str) -> str:
+    """A line of code without its trailing comment (a `#` in a string stays)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return code.strip()
+    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
+    return (code if comment is None else code[:comment.start[1]]).strip()

@@ -10,8 +10,8 @@ from typing import Any
 
 from ...extract.captured import RawPass
 from ...extract.tensors import Named
-from ...findings.recorded import without_comment
 from ...model.facts import GraphKept, LeafCopied, NonLeafGradRead
+from ...model.labels import without_comment
 from .statements import Statement
 
 _MEANT_LEAF = re.compile(r"requires_grad\s*=\s*True")
