@@ -17,11 +17,16 @@ Where = tuple[int | None, str | None]  # a line of the code and its text
 _ON_PURPOSE = re.compile(r"freez|frozen|fine.?tun|backbone", re.IGNORECASE)
 
 
+def name_head(name: str) -> str:
+    """The first part of a dotted or indexed name: model for model.blocks[0].weight."""
+    return re.split(r"[.\[]", name, maxsplit=1)[0]
+
+
 def attribute_line(lines: list[str], names: tuple[str, ...], built: Where) -> Where:
     """The line that set the attribute the first of names hangs on (the list of layers, the
     tensor; the head set again after the optimizer was built at built), if one does."""
     _, _, rest = names[0].partition(".")
-    attribute = re.split(r"[.\[]", rest)[0] if rest else ""
+    attribute = name_head(rest) if rest else ""
     if not attribute:
         return None, None
     assigned = re.compile(rf"\.{re.escape(attribute)}\s*(:[^=]+)?=[^=]")

@@ -5,7 +5,6 @@ parameters they hold."""
 from __future__ import annotations
 
 import functools
-import re
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from ..naming.setup_lines import (
     Where,
     attribute_line,
     freezing_line,
+    name_head,
     names_in_containers,
     on_purpose,
 )
@@ -93,8 +93,8 @@ def coverage_facts(held: Held, named: Named, objects: Sequence[tuple[str, Any]],
         loose.extend(names_in_containers(objects, unnamed))
     # parts of a model an optimizer trains (another, trained by hand, is not); when no
     # named model is held at all (rebuilt since), every one
-    owners = {_owner(name) for name, t in leaves if held.holds(t)}
-    loose = [name for name in loose if not owners or _owner(name) in owners]
+    owners = {name_head(name) for name, t in leaves if held.holds(t)}
+    loose = [name for name in loose if not owners or name_head(name) in owners]
     facts: list[Any] = []
     if loose:
         built = next(iter(held.lines), (None, None))
@@ -108,7 +108,3 @@ def coverage_facts(held: Held, named: Named, objects: Sequence[tuple[str, Any]],
                                 code is not None and on_purpose(lines, line)))
     return facts
 
-
-def _owner(name: str) -> str:
-    """The object a leaf's name starts from: model for model.blocks[0].weight."""
-    return re.split(r"[.\[]", name, maxsplit=1)[0]
