@@ -122,8 +122,9 @@ class Recording(TraceView):
     """`with gradtrace.record() as rec:` — after the block, rec is the trace of what ran in
     it: its backward passes, Function calls and modules, named from the block's variables."""
 
-    def __init__(self, saved: bool = True, flow: bool = True, profile: bool = False) -> None:
-        self._options = (saved, flow, profile)
+    def __init__(self, saved: bool = True, flow: bool = True, profile: bool = False,
+                 all_threads: bool = False) -> None:
+        self._options = (saved, flow, profile, all_threads)
 
     def __enter__(self) -> Recording:
         from .capture.live import BlockRecorder
@@ -148,11 +149,14 @@ class Recording(TraceView):
         return super().__repr__() if "trace" in self.__dict__ else "<gradtrace recording>"
 
 
-def record(saved: bool = True, flow: bool = True, profile: bool = False) -> Recording:
+def record(saved: bool = True, flow: bool = True, profile: bool = False,
+           all_threads: bool = False) -> Recording:
     """Record the with-block it opens: `with gradtrace.record() as rec: loss.backward()`.
 
     Nothing runs that the block does not run (no backward of gradtrace's own). saved=False
     skips reading saved tensors, flow=False the gradient flow (faster on big models).
     profile=True times each backward node of the block's last pass (as `show --profile`).
+    Only the calls of the block's own thread are recorded (a backward is the thread's that
+    called it, wherever autograd runs its hooks): all_threads=True records every thread's.
     """
-    return Recording(saved, flow, profile)
+    return Recording(saved, flow, profile, all_threads)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import linecache
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -52,7 +53,7 @@ class BlockRecorder:
     """Records from start() to stop(); stop() builds the Trace of what ran between."""
 
     def __init__(self, frame: FrameType, saved: bool = True, flow: bool = True,
-                 profile: bool = False) -> None:
+                 profile: bool = False, all_threads: bool = False) -> None:
         self.frame: FrameType | None = frame
         path = frame.f_code.co_filename
         self.label = f"{path}:{frame.f_lineno}"
@@ -60,6 +61,8 @@ class BlockRecorder:
         self.session = CaptureSession(path, lines, {},
                                       CaptureOptions(backward=False, saved=saved or profile,
                                                      flow=flow, profile=profile))
+        if not all_threads:  # the block's own calls, not those other threads make meanwhile
+            self.session.only_thread(threading.get_ident())
         self._before = _bound(frame)
         self._recording = contextlib.ExitStack()
 

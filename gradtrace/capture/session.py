@@ -81,6 +81,10 @@ class CaptureSession:
             # others' work is not in them), light steps' too
             self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
 
+    def only_thread(self, ident: int | None) -> None:
+        """Record only the calls made from this thread (None: every thread's)."""
+        self.recorder.gate.only = self.module_calls.thread = ident
+
     def detail(self, on: bool) -> None:
         """Note the lines, modules, module hooks and DDP modules of the forwards from now on,
         or not (a loop's light steps)."""

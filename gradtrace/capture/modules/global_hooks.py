@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ class ModuleCalls:
         self._handles: dict[str, Any] = {}  # "pre" / "post" -> torch's handle
         self._tracking = False
         self._following = True
+        self.thread: int | None = None  # the one thread whose calls are followed (None: all)
 
     def subscribe(self, pre: Pre | None = None, post: Post | None = None,
                   pausable: bool = True, paused: Callable[[], None] = lambda: None) -> None:
@@ -89,10 +91,14 @@ class ModuleCalls:
 
     @never_compiled  # as each subscriber: torch.compile must not trace gradtrace
     def _on_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return
         for pre in self._pre:
             pre(module, args)
 
     @never_compiled
     def _on_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return
         for post in self._post:
             post(module, args, output)

@@ -26,6 +26,14 @@ class Gate:
         self.one_pass_at_a_time = threading.Lock()
         self.muted = 0  # inside gradcheck or gradtrace's own calls: not the code's passes
         self.first_in_check = False  # the next Function call is the one gradcheck checks
+        # the one thread whose calls are the code's (gradtrace.record()'s own, by default:
+        # a backward counts for the thread that called it, not autograd's engine threads
+        # its hooks run on); None: every thread's (a scenario run records its threads too)
+        self.only: int | None = None
+
+    def elsewhere(self) -> bool:
+        """Whether this call comes from a thread the recording does not follow."""
+        return self.only is not None and threading.get_ident() != self.only
 
     def count(self, line: int | None, code: str | None) -> None:
         """One more of the scenario's passes: PassLimit when it is past the limit."""

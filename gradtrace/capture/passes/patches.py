@@ -107,7 +107,8 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
     @forwards
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if recorder.gate.thread == threading.get_ident() or inside_backward() \
-                or recorder.gate.muted or compiling() or threading.current_thread() in LEFT_BEHIND:
+                or recorder.gate.muted or compiling() or recorder.gate.elsewhere() \
+                or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
         if one_binds and len(args) == 1 and not kwargs:  # loss.backward(): binding, faster
             given = {**defaults, root_param: args[0]}
@@ -160,8 +161,9 @@ def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: i
     @forwards
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         out = original.__get__(None, cls)(*args, **kwargs)
-        if compiling() or compiled_region(cls) or threading.current_thread() in LEFT_BEHIND:
-            return out  # torch.compile's, not the code's Function; or no run's
+        if compiling() or compiled_region(cls) or recorder.gate.elsewhere() \
+                or threading.current_thread() in LEFT_BEHIND:
+            return out  # torch.compile's, not the code's Function; or no run's (or thread's)
         if not recorder.gate.muted or recorder.gate.first_in_check:
             recorder.gate.first_in_check = False  # the Function a gradcheck call is about
             first = out[0] if isinstance(out, (tuple, list)) and out else out
@@ -200,7 +202,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     @forwards
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
-        if not compiling():
+        if not compiling() and not recorder.gate.elsewhere():
             recorder.observer(StepLog).note_scaled(scaled, outputs, grad_scaler_scale(scaler))
         return scaled
 
@@ -248,7 +250,7 @@ def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable
     @never_compiled
     @forwards
     def checkpoint(*args: Any, **kwargs: Any) -> Any:
-        if compiling():
+        if compiling() or recorder.gate.elsewhere():
             return original(*args, **kwargs)
         start = next_sequence_number()
         out = original(*args, **kwargs)
@@ -265,7 +267,7 @@ def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Ca
     @never_compiled
     @forwards
     def checking(*args: Any, **kwargs: Any) -> Any:
-        if compiling():
+        if compiling() or recorder.gate.elsewhere():
             return original(*args, **kwargs)
         outer = not recorder.gate.muted
         line = recorder.caller_line()[0] if outer else None
