@@ -21,7 +21,7 @@ from .naming.where import scenario_line
 from .observers.roots_seen import RootsSeen
 from .options import CaptureOptions
 from .script.scenario_thread import RUN_LOCK
-from .session import CaptureSession
+from .session import RECORDING, CaptureSession
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
@@ -62,15 +62,30 @@ class BlockRecorder:
                                       CaptureOptions(backward=False, saved=saved or profile,
                                                      flow=flow, profile=profile))
         if not all_threads:  # the block's own calls, not those other threads make meanwhile
-            self.session.only_thread(threading.get_ident())
+            self.session.recorder.gate.only = self.session.module_calls.thread = \
+                threading.get_ident()
         self._before = _bound(frame)
         self._recording = contextlib.ExitStack()
 
     def start(self) -> None:
-        if not RUN_LOCK.acquire(blocking=False):
-            raise ScenarioError("gradtrace.record() cannot run inside another recording or "
-                                "scenario run", "end the other recording first")
-        self._recording.callback(RUN_LOCK.release)
+        """Record from now on: alone, or nested in the recording this thread runs under (a
+        scenario run's, another block's), which goes on recording the same calls."""
+        if RECORDING and RECORDING[-1][0] == threading.get_ident():
+            # the thread's one tracer is the outer's line log: shared, and the outer says
+            # when it traces
+            self.session.line_log = RECORDING[-1][1].line_log
+            self.session.traces = False
+        elif RUN_LOCK.acquire(blocking=False):
+            self._recording.callback(RUN_LOCK.release)
+        else:
+            refused = ScenarioError(
+                f"gradtrace.record() at {self.label} cannot run while another thread "
+                "records (a gradtrace run or a record() block of that thread's)",
+                "open the block in the thread that runs the other recording, or after "
+                "that recording ends", self.frame.f_lineno if self.frame else None)
+            if RECORDING and RECORDING[0][1].refused is None:  # a run stops with it
+                RECORDING[0][1].refused = refused
+            raise refused
         self._recording.enter_context(self.session.recording(self.frame))
 
     def stop(self, raised: BaseException | None = None) -> Trace | None:

@@ -78,7 +78,7 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
             try:
                 return session.finish(
                     target.label, default_roots(target, session.recorder, outcome.returned),
-                    stopped=outcome.stopped, printed=printed.getvalue(),
+                    stopped=outcome.stopped or session.refused, printed=printed.getvalue(),
                     exited=outcome.exited)
             except ScenarioStopped as stop:  # its trace holds what the scenario printed
                 stop.failed_call = outcome.failed_call

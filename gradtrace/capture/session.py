@@ -57,6 +57,10 @@ from .script.scenario_thread import StopWindow
 # (name or None, tensor) roots, and why they are the roots
 Roots = tuple[list[tuple[str | None, Any]], str]
 
+# (thread, session) of each recording under way, innermost last: a record() block may nest
+# in the thread of the one around it (its wrappers on torch wrap that one's, restored first)
+RECORDING: list[tuple[int, CaptureSession]] = []
+
 
 class CaptureSession:
     """What one recording holds: torch is patched only inside recording(); finish() builds
@@ -71,6 +75,8 @@ class CaptureSession:
         self.names = ScenarioNames(path, namespace)
         self._threads = set(threading.enumerate())  # those the scenario did not start
         self.line_log = LineLog(self.names.owns, library_file)
+        self.traces = True  # it turns line_log on and off (not a block nested in another's)
+        self.refused: ScenarioError | None = None  # a record() of another thread, refused
         self.module_calls = ModuleCalls()  # the one global forward hook pair
         self.tracker = ModuleTracker(self.module_calls)
         self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
@@ -81,14 +87,11 @@ class CaptureSession:
             # others' work is not in them), light steps' too
             self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
 
-    def only_thread(self, ident: int | None) -> None:
-        """Record only the calls made from this thread (None: every thread's)."""
-        self.recorder.gate.only = self.module_calls.thread = ident
-
     def detail(self, on: bool) -> None:
         """Note the lines, modules, module hooks and DDP modules of the forwards from now on,
         or not (a loop's light steps)."""
-        self.line_log.follow(on)
+        if self.traces:
+            self.line_log.follow(on)
         self.module_calls.follow(on)
 
     def source_of(self, node: Any) -> Source | None:
@@ -139,7 +142,11 @@ class CaptureSession:
                 self.line_log.tracing(frame), \
                 recorder.observer(StepLog).counting_optimizer_steps(), \
                 recorder.observer(OptimizerUse).watching():
-            yield
+            RECORDING.append((threading.get_ident(), self))
+            try:
+                yield
+            finally:
+                RECORDING.remove((threading.get_ident(), self))
 
     def forget(self, nodes: list[Any]) -> None:
         self.tracker.forget(nodes)
