@@ -56,4 +56,4 @@ class ExportError(GradtraceError):
 
 
 class Interrupted(GradtraceError):
-    """The user pressed Ctrl-C while a scenario ran."""
+    """The user pressed Ctrl-C while a scenario ran, or it raised KeyboardInterrupt itself."""

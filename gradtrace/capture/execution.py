@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..errors import GradtraceError, ScenarioError
+from ..errors import GradtraceError, Interrupted, ScenarioError
 from .naming.names import ScenarioNames
 from .naming.where import at_line, located, quoted, scenario_error, scenario_line
 from .observers.gate import PassLimit
@@ -59,8 +59,12 @@ def execute(target: Target, code: CodeType, module: ModuleType, lines: list[str]
         if exc.code not in (None, 0):
             return Outcome(exit_error(path, lines, exc), [])
         return Outcome(None, returned, exited=True)
-    except (KeyboardInterrupt, GradtraceError):
+    except GradtraceError:
         raise
+    except KeyboardInterrupt as exc:  # the script's own (a real Ctrl-C reaches the main
+        # thread): python stops there too, with a traceback and exit 130
+        raise Interrupted(f"interrupted {at_line(path, lines, scenario_line(path, exc))}") \
+            from None
     except TimeUp as exc:
         line = scenario_line(path, exc)
         return Outcome(ScenarioError(f"{late(timeout)}: it was {at_line(path, lines, line)}",
