@@ -5,7 +5,8 @@ Installed with gradtrace (a `pytest11` entry point). Snapshots are saved traces 
 `__gradtrace_snapshots__/<test file>/<name>.json` beside the test file; `pytest
 --gradtrace-update` writes them (atomically). At the end of a session that ran every test,
 snapshots no test used (a renamed or deleted test) are listed, and `--gradtrace-update` removes
-them. Importing this module does not import torch.
+them; a file some tests of which were deselected or skipped keeps them all. Importing this
+module does not import torch.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import io
 import json
 import os
 import re
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Any, NoReturn
 
@@ -26,6 +29,7 @@ from .atomic import replace_file
 SNAPSHOTS = "__gradtrace_snapshots__"
 USED = "gradtrace_snapshot"  # the user property naming each snapshot a test used
 UPDATE_HINT = "run `pytest --gradtrace-update` to write it again, then review and commit it"
+PART_RUN = "gradtrace_deselected"  # an xdist worker's output: files it deselected tests of
 # options that run part of the session: snapshots of tests that did not run are not unused
 PARTIAL_OPTIONS = ("keyword", "markexpr", "deselect", "lf", "failedfirst", "stepwise",
                    "stepwise_skip")
@@ -149,16 +153,24 @@ class UnusedSnapshots:
     judged (a skipped or failed test may not have reached its snapshot), and folders of test
     files that no longer exist. Reads the reports, so it works under pytest-xdist too."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, cut: set[Path]) -> None:
         self.config = config
         self.used: set[Path] = set()
         self.files: dict[Path, bool] = {}  # each test file that ran -> all its tests passed
         self.found: list[Path] = []  # the unused snapshots, once the session finished
         self.partial = any(self.config.getoption(name, None) for name in PARTIAL_OPTIONS) \
             or any("::" in str(arg) for arg in config.args)
+        self.cut = cut  # test files some tests of which were deselected (xdist: the workers')
 
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        self.partial = True
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """An xdist worker ended: the files it left tests of uncollected (none known: every
+        file's snapshots are kept)."""
+        told = getattr(node, "workeroutput", {}).get(PART_RUN)
+        if error is not None or told is None:
+            self.partial = True
+        else:
+            self.cut.update(Path(file) for file in told)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         file = Path(str(self.config.rootpath / report.nodeid.split("::")[0])).resolve()
@@ -174,7 +186,7 @@ class UnusedSnapshots:
         found: set[Path] = set()
         for file, passed in self.files.items():
             folder = file.parent / SNAPSHOTS
-            if passed:
+            if passed and file not in self.cut:
                 found.update((folder / file.stem).glob("*.json"))
             if folder.is_dir():  # the snapshots of test files renamed or deleted
                 for stem in folder.iterdir():
@@ -206,9 +218,45 @@ class UnusedSnapshots:
             terminalreporter.write_line(f"  {line}")
 
 
+class Deselections:
+    """In the process that collects (each xdist worker; told to the controller as it ends):
+    the test files some of whose tests were deselected, by -k, -m, --deselect or a conftest's
+    pytest_collection_modifyitems, whether it told pytest_deselected or not."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.cut: set[Path] = set()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
+        before = Counter(_file(item) for item in items)
+        try:
+            return (yield)
+        finally:
+            after = Counter(_file(item) for item in items)
+            self._cut(file for file, n in before.items() if after[file] < n)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self._cut(_file(item) for item in items)
+
+    def _cut(self, files: Iterable[Path]) -> None:
+        self.cut.update(files)
+        if hasattr(self.config, "workeroutput"):
+            self.config.workeroutput[PART_RUN] = sorted(map(str, self.cut))
+
+
+def _file(item: pytest.Item) -> Path:
+    return Path(str(item.path)).resolve()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput"):  # an xdist worker: the controller judges
-        config.pluginmanager.register(UnusedSnapshots(config), "gradtrace-unused-snapshots")
+    deselections = Deselections(config)
+    config.pluginmanager.register(deselections, "gradtrace-deselections")
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller judges
+        config.workeroutput[PART_RUN] = []  # type: ignore[attr-defined]
+    else:
+        config.pluginmanager.register(UnusedSnapshots(config, deselections.cut),
+                                      "gradtrace-unused-snapshots")
 
 
 def _trace_of(outputs: tuple[Any, ...], frame: Any, backward: bool) -> Any:

@@ -373,3 +373,43 @@ def test_only_a_device_s_kernel_names_are_made_one() -> None:
     assert neutral_type("ScaledDotProductFlashAttentionForCpuBackward0") == \
         neutral_type("ScaledDotProductCudnnAttentionBackward0")
     assert neutral_type("MmBackward0") == "MmBackward0"
+
+
+DESELECTING = {
+    "told": """
+def pytest_collection_modifyitems(config, items):
+    config.hook.pytest_deselected(items=[i for i in items if i.name == "test_triple"])
+    items[:] = [i for i in items if i.name != "test_triple"]
+""",
+    "untold": """
+def pytest_collection_modifyitems(config, items):
+    items[:] = [i for i in items if i.name != "test_triple"]
+""",
+}
+
+
+@pytest.mark.parametrize(("conftest", "workers"), [("told", "1"), ("untold", "0")])
+def test_a_test_a_conftest_deselects_keeps_its_snapshot(
+        pytester: pytest.Pytester, conftest: str, workers: str) -> None:
+    two_tests(pytester, "triple")
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=2)
+    pytester.makeconftest(DESELECTING[conftest])
+    # under xdist the workers collect and deselect; the controller judges the snapshots
+    result = pytester.runpytest("--gradtrace-update", "-p", "xdist", "-n", workers)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*unused snapshot*")
+    assert _snapshot(pytester, "test_triple").exists() and _snapshot(pytester).exists()
+
+
+def test_a_file_not_collected_keeps_its_snapshots_and_others_are_judged(
+        pytester: pytest.Pytester) -> None:
+    two_tests(pytester, "triple")
+    pytester.makepyfile(test_other=MODEL_TEST.format(act="ReLU", scale=""))  # a second file
+    pytester.runpytest("--gradtrace-update").assert_outcomes(passed=3)
+    other = pytester.path / "__gradtrace_snapshots__" / "test_other" / "test_mlp.json"
+    stale = _snapshot(pytester, "test_gone")
+    stale.write_text(_snapshot(pytester).read_text())
+    result = pytester.runpytest("--gradtrace-update", "test_model.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*gradtrace: removed 1 unused snapshot(s)*"])
+    assert not stale.exists() and other.exists() and _snapshot(pytester, "test_triple").exists()
