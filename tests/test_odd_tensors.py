@@ -3,6 +3,9 @@ trace they make is valid JSON that reads back. Each of these failed before."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,3 +87,87 @@ def test_a_complex_gradients_range_is_labelled_as_of_magnitudes(tmp_path: Path) 
     flowed = [trace["gradients"][i] for p in trace["passes"] for f in p["flow"].values()
               for i in f["grad_outputs"] if i is not None]
     assert any(g.get("complex") for g in flowed)
+
+
+# Each odd kind through every output: the trace (show -o t.json) read back and shown, drawn in
+# each format, compared with its own script, its steps, and --order 2. Before, a jagged nested
+# tensor's SymInt size failed every JSON output, a strided nested tensor's .shape every
+# command, and --order 2 crashed on a sparse, nested, complex or empty leaf.
+ODD = {
+    "sparse": "x = torch.tensor([[1.0, 0.0], [2.0, 3.0]]).to_sparse().requires_grad_()\n"
+              "w = torch.tensor([[1.0], [2.0]], requires_grad=True)\n"
+              "y = (torch.sparse.mm(x, w) ** 2).sum()\ny.backward()\n",
+    "nested strided": "a = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(1, 3)],"
+                      " requires_grad=True)\n"
+                      "y = torch.nested.to_padded_tensor(a * a, 0.0).sum()\n",
+    "nested jagged": "a = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(1, 3)],"
+                     " layout=torch.jagged, requires_grad=True)\n"
+                     "b = (a * 2).transpose(1, 2)\ny = (b * b).values().sum()\n",
+    "complex": "x = torch.tensor([1 + 2j, 3 - 1j], requires_grad=True)\n"
+               "y = (x * x.conj()).real.sum()\n",
+    "empty": "e = torch.ones(0, 3, requires_grad=True)\nx = torch.ones(2, requires_grad=True)\n"
+             "y = (e ** 2).sum() + (x ** 3).sum()\n",
+}
+# what --order 2 says of each: its Hessian's blocks, or why there is none
+SECOND = {"sparse": "blocks", "nested strided": "a is a nested tensor",
+          "nested jagged": "a is a nested tensor", "complex": "x is complex", "empty": "blocks"}
+SHAPES = {"nested strided": ["2", "ragged", "3"], "nested jagged": ["2", "ragged", "3"]}
+OUTPUTS = ("json", "show", "dot", "mmd", "html", "svg", "diff", "steps", "order 2")
+
+
+@pytest.fixture(scope="module")
+def odd_trace(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, Path]]:
+    """(script, its trace written by show -o t.json) of an odd kind, made once."""
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def trace(kind: str) -> tuple[Path, Path]:
+        if kind not in made:
+            folder = tmp_path_factory.mktemp(kind.replace(" ", "_"))
+            script = folder / "s.py"
+            script.write_text("import torch\n" + ODD[kind])
+            result = invoke("show", script, "-o", folder / "t.json")
+            assert result.exit_code == 0, result.stderr
+            made[kind] = (script, folder / "t.json")
+        return made[kind]
+
+    return trace
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("kind", ODD)
+def test_every_output_takes_odd_tensors(kind: str, output: str, tmp_path: Path,
+                                        odd_trace: Callable[[str], tuple[Path, Path]]) -> None:
+    script, saved = odd_trace(kind)
+    if output == "json":
+        trace = as_read(saved.read_text())
+        assert not [f for f in trace["findings"] if f["code"] == "flow-not-recorded"]
+        named = {t["name"]: t for t in trace["tensors"]}
+        if kind in SHAPES:  # a ragged size is a word (not torch's "j1": it counts per process)
+            assert [str(d) for d in named["a"]["shape"]] == SHAPES[kind]
+            assert named["a"]["grad"]["norm"] == pytest.approx(6.0 if "strided" in kind
+                                                               else 24.0)
+        return
+    if output == "order 2":
+        result = invoke("show", script, "--order", "2", "--json")
+        assert result.exit_code == 0, result.stderr
+        second = as_read(result.stdout)["second_order"]
+        assert second["blocks"] if SECOND[kind] == "blocks" else \
+            SECOND[kind] in second["error"], second
+        return
+    if output == "show":
+        result = invoke("show", saved)
+    elif output == "diff":
+        result = invoke("diff", script, saved, "--json")
+        assert result.exit_code == 0 and json.loads(result.stdout)["same"], result.stdout
+        result = invoke("diff", script, saved, "-o", tmp_path / "d.svg")
+    elif output == "steps":
+        result = invoke("steps", saved, "--json")
+    else:
+        if output == "svg" and shutil.which("dot") is None:
+            pytest.skip("Graphviz is not installed")
+        result = invoke("dot", saved, "-o", tmp_path / f"g.{output}")
+    assert result.exit_code == 0, result.stderr
+    assert "a bug in gradtrace" not in result.stderr
+    if kind in SHAPES and output in ("show", "dot", "mmd", "html"):
+        text = result.stdout if output == "show" else (tmp_path / f"g.{output}").read_text()
+        assert f"float32[{', '.join(SHAPES[kind])}]" in text

@@ -10,7 +10,7 @@ import torch
 
 from ..compat.torch import local_shard, shard_count
 from ..gcpause import gc_paused
-from ..model.records import GradSummary
+from ..model.records import GradSummary, Shape
 from ..model.values import flat_values
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
@@ -92,12 +92,40 @@ class StatsRow(NamedTuple):
 class RawStats(NamedTuple):
     """A gradient as a hook keeps it: shape, and its statistics' row or (small) its values."""
 
-    shape: tuple[int, ...]
+    shape: Shape
     place: StatsRow | None
     values: torch.Tensor | complex | None  # a number for a 0-d gradient (no clone)
     is_complex: bool = False  # its statistics are of |z|
     local_shard: bool = False  # a DTensor's local shard was read
     shards: int = 0  # the ranks it is split among, each element on one (0: not so, or not known)
+
+
+def shape_of(t: torch.Tensor) -> Shape:
+    """t's shape as plain data: ints, and "ragged" for a nested tensor's ragged dimension.
+
+    Not torch's "j1": that numbers nested tensors in the order the process made them, so a
+    second trace of one script in one process would say "j2" (and diff see a change)."""
+    if not t.is_nested:
+        return tuple(t.shape)
+    if t.layout == torch.strided:
+        return tuple(_size_or_ragged(t, i) for i in range(t.dim()))
+    return tuple(d if isinstance(d, int) else plain_size(d) for d in t.shape)
+
+
+def plain_size(size: Any) -> int | str:
+    """A size of a shape that is not an int (a SymInt): its int, or "ragged" (a jagged
+    tensor's ragged size, torch's nested int "j1", has none)."""
+    try:
+        return int(size)
+    except (AttributeError, RuntimeError, TypeError):  # a nested int has no value
+        return "ragged"
+
+
+def _size_or_ragged(t: torch.Tensor, dim: int) -> int | str:
+    try:
+        return int(t.size(dim))
+    except RuntimeError:  # "Given dimension 1 is irregular and does not have a size."
+        return "ragged"
 
 
 def is_dense(t: torch.Tensor) -> bool:
@@ -130,6 +158,9 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
     d = t.detach() if t.requires_grad else t
     if type(d) is not torch.Tensor and (local := local_shard(d)) is not None:
         return grad_stats(local, table)._replace(local_shard=True, shards=shard_count(d))
+    if d.is_nested:  # a ragged shape holds no nested list: statistics of its elements only
+        flat = torch.cat([c.reshape(-1) for c in d.unbind()])
+        return _table_stats(flat, table)._replace(shape=shape_of(d))
     if d.numel() <= VALUES_LIMIT:  # the statistics are computed from the values, later
         if not d.dim() and type(d) is torch.Tensor and d.layout == torch.strided \
                 and d.device.type == "cpu" and not d.is_quantized:
@@ -141,6 +172,11 @@ def grad_stats(t: torch.Tensor, table: StatsTable) -> RawStats:
         lo, hi = torch.aminmax(flat)
         row = table.add(torch.dot(flat, flat), lo, hi)
         return RawStats(tuple(d.shape), StatsRow(table, row), None)
+    return _table_stats(d, table)
+
+
+def _table_stats(d: torch.Tensor, table: StatsTable) -> RawStats:
+    """grad_stats of any tensor, its statistics added to table (no values kept)."""
     if d.layout != torch.strided:
         d = d.to_dense()
     is_complex = d.is_complex()
@@ -189,7 +225,7 @@ def to_summaries(raws: Sequence[RawStats | None]) -> list[GradSummary | None]:
     return [None if raw is None else made[id(raw)] for raw in raws]
 
 
-def _small_summary(shape: tuple[int, ...], listed: Any) -> GradSummary:
+def _small_summary(shape: Shape, listed: Any) -> GradSummary:
     items = flat_values(listed)
     is_complex = any(isinstance(v, complex) for v in items)
     if is_complex:
@@ -249,9 +285,10 @@ def read_summaries(pending: Sequence[Pending]) -> list[GradSummary]:
 
 def unavailable(t: torch.Tensor, exc: Exception) -> GradSummary:
     """The summary of a tensor whose values cannot be read, saying why."""
+    shape: Shape
     try:
-        shape = tuple(t.shape)
-    except Exception:  # noqa: BLE001 - a nested tensor's ragged shape, a broken subclass
+        shape = shape_of(t)
+    except Exception:  # noqa: BLE001 - a broken subclass
         shape = ()
     why = ("a meta tensor has no data" if t.is_meta else "quantized" if t.is_quantized
            else f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

@@ -8,7 +8,7 @@ import torch
 
 from ..compat.torch import is_view_of, local_shard
 from ..model.records import GradSummary, TensorInfo
-from .summary import summarize
+from .summary import shape_of, summarize
 from .walk import NodeIds, dtype_name, node_type, readable_grad
 
 # (name, tensor) pairs in binding order: what labels the graph and the table
@@ -93,7 +93,7 @@ def tensor_info(
     grad = readable_grad(t)
     return TensorInfo(
         name=name,
-        shape=tuple(t.shape),
+        shape=shape_of(t),
         dtype=dtype_name(t.dtype),
         requires_grad=t.requires_grad,
         is_leaf=t.is_leaf,

@@ -16,6 +16,7 @@ from ..compat.torch import (
     sequence_number,
 )
 from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
+from .summary import shape_of
 
 # An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
 # Plain tuples, not named ones: the hot loop of a 1,000,000-node walk makes one per edge.
@@ -238,7 +239,7 @@ def _each_saved(name: str, value: Any) -> tuple[SavedTensor, ...]:
 
 
 def _one_saved(name: str, t: torch.Tensor) -> SavedTensor:
-    return SavedTensor(name, tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size())
+    return SavedTensor(name, shape_of(t), dtype_name(t.dtype), t.numel() * t.element_size())
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

@@ -21,6 +21,7 @@ from .records import (
     Ranks,
     SavedTensor,
     SecondOrder,
+    Shape,
     Source,
     Steps,
     TensorInfo,
@@ -519,9 +520,9 @@ def _norm(x: float | str | None) -> float:
     return norm
 
 
-def _list(shape: tuple[int, ...] | None) -> list[int] | None:
+def _list(shape: Shape | None) -> list[int | str] | None:
     return None if shape is None else list(shape)
 
 
-def _tuple(shape: list[int] | None) -> tuple[int, ...] | None:
+def _tuple(shape: list[int | str] | None) -> Shape | None:
     return None if shape is None else tuple(shape)

@@ -16,6 +16,8 @@ Severity = Literal["error", "warning", "info"]
 PassKind = Literal["backward", "grad"]
 PassBy = Literal["scenario", "gradtrace"]
 CostMethod = Literal["replay", "steps", "once"]  # how --profile timed a pass
+# A tensor's sizes; a nested tensor's ragged dimension is the word "ragged"
+Shape = tuple[int | str, ...]
 COST_METHODS: tuple[CostMethod, ...] = ("replay", "steps", "once")
 
 OP: Final = "op"
@@ -28,7 +30,7 @@ class SavedTensor(NamedTuple):
     tuple, like Node: a big graph has one per node or more)."""
 
     name: str
-    shape: tuple[int, ...] | None
+    shape: Shape | None
     dtype: str | None
     bytes: int
     status: SavedStatus = "ok"
@@ -118,7 +120,7 @@ class GradSummary(NamedTuple):
     A named tuple, like Node: a pass over a big model makes one per gradient.
     """
 
-    shape: tuple[int, ...]
+    shape: Shape
     norm: float
     min: float | None
     max: float | None
@@ -135,7 +137,7 @@ class TensorInfo:
     """A named tensor of the scenario, as it stands at the end of the run."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: Shape
     dtype: str
     requires_grad: bool
     is_leaf: bool

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .records import GradSummary, Node, SavedTensor
+from .records import GradSummary, Node, SavedTensor, Shape
 from .values import flat_values
 
 SMALL = 8  # gradients with at most this many elements are shown in full
 
 
-def shape_text(dtype: str | None, shape: tuple[int, ...] | None) -> str:
+def shape_text(dtype: str | None, shape: Shape | None) -> str:
     """ "float32[3, 3]"; a scalar is "float32[]"."""
     dims = "?" if shape is None else ", ".join(str(d) for d in shape)
     return f"{dtype or '?'}[{dims}]"

@@ -119,7 +119,8 @@ def _shape(value: Any, path: str, null: bool = False) -> None:
     if value is None and null:
         return
     for i, size in enumerate(_list(value, path)):
-        _int(size, f"{path}[{i}]")
+        if size != "ragged":  # a nested tensor's ragged dimension
+            _int(size, f"{path}[{i}]")
     if len(value) > MAX_DEPTH:
         raise _Invalid(path, f"more than {MAX_DEPTH} dimensions")
 

@@ -47,7 +47,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
             nodes[path] += 1
             (recomputed if n.recomputed else saved)[path] += held
             if n.kind == "leaf" and n.tensor in shapes:
-                params[path] += math.prod(shapes[n.tensor] or ())
+                sizes = [d for d in shapes[n.tensor] if isinstance(d, int)]
+                if len(sizes) == len(shapes[n.tensor]):  # a ragged (nested) one has no count
+                    params[path] += math.prod(sizes)
     into: dict[str, float] = defaultdict(float)
     out: dict[str, float] = defaultdict(float)
     if flow is not None:

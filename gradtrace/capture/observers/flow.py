@@ -11,7 +11,7 @@ import torch
 
 from ...compat.torch import has_tensor_hooks, never_compiled, tensor_version
 from ...extract.captured import FlowRecord
-from ...extract.summary import RawStats, StatsRow, StatsTable, grad_stats, is_dense
+from ...extract.summary import RawStats, StatsRow, StatsTable, grad_stats, is_dense, shape_of
 from ...extract.walk import RawEdge
 from .base import Observer, PassState, Recording
 from .flow_shortcuts import (
@@ -32,10 +32,10 @@ def content_key(g: torch.Tensor) -> Key:
     A tensor that fills one block of memory is keyed by the block, so its reshapes and
     transposes share one summary (norm, min and max ignore element order).
     """
-    if g.layout != torch.strided:
+    if g.layout != torch.strided or g.is_nested:
         # sparse: no block of memory to key it by, and its id may be a dead tensor's (the
-        # engine's sum of two sparse gradients took the id of one): a key equal to no other,
-        # so it is summarised from its own values
+        # engine's sum of two sparse gradients took the id of one); nested: no one shape. A
+        # key equal to no other, so it is summarised from its own values
         return (object(),)
     if g.is_contiguous() or is_dense(g):  # the first test is the common, cheap one
         return g.data_ptr(), g.numel(), g.dtype, tensor_version(g)
@@ -227,7 +227,7 @@ class FlowCapture:
             came = self._sent.get((id(leaf), 0))
             if came is not None:  # its sender ran: the leaf accumulated exactly that
                 raw = came[1]
-                own = tuple(leaf.variable.shape)  # a skipped transpose may lie in between
+                own = shape_of(leaf.variable)  # a skipped transpose may lie in between
                 got = raw if raw.shape == own else raw._replace(shape=own, values=None)
                 self.records[id(leaf)] = FlowRecord(leaf, len(self.records), [got], [])
         self._quiet.clear()

@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 
 from ...compat.torch import input_shapes, is_function_node
 from ...extract.captured import FlowRecord
-from ...extract.summary import VALUES_LIMIT, RawStats
+from ...extract.summary import VALUES_LIMIT, RawStats, plain_size
+from ...model.records import Shape
 
 # Backward nodes that only re-lay out the gradient they receive: what they send has the same
 # elements (the same norm, min and max), in another shape (or the same: clone passes it on).
@@ -24,7 +25,7 @@ RELAYOUT = frozenset({
 EMBED = frozenset({"SelectBackward0", "SliceBackward0"})
 
 
-def passes_on(node: Any, shape: tuple[int, ...], sent_shape: tuple[int, ...]) -> bool:
+def passes_on(node: Any, shape: Shape, sent_shape: Shape) -> bool:
     """Whether node sends the elements it receives, perhaps with zeros around them: a
     re-layout, a select or slice, or an expand to the same shape (its backward, a sum over no
     dimension, hands the gradient on)."""
@@ -33,9 +34,14 @@ def passes_on(node: Any, shape: tuple[int, ...], sent_shape: tuple[int, ...]) ->
                                                  and shape == sent_shape)
 
 
-def received_shape(node: Any, k: int = 0) -> tuple[int, ...]:
+def received_shape(node: Any, k: int = 0) -> Shape:
     """The shape of the gradient arriving at node's input k (from autograd's metadata)."""
-    return input_shapes(node)[k]
+    return tuple(d if isinstance(d, int) else plain_size(d) for d in input_shapes(node)[k])
+
+
+def _elements(shape: Shape) -> int:
+    """How many elements a shape holds; 0 for a ragged one (a nested tensor's: never skipped)."""
+    return math.prod(d if isinstance(d, int) else 0 for d in shape)
 
 
 MAY_PASS_ON = RELAYOUT | EMBED | {"ExpandBackward0"}
@@ -50,7 +56,7 @@ class Relayout(NamedTuple):
     consumer_index: int
     slot: int  # the consumer's input this node feeds
     consumer_skipped: bool  # the consumer is such a node too
-    shape: tuple[int, ...]  # what it sends
+    shape: Shape  # what it sends
 
 
 class Link(NamedTuple):
@@ -66,21 +72,21 @@ class Link(NamedTuple):
 
 def skipped_relayouts(nodes: list[Any], ways_in: list[int],
                       children: list[list[tuple[int, int, int]]], watched: frozenset[int]
-                      ) -> tuple[list[bool], dict[int, tuple[int, ...]]]:
+                      ) -> tuple[list[bool], dict[int, Shape]]:
     """Which nodes need no hook, and the shape each sends. A re-layout node (view,
     transpose, select …) with one way in and one input needs none: its record is what its
     consumer sent, re-shaped (or embedded in zeros). Only large gradients (whose values are
     not kept) and only unnamed tensors (a named one may carry the user's hook)."""
     skipped = [False] * len(nodes)
-    received: dict[int, tuple[int, ...]] = {}  # the shapes candidates receive, send
-    sends: dict[int, tuple[int, ...]] = {}
+    received: dict[int, Shape] = {}  # the shapes candidates receive, send
+    sends: dict[int, Shape] = {}
     for i in reversed(range(len(nodes))):  # inputs mostly before their consumers
         node = nodes[i]
         if ways_in[i] == 1 and len(children[i]) == 1 \
                 and type(node).__name__ in MAY_PASS_ON and id(node) not in watched:
             c, k, _ = children[i][0]
             shape = received[i] = received_shape(node)
-            if math.prod(shape) > VALUES_LIMIT:
+            if _elements(shape) > VALUES_LIMIT:
                 # metadata is slow to read: in a chain of views, what one sends is what
                 # the next receives
                 sent = received.get(c) if k == 0 else None

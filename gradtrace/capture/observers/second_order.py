@@ -6,11 +6,13 @@ from typing import Any
 
 import torch
 
+from ...extract.summary import shape_of
 from ...extract.tensors import Named
 from ...model.records import SecondOrder
 from .base import Observer, PassState, Recording
 
 HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
+PLAIN = "the Hessian is computed for plain real tensors only"
 
 
 def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) -> SecondOrder:
@@ -22,35 +24,61 @@ def second_derivatives(root: torch.Tensor, root_name: str | None, named: Named) 
     name = root_name or "output"
     leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
     if root.numel() != 1:
-        return SecondOrder(name, (), {}, f"{name} is not a scalar (shape {list(root.shape)})")
+        return SecondOrder(name, (), {}, f"{name} is not a scalar "
+                           f"(shape {list(shape_of(root))})")
     if root.grad_fn is None or not leaves:
         return SecondOrder(name, (), {}, f"{name} has no graph to differentiate")
+    if root.is_complex():
+        return SecondOrder(name, (), {}, f"{name} is complex: {PLAIN}")
     try:
         firsts = torch.autograd.grad(root, [t for _, t in leaves], create_graph=True,
                                      retain_graph=True, allow_unused=True)
     except RuntimeError as exc:  # e.g. the graph was freed: say so instead of failing the run
         return SecondOrder(name, (), {}, str(exc).splitlines()[0])
     used = [(n, t, g) for (n, t), g in zip(leaves, firsts, strict=True) if g is not None]
+    odd = next((f"{n} is {kind}" for n, t, _ in used if (kind := _unsupported(t))), None)
+    if odd is not None:
+        return SecondOrder(name, tuple(n for n, _, _ in used), {}, f"{odd}: {PLAIN}")
     size = sum(t.numel() for _, t, _ in used)
     if size > HESSIAN_LIMIT:
         return SecondOrder(name, tuple(n for n, _, _ in used), {},
                            f"the leaves have {size} elements; the Hessian is shown for at "
                            f"most {HESSIAN_LIMIT}")
+    return SecondOrder(name, tuple(n for n, _, _ in used), _blocks(used))
+
+
+def _unsupported(t: torch.Tensor) -> str | None:
+    """Why a leaf's second derivatives are not read (nested, complex), or None."""
+    if t.is_nested:
+        return "a nested tensor"
+    return "complex" if t.is_complex() else None
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t with its elements in a strided tensor (a sparse leaf's gradient is sparse)."""
+    return t if t.layout == torch.strided else t.to_dense()
+
+
+def _blocks(used: list[tuple[str, torch.Tensor, torch.Tensor]]
+            ) -> dict[tuple[str, str], Any]:
+    """The Hessian's block of every pair of leaves, as nested lists."""
     tensors = [t for _, t, _ in used]
     blocks = {}
     for a, ta, ga in used:
         rows: list[list[torch.Tensor]] = []  # rows[i][j]: d(ga.flat[i]) / d tensors[j]
-        for element in ga.reshape(-1):
+        for element in _dense(ga).reshape(-1):
             seconds: tuple[torch.Tensor | None, ...] = (None,) * len(tensors)
             if element.requires_grad:  # else the first derivative is constant: zeros
                 seconds = torch.autograd.grad(element, tensors, retain_graph=True,
                                               allow_unused=True)
-            rows.append([torch.zeros_like(t) if s is None else s.detach()
+            rows.append([_dense(torch.zeros_like(t) if s is None else s.detach())
                          for s, t in zip(seconds, tensors, strict=True)])
         for j, (b, tb, _) in enumerate(used):
-            block = torch.stack([row[j] for row in rows]).reshape(tuple(ta.shape) + tuple(tb.shape))
+            shape = tuple(ta.shape) + tuple(tb.shape)
+            block = torch.stack([row[j] for row in rows]).reshape(shape) if rows \
+                else torch.zeros(shape)  # a leaf without elements: an empty block
             blocks[(a, b)] = block.tolist()
-    return SecondOrder(name, tuple(n for n, _, _ in used), blocks)
+    return blocks
 
 
 class SecondDerivatives(Observer):
