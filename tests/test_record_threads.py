@@ -23,8 +23,9 @@ class Double(torch.autograd.Function):
 
 
 class Neighbour:
-    """A thread that runs a backward pass over its own tensor `v` (through a Function and a
-    module) each time it is asked, while the test's thread records."""
+    """A thread that runs a training step over its own tensor `v` (through a Function and a
+    module; an optimizer steps, clips and resets) each time it is asked, while the test's
+    thread records."""
 
     def __init__(self) -> None:
         self.ask, self.done = threading.Semaphore(0), threading.Semaphore(0)
@@ -34,10 +35,14 @@ class Neighbour:
     def _work(self) -> None:
         v = torch.ones(2, requires_grad=True)
         layer = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD([v], lr=0.1)
         while True:
             self.ask.acquire()
             if self.stopping:
                 return
+            optimizer.zero_grad()
+            optimizer.step()  # before its backward: a step without a gradient, each time
+            torch.nn.utils.clip_grad_norm_([v], 1.0)
             layer(Double.apply(v)).sum().backward()
             self.passes += 1
             self.done.release()
@@ -86,9 +91,14 @@ def test_record_sees_only_its_own_threads_passes() -> None:
         assert not any(n.module for n in rec.nodes)
         assert {n.type for n in rec.nodes} == {"MulBackward0", "SumBackward0",
                                                "AccumulateGrad"}
+        # nor its optimizer's steps, resets and clipping
+        assert rec.steps is not None and rec.steps.optimizer_steps_taken == 0
+        assert not [f for f in rec.findings if f.code.endswith("-without-gradient")]
 
 
 def test_record_all_threads_records_every_threads_passes() -> None:
     rec, theirs = five_passes_beside_a_neighbour(all_threads=True)
     assert theirs == 5 and len(rec.passes) == 10
     assert len(rec.functions) == 5
+    assert rec.steps is not None and rec.steps.optimizer_steps_taken == 5
+    assert "clip-without-gradient" in {f.code for f in rec.findings}

@@ -128,7 +128,7 @@ class OptimizerUse(Observer):
 
     @never_compiled
     def _step_begins(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
-        if compiling():
+        if compiling() or self.recorder.gate.elsewhere():
             return None
         params = [t for g in optimizer.param_groups for t in g["params"]]
         self.held.stepped(optimizer, params, self._built.get(id(optimizer), NOWHERE))
@@ -179,7 +179,7 @@ class OptimizerUse(Observer):
         @never_compiled
         @forwards
         def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
-            if not compiling():
+            if not compiling() and not self.recorder.gate.elsewhere():
                 self._built.setdefault(id(optimizer), self.recorder.caller_line())
             original(optimizer, *args, **kwargs)
         return __init__
@@ -190,7 +190,8 @@ class OptimizerUse(Observer):
         @never_compiled
         @forwards
         def zero_grad(owner: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._closure and self._pending and not compiling():
+            if not self._closure and self._pending and not compiling() \
+                    and not self.recorder.gate.elsewhere():
                 self._reset(leaves_of(owner))
             return original(owner, *args, **kwargs)
         return zero_grad
@@ -216,7 +217,7 @@ class OptimizerUse(Observer):
         @never_compiled
         @forwards
         def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
-            if compiling():
+            if compiling() or self.recorder.gate.elsewhere():
                 return original(parameters, *args, **kwargs)
             if not isinstance(parameters, torch.Tensor):
                 parameters = list(parameters)  # a generator, read once here

@@ -104,7 +104,7 @@ class StepLog(Observer):
 
     @never_compiled
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._stepped += 1
+        self._stepped += not self.recorder.gate.elsewhere()
 
     def note_scaled(self, output: Any, loss: Any, scale: Any) -> None:
         """GradScaler.scale(loss) returned output, loss × scale: a pass from it has loss, and
