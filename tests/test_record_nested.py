@@ -5,6 +5,7 @@ record() in a thread other than the recording one is refused, naming its file an
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -54,6 +55,22 @@ def test_show_runs_a_test_that_uses_record(tmp_path: Path) -> None:
     assert "pass 1 backward at line 7" in run.stdout  # recorded once, by the run
     assert "AddmmBackward0 · model.2" in run.stdout
     assert "scenario output" in run.stdout  # what rec.show() printed, in the run's report
+
+
+def test_a_profiled_record_in_a_run_adds_no_passes_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "test_profiled.py").write_text(textwrap.dedent('''\
+        import gradtrace, torch
+
+        def test_profiled():
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+            with gradtrace.record(profile=True) as rec:
+                model(torch.randn(16, 4)).pow(2).mean().backward()
+            assert rec.costs is not None and len(rec.passes) == 1
+        '''))
+    run = run_gradtrace("show", "test_profiled.py::test_profiled", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    # the block's timing replays are gradtrace's, not the test's passes
+    assert len(json.loads(run.stdout)["passes"]) == 1
 
 
 def test_check_runs_a_folder_whose_tests_use_record(tmp_path: Path) -> None:

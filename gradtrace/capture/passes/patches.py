@@ -76,7 +76,8 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     if profile.samples is not None:  # --profile: a replay must not set a retained .grad
         patches.append((torch.Tensor, "retain_grad",
                         _node_noting(profile.samples.retaining, torch.Tensor.retain_grad)))
-    profile.original_grad = torch.autograd.grad
+    # torch's own, not the wrapper of a recording this one nests in (it would record replays)
+    profile.original_grad = inspect.unwrap(torch.autograd.grad)
     # retain_grad is Tensor's by inheritance (from its C base): restored by deleting it
     saved = [(owner, name, owner.__dict__.get(name, _INHERITED)) for owner, name, _ in patches]
     for owner, name, wrapper in patches:
