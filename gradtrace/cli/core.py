@@ -206,10 +206,30 @@ def _stdout_to_devnull() -> None:
 
 
 class Typer(typer.Typer):
-    """The app: every command a `Command` unless it names another class."""
+    """The app: every command a `Command` unless it names another class, its description
+    its docstring (read from its source under `python -OO`, which drops docstrings)."""
 
     def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
-        return super().command(*args, cls=cls or Command, **kwargs)
+        def register(function: Any) -> Any:
+            if function.__doc__ is None and "help" not in kwargs:
+                kwargs["help"] = _source_docstring(function)
+            return typer.Typer.command(self, *args, cls=cls or Command, **kwargs)(function)
+        return register
+
+
+def _source_docstring(function: Any) -> str | None:
+    """function's docstring as its source file says it (None: no source, or no docstring)."""
+    import ast  # only under python -OO
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):  # no source file: no description
+        return None
+    node = tree.body[0] if tree.body else None
+    return ast.get_docstring(node) if isinstance(node, (ast.FunctionDef,
+                                                         ast.AsyncFunctionDef)) else None
 
 
 app = Typer(
