@@ -16,10 +16,8 @@ from typing import Any, TypeVar
 from ...compat.cpython import make_non_daemon
 from ...errors import Interrupted, ScenarioError
 from ..naming.where import running_at
+from .stack import started_thread
 
-# Deep graphs are freed recursively by torch; a big stack keeps a 100,000-node graph alive
-# through teardown. Only touched pages are committed, so this costs no memory up front.
-STACK_SIZE = 1 << 30
 RUN_LOCK = threading.Lock()  # a recording patches torch globally: one at a time
 
 # After the time limit, how long the scenario gets to stop at its next Python line (then
@@ -258,14 +256,9 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
             main.ended()
 
     # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
-    thread = threading.Thread(target=target, name="gradtrace-scenario", daemon=True)
+    thread = started_thread(target, "gradtrace-scenario")
     where = ""
     try:
-        old = threading.stack_size(STACK_SIZE)  # read when the thread starts
-        try:
-            thread.start()
-        finally:
-            threading.stack_size(old)
         main.serve(thread, timeout)
         if thread.is_alive():
             where = running_at(thread, path, lines)
