@@ -67,9 +67,11 @@ def run_gradtrace(*args: str | Path, cwd: str | Path | None = None,
 def start_gradtrace(*args: str | Path, stdout: Any = None,
                     stderr: Any = None, text: bool = False, closed: Sequence[int] = (),
                     sigint: bool = False, cwd: str | Path | None = None,
-                    env: dict[str, str] | None = None, timeout: float = 300) -> Forked:
+                    env: dict[str, str] | None = None, timeout: float = 300,
+                    stdin: Any = None) -> Forked:
     """`python -m gradtrace ARGS` as subprocess.Popen starts it (stdout, stderr: None, PIPE,
-    DEVNULL, a file or a descriptor; stdin: /dev/null), closed: descriptors it lacks."""
+    DEVNULL, a file or a descriptor; stdin: PIPE, a file or a descriptor, else /dev/null),
+    closed: descriptors it lacks."""
     request, kind = _gradtrace_request(args, cwd, env, timeout)
     request.update(closed=list(closed), sigint=sigint)
     ours: list[int] = []  # the ends this process passes on, closed once they are
@@ -86,7 +88,13 @@ def start_gradtrace(*args: str | Path, stdout: Any = None,
             return ours[-1], None
         return (stream if isinstance(stream, int) else stream.fileno()), None
 
-    fd_in, _ = given(subprocess.DEVNULL, 0)  # never the worker's: pytest-xdist talks on it
+    piped_in = None
+    if stdin == subprocess.PIPE:  # the child reads what the test writes
+        fd_in, write_in = os.pipe()
+        ours.append(fd_in)
+        piped_in = os.fdopen(write_in, "wb")
+    else:  # never the worker's: pytest-xdist talks on it
+        fd_in, _ = given(subprocess.DEVNULL if stdin is None else stdin, 0)
     fd_out, piped_out = given(stdout, 1)
     fd_err, piped_err = given(stderr, 2)
     status_read, status_write = os.pipe()
@@ -96,7 +104,9 @@ def start_gradtrace(*args: str | Path, stdout: Any = None,
     finally:
         for fd in ours:
             os.close(fd)
-    return Forked(request["argv"], pid, status_read, piped_out, piped_err, text)
+    forked = Forked(request["argv"], pid, status_read, piped_out, piped_err, text)
+    forked.stdin = piped_in
+    return forked
 
 
 @functools.cache
@@ -141,6 +151,7 @@ class Forked:
                  stderr: IO[bytes] | None, text: bool) -> None:
         self.args, self.pid, self._status, self._text = args, pid, status, text
         self.stdout, self.stderr = stdout, stderr
+        self.stdin: IO[bytes] | None = None
         self.returncode: int | None = None
 
     def send_signal(self, signum: int) -> None:

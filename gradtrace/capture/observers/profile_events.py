@@ -14,6 +14,7 @@ import torch
 
 from ...compat.torch import NO_SEQUENCE, light_timings, node_events, sequence_number
 from ...extract.profile import Sample, Timing
+from ..script.own_imports import own_imports
 
 EVALUATE = "autograd::engine::evaluate_function: "
 
@@ -104,14 +105,17 @@ def wall(run: Callable[[], Any], cuda: bool) -> float:
 def profiled(run: Callable[[], Any], index: dict[int, int], cuda: bool,
               hooks_on: bool) -> Sample:
     """run() under torch.profiler (memory too): a Sample of its node events."""
-    from torch.profiler import ProfilerActivity, profile
+    # the profiler imports torch._inductor as it starts (cProfile, `profile` …): gradtrace's
+    # imports, never the script's files; run() (the script's backward, hooks) is the script's
+    with own_imports(), quiet_fd2():
+        from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with quiet_fd2():
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         # acc_events: one cycle each either way; without it torch 2.11 and 2.12 warn (once,
         # into the script's output) that events are cleared at the end of each cycle
         with profile(activities=activities, profile_memory=True, acc_events=True) as prof:
-            took = wall(run, cuda)
+            with own_imports(own=False):
+                took = wall(run, cuda)
         events = list(prof.events())
     return _sample(events, index, took, cuda, hooks_on)
 

@@ -1,16 +1,16 @@
 """The process as `python FILE ARGS` would have it while a scenario runs, and as it was
-afterwards: argv, sys.path, stdin, the working folder, torch's process-wide settings
+afterwards: argv, sys.path, breakpoint(), the working folder, torch's process-wide settings
 (`check` runs many scenarios in one process), tracers, atexit handlers and os._exit."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import io
 import operator
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,10 @@ from typing import Any
 import torch
 
 from ...compat.torch import default_device_mode, mode_stack_depths, pop_modes_to
+from ...errors import ScenarioError
+from .event_loop import main_thread_loop
 from .forked import write_printed
+from .own_imports import folder_kept_out
 from .scenario_thread import StopWindow
 from .target import Target
 
@@ -37,16 +40,35 @@ class ProcessExit(BaseException):
 
 @contextlib.contextmanager
 def scenario_process(target: Target) -> Iterator[None]:
-    """Its folder first on sys.path, its argv, an empty stdin; restored afterwards."""
-    saved = (sys.argv, list(sys.path), sys.stdin)
+    """Its folder first on sys.path (not for gradtrace's own imports), its argv, the event
+    loop its thread gets as python's main thread does; restored afterwards. stdin is the
+    process's, as under python; breakpoint() stops with a clear error (output is captured)."""
+    saved = (sys.argv, list(sys.path), sys.breakpointhook)
+    folder = str(Path(target.path).resolve().parent)
     sys.argv = [target.path, *target.args]
-    sys.path.insert(0, str(Path(target.path).resolve().parent))
-    sys.stdin = io.StringIO()
+    sys.path.insert(0, folder)
+    sys.breakpointhook = _no_debugger(saved[2], target.path)
     try:
-        with torch_settings_kept(), _working_folder_kept():
+        with torch_settings_kept(), _working_folder_kept(), folder_kept_out(folder), \
+                main_thread_loop():
             yield
     finally:
-        sys.argv, sys.path[:], sys.stdin = saved[0], saved[1], saved[2]
+        sys.argv, sys.path[:], sys.breakpointhook = saved
+
+
+def _no_debugger(hook: Callable[..., Any], path: str) -> Callable[..., Any]:
+    """breakpoint(): the hook PYTHONBREAKPOINT names (0: none) as under python; else a
+    ScenarioError, since pdb's prompt would go into the captured output, unseen."""
+    def breakpoint_hook(*args: Any, **kwargs: Any) -> Any:
+        if os.environ.get("PYTHONBREAKPOINT"):
+            return hook(*args, **kwargs)
+        caller = traceback.extract_stack(limit=2)[0]
+        raise ScenarioError(
+            f"{caller.filename}:{caller.lineno}: breakpoint() cannot open pdb under "
+            "gradtrace: it captures what the script prints, the debugger's prompt too",
+            f"debug with `python {caller.filename}`; PYTHONBREAKPOINT=0 skips breakpoint() "
+            "(under python too)", caller.lineno if caller.filename == path else None)
+    return breakpoint_hook
 
 
 @contextlib.contextmanager

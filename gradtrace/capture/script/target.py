@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import inspect
+import os
 import sys
 import threading
 import types
@@ -61,7 +62,7 @@ def installed_module(target: Target) -> Iterator[types.ModuleType]:
     only a function of it runs (so its `if __name__ == "__main__":` block does not)."""
     name = "__main__" if target.function is None else Path(target.path).stem
     module = types.ModuleType(name)
-    module.__file__ = target.path
+    module.__file__ = os.path.abspath(target.path)  # as python's, whatever the script's chdir
     module.__builtins__ = builtins  # type: ignore[attr-defined]
     previous = sys.modules.get(name)
     sys.modules[name] = module
