@@ -3,7 +3,6 @@ series as JSON. One table, read by the command's dispatch, help and error hints.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -12,6 +11,7 @@ from ..errors import ExportError
 from ..model.records import Trace
 from ..model.values import json_float
 from .chart import LINES, require_steps, steps_svg
+from .json import json_text
 from .series import grad_series, loss_series
 
 PLOT_EXTRA = "pip install 'gradtrace[plot]'"
@@ -70,7 +70,7 @@ def steps_data(trace: Trace, by_module: bool) -> dict[str, Any]:
 
 
 def _json(trace: Trace, by_module: bool, every: bool) -> bytes:
-    text = json.dumps(steps_data(trace, by_module), ensure_ascii=False, allow_nan=False)
+    text = json_text(steps_data(trace, by_module))
     return (text + "\n").encode("utf-8")
 
 

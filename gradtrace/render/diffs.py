@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -24,6 +23,7 @@ from ..model.records import Finding, Node, Ranks
 from ..model.texts import duration_text, node_title, number
 from .drawing import Drawing, DrawOptions, drawing
 from .github import LEVEL, annotation
+from .json import json_text
 
 SCHEMA = "gradtrace.diff/1"
 SHOWN = 20  # items listed per section on a terminal, unless every=True
@@ -202,7 +202,7 @@ def diff_dict(d: TraceDiff) -> dict[str, Any]:
 
 def diff_json(d: TraceDiff) -> str:
     """diff_dict as JSON text (non-finite numbers spelled as strings, as in traces)."""
-    return json.dumps(diff_dict(d), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(diff_dict(d), indent=2) + "\n"
 
 
 def diff_annotations(d: TraceDiff) -> str:

@@ -4,7 +4,6 @@ and module clusters. One self-contained file: nothing is fetched."""
 
 from __future__ import annotations
 
-import json
 import re
 from importlib import resources
 from typing import Any
@@ -22,6 +21,7 @@ from ..model.values import json_float
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
 from .escape import visible
+from .json import json_text
 from .report import by_severity
 from .series import (
     bucket_bounds,
@@ -58,7 +58,7 @@ def to_html(trace: Trace, options: DrawOptions, rankdir: str) -> bytes:
 
 def script_json(data: Any) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" that could end or open a tag."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json_text(data, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -17,6 +17,16 @@ from ..model.records import Trace
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """json.dumps(value) with other characters as they are, but lone surrogates escaped
+    ("\\udcff"): UTF-8 cannot hold them, and they come (a path python decoded with
+    surrogateescape under an ASCII locale, a saved trace's "\\udcff")."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, **options)
+
+
 def _encoder(ascii_only: bool) -> Any:
     """One item's JSON text: json's C encoder made once (json.dumps with options makes a
     new encoder per call, a third of the time for 100,000s of small items)."""
