@@ -172,7 +172,8 @@ def test_checkpointed_nodes_are_marked_recomputed(traced: Traced) -> None:
     assert "(recomputed in backward)" in text
     by_module = invoke("show", REAL / "checkpointed.py", "--by-module").stdout
     row = next(x for x in by_module.splitlines() if "│ model.1 " in x)
-    assert [c.strip() for c in row.strip("│").split("│")][5:] == ["0 B", "3.0 KB"]
+    # checkpoint's own saved_tensors_hooks packed what its nodes saved: never unpacked
+    assert [c.strip() for c in row.strip("│").split("│")][5:] == ["0 B", "not read"]
 
 
 def test_a_reentrant_checkpoint_is_one_recomputed_node(tmp_path: Any) -> None:

@@ -16,6 +16,7 @@ from . import probe as _probe_of
 
 NO_SEQUENCE = 2**64 - 1  # the sequence number AccumulateGrad nodes report
 SAVED_PREFIX = "_saved_"  # built-in nodes show what they saved only as _saved_<name>
+RAW_SAVED_PREFIX = "_raw_saved_"  # and as _raw_saved_<name>: still packed, a hook's result
 _TORCH = f"torch {torch.__version__}"
 
 
@@ -230,6 +231,15 @@ _get_backward_hooks = _probe(
 def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     """(attribute, saved name) of each tensor a built-in node saved for backward."""
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
+
+
+def packed_saved(node: Any) -> list[tuple[str, Any]]:
+    """(saved name, torch's packed SavedTensor or a list of them) of each tensor a node saved
+    for backward, not unpacked: reading them runs no saved_tensors_hooks unpack hook (checked
+    on torch 2.11 to 2.13: a custom Function's node has _raw_saved_tensors, which raises once
+    backward freed them). Without _raw_saved_ attributes, none are listed."""
+    return [(a[len(RAW_SAVED_PREFIX):], getattr(node, a)) for a in dir(node)
+            if a.startswith(RAW_SAVED_PREFIX)]
 
 
 _no_torch_function = _probe(

@@ -12,10 +12,11 @@ from ..compat.torch import (
     NO_SEQUENCE,
     error_kind,
     is_function_node,
+    packed_saved,
     saved_attributes,
     sequence_number,
 )
-from ..model.records import CUSTOM, LEAF, OP, NodeKind, SavedStatus, SavedTensor
+from ..model.records import CUSTOM, LEAF, OP, PACKED, NodeKind, SavedStatus, SavedTensor
 from .summary import shape_of
 
 # An edge of the walk as positions in its node list: (src, dst, dst_input, src_output).
@@ -189,27 +190,62 @@ def saved_values(node: Any) -> list[torch.Tensor]:
     return found
 
 
-SavedCache = dict[Any, tuple[SavedTensor, ...]]  # by node (autograd nodes hash by identity)
+# Whether a node was made while a saved_tensors_hooks pack hook was pushed (a checkpoint's
+# among them): what it saved is never unpacked by gradtrace, which would run the code's unpack
+# hook, or recompute a checkpointed region, once more than python does.
+Packed = Callable[[Any], bool]
+
+
+class SavedCache(dict[Any, tuple[SavedTensor, ...]]):
+    """Saved tensors by node (autograd nodes hash by identity), read before a backward freed
+    them; packed tells the nodes whose saved tensors are named, never read."""
+
+    def __init__(self, packed: Packed | None = None) -> None:
+        super().__init__()
+        self.packed = packed
 
 
 def snapshot_saved(seen: SavedCache, nodes: list[Any]) -> None:
     """Read what each node not in seen saved, into seen: saved tensors are readable only
     until a backward frees them. Equal records are one object (a chain's nodes save alike)."""
     alike: dict[tuple[SavedTensor, ...], tuple[SavedTensor, ...]] = {}
+    read = saved_reader(SavedCache(seen.packed))
     for node in nodes:
         if node not in seen:
-            saved = saved_tensors(node)
+            saved = read(node)
             seen[node] = alike.setdefault(saved, saved)
 
 
 def saved_reader(cache: SavedCache) -> Callable[[Any], tuple[SavedTensor, ...]]:
     """A node's saved tensors, from what was read before a backward freed them (cache) or
-    read now."""
+    read now; those of a node cache.packed tells are named, not read."""
+    packed = cache.packed
+
     def saved_of(node: Any) -> tuple[SavedTensor, ...]:
         cached = cache.get(node)
-        return cached if cached is not None else saved_tensors(node)
+        if cached is not None:
+            return cached
+        return unpacked_saved(node) if packed is not None and packed(node) \
+            else saved_tensors(node)
 
     return saved_of
+
+
+def unpacked_saved(node: Any) -> tuple[SavedTensor, ...]:
+    """The names of what a node saved, each "packed by a hook": its values are not read."""
+    try:
+        raw = packed_saved(node)
+    except RuntimeError as exc:  # a custom Function's, freed by a backward
+        return (_unreadable("saved_tensors", exc),)
+    prefix = "saved_" if is_function_node(node) else ""  # its saved_tensors, as when read
+    out: list[SavedTensor] = []
+    for name, value in raw:
+        if isinstance(value, (list, tuple)):
+            out.extend(SavedTensor(f"{prefix}{name}[{i}]", None, None, 0, PACKED)
+                       for i, one in enumerate(value) if one is not None)
+        elif value is not None:
+            out.append(SavedTensor(prefix + name, None, None, 0, PACKED))
+    return tuple(out)
 
 
 def _read_saved(name: str, read: Callable[[], Any]) -> tuple[SavedTensor, ...]:

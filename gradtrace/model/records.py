@@ -11,7 +11,9 @@ from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
 NodeKind = Literal["op", "leaf", "custom"]  # as in the JSON contract
-SavedStatus = Literal["ok", "freed", "modified in place"]
+SavedStatus = Literal["ok", "freed", "modified in place", "packed by a hook"]
+# made under saved_tensors_hooks (a checkpoint's too): never unpacked, which runs the hook
+PACKED: Final = "packed by a hook"
 Severity = Literal["error", "warning", "info"]
 PassKind = Literal["backward", "grad"]
 PassBy = Literal["scenario", "gradtrace"]

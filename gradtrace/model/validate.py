@@ -11,10 +11,10 @@ import json
 import math
 import re
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import TraceFileError
-from .records import COST_METHODS
+from .records import COST_METHODS, SavedStatus
 
 MAX_NAME = 1_000  # ids, names, types, dtypes, module paths, source lines
 MAX_TEXT = 1_000_000  # messages, hints, errors (stdout is only cut when shown)
@@ -236,7 +236,7 @@ def _saved(raw: Any) -> None:
     _shape(saved["shape"], "shape", null=True)
     _str(saved["dtype"], "dtype", null=True)
     _int(saved["bytes"], "bytes")
-    _choice(saved.get("status", "ok"), "status", ("ok", "freed", "modified in place"))
+    _choice(saved.get("status", "ok"), "status", get_args(SavedStatus))
 
 
 def _edge(raw: Any, ids: set[str]) -> None:

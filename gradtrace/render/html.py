@@ -142,7 +142,7 @@ def _node_data(n: Node, trace: Trace, shapes: dict[str, str]) -> dict[str, Any]:
         "library": None if n.library is None else
         {"file": n.library.file, "line": n.library.line, "code": n.library.code},
         "saved": [[s.name, shape_text(s.dtype, s.shape) if s.status == "ok" else s.status,
-                   size_text(s.bytes)] for s in n.saved],
+                   size_text(s.bytes) if s.status == "ok" else ""] for s in n.saved],
         "grads": grads,
         "cost": _cost_text(n, trace),
     }

@@ -12,11 +12,17 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..model.records import Pass, Trace
+from ..model.records import PACKED, Pass, Trace
 from ..model.texts import size_text
 from .table import compact
 
 NO_MODULE = "(no module)"
+
+
+def _held(size: int, packed: bool) -> str:
+    """The bytes a module's nodes saved; "not read" where they are nothing read but what a
+    hook of the code packed (never unpacked: that would run the hook)."""
+    return "not read" if packed and not size else size_text(size)
 
 
 def _prefixes(path: str | None) -> list[str]:
@@ -41,11 +47,15 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
     recomputed: dict[str, int] = defaultdict(int)  # saved in a checkpoint: made again later
     params: dict[str, int] = defaultdict(int)
     shapes = {t.name: t.shape for t in trace.tensors}
+    unread: set[tuple[bool, str]] = set()  # (recomputed, path): a hook packed what it saved
     for n in trace.nodes:
         held = sum(s.bytes or 0 for s in n.saved if s.status == "ok")
+        packed = any(s.status == PACKED for s in n.saved)
         for path in _prefixes(n.module):
             nodes[path] += 1
             (recomputed if n.recomputed else saved)[path] += held
+            if packed:
+                unread.add((n.recomputed, path))
             if n.kind == "leaf" and n.tensor in shapes:
                 sizes = [d for d in shapes[n.tensor] if isinstance(d, int)]
                 if len(sizes) == len(shapes[n.tensor]):  # a ragged (nested) one has no count
@@ -78,9 +88,9 @@ def module_table(trace: Trace, flow: Pass | None, max_rows: int | None = 40) -> 
                  str(nodes[path]), f"{params[path]:,}" if params[path] else "-",
                  _norm(into, path), _norm(out, path)]
         if trace.saved_read:
-            cells.append(size_text(saved[path]))
+            cells.append(_held(saved[path], (False, path) in unread))
         if recomputed:
-            cells.append(size_text(recomputed[path]))
+            cells.append(_held(recomputed[path], (True, path) in unread))
         table.add_row(*cells)
     parts: list[Table | Text] = [table]
     if len(shown) < len(rows):

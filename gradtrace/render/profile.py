@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.profile import CostKey, CostMeasure, CostRow, Costs, cost_rows, median, node_total_us
-from ..model.records import Trace
+from ..model.records import PACKED, Trace
 from ..model.texts import duration_text, size_text
 
 KEY_WIDTH = {"module": 40, "line": 44, "op": 44, "node": 48}
@@ -167,8 +167,13 @@ def peak_text(trace: Trace, costs: Costs) -> Text | None:
     if costs.recomputed_us is not None:
         text.append("\ncheckpointing: recomputing forward in backward took ", style="dim")
         text.append(duration_text(costs.recomputed_us), style="bold")
-        text.append(f", and saved {size_text(costs.recomputed_saved or 0)} of saved tensors "
-                    "between forward and backward", style="dim")
+        if any(s.status == PACKED for n in trace.nodes if n.recomputed for s in n.saved):
+            # checkpoint's own hook packed them: unpacking would run the region again
+            text.append("; what it saved between forward and backward is not read",
+                        style="dim")
+        else:
+            text.append(f", and saved {size_text(costs.recomputed_saved or 0)} of saved "
+                        "tensors between forward and backward", style="dim")
     return text
 
 

@@ -105,9 +105,11 @@ class NonFiniteBirths(Observer):
         self._held.clear()
 
     def _recomputes(self, node: Any) -> bool:
-        """A node made inside torch.utils.checkpoint: reading what it saved recomputes its
-        region (the unpack hook), so it is not read."""
-        return id(node) in self.recorder.marks.recomputed
+        """A node made inside torch.utils.checkpoint or under saved_tensors_hooks: reading
+        what it saved runs the unpack hook (recomputes a checkpointed region), so it is not
+        read."""
+        marks = self.recorder.marks
+        return id(node) in marks.recomputed or marks.packed(node)
 
     def _tell(self, found: Birth, order: list[Any], signature: int, named: Named,
               number: int | None, root: tuple[str | None, torch.Tensor], stopped: bool) -> None:

@@ -3,10 +3,12 @@ nodes, inputs handed to torch.autograd.functional."""
 
 from __future__ import annotations
 
+import threading
 import weakref
+from bisect import bisect_right
 from typing import Any
 
-from ...compat.torch import NodeKey, node_key
+from ...compat.torch import NO_SEQUENCE, NodeKey, next_sequence_number, node_key, sequence_number
 
 
 class Marks:
@@ -19,6 +21,12 @@ class Marks:
         # the inputs of torch.autograd.functional calls, while they live
         self.handed: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self.recomputed: dict[int, Any] = {}  # nodes made inside torch.utils.checkpoint
+        # Per thread, the sequence numbers of the nodes made while saved_tensors_hooks were
+        # pushed (a checkpoint's too): [start, end) intervals, in order, as two lists; and
+        # where the outermost hooks still pushed began. Sequence numbers count per thread: a
+        # node is taken as packed in any thread's interval (not reading is the safe side).
+        self._packing: dict[int, tuple[list[int], list[int]]] = {}
+        self._pushed: dict[int, list[int]] = {}
 
     def hooked_in(self, nodes: list[Any]) -> frozenset[int]:
         """The ids of the nodes of this walk that have a hook of the code's (ids are stable
@@ -27,7 +35,42 @@ class Marks:
             return frozenset()
         return frozenset(id(n) for n in nodes if node_key(n) in self.hooked)
 
+    def hooks_pushed(self) -> None:
+        """saved_tensors_hooks were entered in this thread: the nodes made from now are packed."""
+        self._pushed.setdefault(threading.get_ident(), []).append(next_sequence_number())
+
+    def hooks_popped(self) -> None:
+        """The hooks entered last in this thread were left."""
+        pushed = self._pushed.get(threading.get_ident())
+        if not pushed:
+            return  # entered before the recording began: its nodes are not known
+        start = pushed.pop()
+        if pushed:
+            return  # inside other hooks, whose interval holds this one
+        starts, ends = self._packing.setdefault(threading.get_ident(), ([], []))
+        end = next_sequence_number()
+        if ends and ends[-1] == start:  # one right after another: one interval
+            ends[-1] = end
+        elif end > start:
+            starts.append(start)
+            ends.append(end)
+
+    def packed(self, node: Any) -> bool:
+        """Whether node was made while saved_tensors_hooks were pushed: what it saved is
+        packed by a hook, and unpacking it would run the hook's code."""
+        if not (self._packing or self._pushed):
+            return False
+        number = sequence_number(node)
+        if number == NO_SEQUENCE:  # a leaf saves nothing; without the probe, none is known
+            return True
+        for starts, ends in self._packing.values():
+            at = bisect_right(starts, number) - 1
+            if at >= 0 and number < ends[at]:
+                return True
+        return any(pushed and number >= pushed[0] for pushed in self._pushed.values())
+
     def clear(self) -> None:
         self.hooked.clear()
         self.unhooked.clear()
         self.recomputed.clear()
+        self._packing.clear()

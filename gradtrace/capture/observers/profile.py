@@ -59,7 +59,7 @@ class ForwardClock:
 
 def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool,
                    hooked: set[NodeKey], retaining: set[NodeKey], recomputed: dict[int, Any],
-                   given: dict[str, Any] | None) -> str | None:
+                   given: dict[str, Any] | None, packed: Callable[[Any], bool]) -> str | None:
     """Why replaying this pass could change what the script sees (None: it cannot)."""
     if given is None:
         return "gradtrace's own backward is not replayed"
@@ -81,6 +81,8 @@ def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool
             return "retain_grad() would set a .grad"
         if id(node) in recomputed:
             return "checkpointing would run forward code again"
+        if packed(node):
+            return "a saved_tensors_hooks unpack hook would run again"
         if hasattr(node, "variable") and has_tensor_hooks(node.variable):
             return "a hook on a leaf would run again"
     return None
@@ -152,7 +154,8 @@ class Profile(Observer):
             return None
         marks = self.recorder.marks
         refusal = replay_refusal(nodes, p.record.kind, record.create_graph, record.batched,
-                                 marks.hooked, samples.retaining, marks.recomputed, p.given)
+                                 marks.hooked, samples.retaining, marks.recomputed, p.given,
+                                 marks.packed)
         replay = None if refusal is not None or p.given is None else \
             replay_call(record.kind, p.given, p.roots, nodes, self.original_grad)
         self.recorder.gate.muted += 1  # the replays are gradtrace's, not passes

@@ -157,7 +157,8 @@ class SavedTensors(Observer):
 
     def __init__(self, recorder: Recording) -> None:
         super().__init__(recorder)
-        self.saved_before: SavedCache = {}  # holds the nodes: released by release()
+        # holds the nodes (released by release()); never reads what a hook packed
+        self.saved_before = SavedCache(recorder.marks.packed)
         self._checked: dict[int, Any] = {}  # checked nodes (held: their ids stay unique)
         self._told: set[tuple[str | None, ...]] = set()  # told_as(…) of the facts told
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -40,14 +40,16 @@ def loss_of(roots: Sequence[Any], scaled: Scaled | None
 _LOSS_NODES = ("Loss", "MeanBackward")
 
 
-def undivided(loss: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+def undivided(loss: torch.Tensor, packed: Callable[[Any], bool],
+              ) -> tuple[torch.Tensor, float] | None:
     """(the loss before it, k) when loss is a loss function's (or a mean's) value divided by
     a constant k > 1, or multiplied by 1/k (`loss / accumulation_steps`): what the code
     computed as its loss, and what backward was given of it. The constant is a number the
-    code wrote (a CPU scalar): reading it needs no device synchronisation."""
+    code wrote (a CPU scalar): reading it needs no device synchronisation. Not read where a
+    hook packed it (packed): unpacking would run the code's hook."""
     node: Any = loss.grad_fn
     kind = type(node).__name__
-    if kind not in ("DivBackward0", "MulBackward0"):
+    if kind not in ("DivBackward0", "MulBackward0") or packed(node):
         return None
     inputs = [f for f, _ in node.next_functions if f is not None]
     other = saved_value(node, "other")

@@ -74,7 +74,8 @@ class StepLog(Observer):
         untouched, changed = self.as_left(leaves)
         self._pass = leaves, untouched, self.carried(changed)
         one = p.roots[0] if len(p.roots) == 1 and not p.record.batched else None
-        self._divided = step_stats.undivided(one) if isinstance(one, torch.Tensor) else None
+        self._divided = step_stats.undivided(one, self.recorder.marks.packed) \
+            if isinstance(one, torch.Tensor) else None
 
     def finish(self, p: PassState) -> None:
         p.record.row = len(self.rows)

@@ -1,6 +1,6 @@
 """The wrappers a recording installs on torch while captured code runs: backward and grad
-calls become recorded passes; Function.apply, gradcheck, checkpoint and Tensor.register_hook
-calls are noted.
+calls become recorded passes; Function.apply, gradcheck, checkpoint, saved_tensors_hooks
+(packing.py) and Tensor.register_hook calls are noted.
 
 Inside torch.compile every wrapper is what torch would be: Dynamo never rewrites their frames
 (never_compiled), and where it traces a call (or AOTAutograd calls torch.autograd.grad while
@@ -26,11 +26,9 @@ from ...compat.torch import (
     grad_scaler_scale,
     inside_backward,
     never_compiled,
-    next_sequence_number,
     node_key,
 )
 from ...extract.captured import RawCall
-from ...extract.walk import made_since
 from ...model.facts import GradcheckRan
 from ...model.records import PassKind
 from ..naming.provenance import own_tracer, tracer_set
@@ -38,6 +36,7 @@ from ..naming.where import forwards
 from ..observers.profile import Profile
 from ..observers.steps import StepLog
 from ..script.scenario_thread import LEFT_BEHIND, StopWindow
+from .packing import packing_patches
 from .recorder import Recorder
 
 
@@ -49,7 +48,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     checkpoint_module = importlib.import_module("torch.utils.checkpoint")
     function_cls = torch.autograd.Function
     patches = [
-        (checkpoint_module, "checkpoint", _checkpointing(recorder, checkpoint_module.checkpoint)),
+        *packing_patches(recorder, checkpoint_module),
         # Tensor.backward is left as it is: it calls torch.autograd.backward, recorded here
         # (a script that makes that a no-op runs no pass, and none is recorded)
         (torch.autograd, "backward", _pass_wrapper(recorder, window, "backward",
@@ -243,23 +242,6 @@ def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable
         return original(func, inputs, *args, **kwargs)
 
     return handed
-
-def _checkpointing(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
-    """Note the nodes a torch.utils.checkpoint call makes: backward recomputes them."""
-
-    @functools.wraps(original)
-    @never_compiled
-    @forwards
-    def checkpoint(*args: Any, **kwargs: Any) -> Any:
-        if compiling() or recorder.gate.elsewhere():
-            return original(*args, **kwargs)
-        start = next_sequence_number()
-        out = original(*args, **kwargs)
-        for node in made_since(out, start):
-            recorder.marks.recomputed.setdefault(id(node), node)  # the node keeps its id unique
-        return out
-
-    return checkpoint
 
 def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """Record the scenario's own gradcheck calls; mute what they do inside."""
