@@ -5,12 +5,132 @@ RecursionError it catches or not, a `raise KeyboardInterrupt` of its own."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
-from helpers import write_script
+from helpers import invoke, write_script
 from plain_python import run_gradtrace, run_plain
 
 LIMIT = 120  # seconds: a run takes a few
+
+
+def node_lines(trace: dict[str, Any]) -> dict[str, int | None]:
+    """Each op node's type and the line that made it."""
+    return {node["type"]: (node["source"] or {}).get("line") for node in trace["nodes"]
+            if node["kind"] == "op"}
+
+
+def shown(script: Path) -> dict[str, Any]:
+    """`gradtrace show SCRIPT --json`, which must succeed."""
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+GRAPH = """y = x * 2
+z = y.exp()
+w = z.sum()
+w.backward()
+"""
+LINES = {"MulBackward0": 5, "ExpBackward0": 6, "SumBackward0": 7}
+
+
+def test_the_scripts_own_settrace_none_leaves_the_line_log_on(tmp_path: Path) -> None:
+    """pdb's `continue` and coverage.stop() clear the tracer: the nodes made afterwards are
+    still told by the line that made them, not the line that cleared it."""
+    script = write_script(tmp_path, "import sys\nimport torch\nx = torch.ones(3, requires_grad"
+                          "=True)\nsys.settrace(None)\n" + GRAPH)
+    assert node_lines(shown(script)) == LINES
+
+
+def test_a_tracer_of_the_scripts_runs_and_the_line_log_comes_back_after(tmp_path: Path
+                                                                        ) -> None:
+    """The script's own tracer sees its lines as under python (f's); once the script takes it
+    off, the line log goes on."""
+    script = write_script(tmp_path, """import sys
+import torch
+seen = []
+def mine(frame, event, arg):
+    seen.append(frame.f_lineno)
+    return mine
+def f(x):
+    return x + 1
+x = torch.ones(3, requires_grad=True)
+sys.settrace(mine)
+a = f(x)
+sys.settrace(None)
+""" + GRAPH.replace("x * 2", "a * 2") + "assert 8 in seen, seen\n")
+    # the module's frame runs on with the log's tracer (python leaves a running frame's
+    # own): f's node is told by the line that called f
+    lines = node_lines(shown(script))
+    assert lines == {"AddBackward0": 11, "MulBackward0": 13, "ExpBackward0": 14,
+                     "SumBackward0": 15}
+
+
+def test_a_tracer_cleared_from_c_leaves_no_wrong_line(tmp_path: Path) -> None:
+    """coverage's stop() clears the tracer in C, out of gradtrace's sight: the nodes made
+    until the next backward pass have no line rather than the line before, and those after it
+    their own."""
+    script = write_script(tmp_path, "import ctypes\nimport torch\nx = torch.ones(3, requires_"
+                          "grad=True)\nctypes.pythonapi.PyEval_SetTrace(None, None)\n" + GRAPH
+                          + "q = (x * 3).sum()\nq.backward()\n")
+    lines = [(node["type"], (node["source"] or {}).get("line"))
+             for node in shown(script)["nodes"] if node["kind"] == "op"]
+    assert lines == [("SumBackward0", 9), ("MulBackward0", 9), ("SumBackward0", None),
+                     ("ExpBackward0", None), ("MulBackward0", None)]
+
+
+RECURSING = """def f(n):
+    return f(n + 1)
+"""
+
+
+def test_a_caught_recursion_error_leaves_the_line_log_on(tmp_path: Path) -> None:
+    """CPython takes a tracer off when the stack runs out inside it: gradtrace's comes back
+    once the script has caught the RecursionError."""
+    script = write_script(tmp_path, "import torch\nx = torch.ones(3, requires_grad=True)\n"
+                          + RECURSING + "try:\n    f(0)\nexcept RecursionError:\n    pass\n"
+                          + GRAPH)
+    assert node_lines(shown(script)) == {"MulBackward0": 9, "ExpBackward0": 10,
+                                         "SumBackward0": 11}
+
+
+def test_an_uncaught_recursion_error_is_the_scripts_as_under_python(tmp_path: Path) -> None:
+    """Not "a bug in gradtrace": python fails the same way; exit 2, naming the line."""
+    script = write_script(tmp_path, "import torch\nx = torch.ones(3, requires_grad=True)\n"
+                          "(x * 2).sum().backward()\n" + RECURSING + "f(0)\n")
+    plain = run_plain(script, timeout=LIMIT)
+    assert plain.returncode == 1 and "RecursionError" in plain.stderr
+    done = run_gradtrace("show", script, timeout=LIMIT)
+    assert done.returncode == 2
+    assert "bug in gradtrace" not in done.stderr + done.stdout
+    assert f"{script}:5: the scenario raised RecursionError" in done.stderr
+    assert "python fails the same way" in done.stderr
+
+
+def test_the_script_recurses_as_deep_as_under_python(tmp_path: Path) -> None:
+    """gradtrace's own frames below the script's, and its line log's, take none of the depth
+    python gives the script."""
+    script = write_script(tmp_path, """import sys
+def f(n):
+    try:
+        return f(n + 1)
+    except RecursionError:
+        return n
+print("reached", f(0))
+if "torch" in sys.modules:  # under gradtrace (python's own run has no need of it)
+    import torch
+    x = torch.ones(3, requires_grad=True)
+    (x * 2).sum().backward()
+""")
+    # a python of its own: run_plain's forked one has frames of its own below the script
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                           timeout=LIMIT, check=True)
+    reached = int(shown(script)["stdout"].split()[1])
+    assert abs(reached - int(plain.stdout.split()[1])) <= 2, (reached, plain.stdout)
 
 
 def test_a_keyboard_interrupt_the_script_raises_names_its_line(tmp_path: Path) -> None:

@@ -3,13 +3,16 @@ of time — and the tensors its function returned."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
-from types import CodeType, ModuleType
+from collections.abc import Iterator
+from types import CodeType, FrameType, ModuleType
 from typing import Any, NamedTuple
 
 import torch
 
+from ..compat.cpython import caller_frame
 from ..errors import GradtraceError, Interrupted, ScenarioError
 from .naming.names import ScenarioNames
 from .naming.where import at_line, located, quoted, scenario_error, scenario_line
@@ -26,6 +29,11 @@ from .script.process_state import (
 )
 from .script.scenario_thread import LATE_HINT, StopWindow, TimeUp, late
 from .script.target import Target, call_function, run_module
+
+# the frames between _script's and the script's own, less python's own module frame, plus
+# the line log's tracer call as a frame starts: measured, the script recurses exactly as deep
+# as under python (998 calls of a function at module level under the default limit of 1000)
+_CALLS_TO_THE_MODULE = 3
 
 
 class Outcome(NamedTuple):
@@ -92,7 +100,7 @@ def _script(target: Target, code: CodeType, module: ModuleType,
     for a script); the atexit handlers it registered run last, and a tracer it left on is
     taken off before gradtrace's own code runs."""
     with tracers_kept(), exit_handlers_taken() as at_exit, os_exit_stopping(window), \
-            forks_watched():
+            forks_watched(), recursion_room(caller_frame(0)):
         try:
             try:
                 run_module(code, module)
@@ -109,6 +117,20 @@ def _script(target: Target, code: CodeType, module: ModuleType,
         if forked_child():
             exit_child(None)
         return called
+
+
+@contextlib.contextmanager
+def recursion_room(frame: FrameType | None) -> Iterator[None]:
+    """The stack as deep for the script as python makes it: the recursion limit is raised by
+    the frames below frame (gradtrace's, and the thread's) while the block runs."""
+    limit, below = sys.getrecursionlimit(), _CALLS_TO_THE_MODULE
+    while frame is not None:
+        below, frame = below + 1, frame.f_back
+    sys.setrecursionlimit(limit + below)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def run_exit_handlers(handlers: list[ExitHandler]) -> None:

@@ -21,6 +21,9 @@ from typing import Any
 from ...compat.cpython import caller_frame
 from ...compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 from ...model.records import Source
+from .where import gradtrace_file
+
+_settrace = sys.settrace  # gradtrace's own calls skip the script's (LineLog._settrace_kept)
 
 
 class tracer_set:  # noqa: N801 - used as a function is: `with tracer_set(t):`
@@ -36,10 +39,10 @@ class tracer_set:  # noqa: N801 - used as a function is: `with tracer_set(t):`
 
     def __enter__(self) -> None:
         self._before = sys.gettrace()
-        sys.settrace(self._tracer)
+        _settrace(self._tracer)
 
     def __exit__(self, *exc: object) -> None:
-        sys.settrace(self._before)
+        _settrace(self._before)
 
 
 def own_tracer() -> Callable[..., Any] | None:
@@ -58,15 +61,38 @@ def _untraced(importing: Callable[..., Any]) -> Callable[..., Any]:
         # a name imported before (a function-level import, run at every call) costs no more
         if name in sys.modules or (tracer := own_tracer()) is None:
             return importing(name, *args, **kwargs)
-        sys.settrace(None)
+        _settrace(None)
         try:
             return importing(name, *args, **kwargs)
         finally:
-            sys.settrace(tracer)
+            _settrace(tracer)
     return untraced
 
 
+# Note [the stack runs out in the tracer]
+# A script recursing until RecursionError runs the stack out inside the log's tracer first
+# (its calls sit above the script's deepest frame), and CPython takes off for good a tracer
+# that raises. _line catches it and gives its spare _StackBack to the frame 50 calls up, as
+# that frame's f_trace: once the frame is gone (returned, or its traceback let go where the
+# script caught the error) there is room again, and _StackBack.__del__ sets the tracer again.
+class _StackBack:
+    """The f_trace of a frame well above where the stack ran out: see the Note above."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, log: LineLog) -> None:
+        self.log = log
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        tracer = self.log._call(frame, "call", None)  # as the frame's own tracer would
+        return None if tracer is None else tracer(frame, event, arg)
+
+    def __del__(self) -> None:
+        self.log._stack_back()
+
+
 UNTRACED = -1  # where a stretch the log did not trace begins: its nodes have no line
+_UNTRACED_ENTRY = array("i", [UNTRACED])
 # What a file is to the log: not traced (torch's), the scenario's own, a library's model code
 _NOT_TRACED, _OWN, _LIBRARY = 0, 1, 2
 
@@ -91,6 +117,8 @@ class LineLog:
         self._own = UNTRACED  # the own line that ran last
         self._sources: dict[tuple[str, int], Source] = {}
         self._thread: int | None = None  # the thread traced, while tracing() runs
+        self._following = False  # its lines are traced now (not a loop's light step)
+        self._spare: _StackBack | None = None  # for the next time the stack runs out
 
     @contextlib.contextmanager
     def tracing(self, frame: FrameType | None = None) -> Iterator[None]:
@@ -101,17 +129,21 @@ class LineLog:
             return
         if frame is not None and self._call(frame, "call", None) is not None:
             frame.f_trace = self._line
-        sys.settrace(self._call)
-        self._thread = threading.get_ident()
-        importing = builtins.__import__
+        _settrace(self._call)
+        self._thread, self._following = threading.get_ident(), True
+        self._spare = _StackBack(self)
+        importing, settrace = builtins.__import__, sys.settrace
         builtins.__import__ = _untraced(importing)
+        sys.settrace = self._settrace_kept(settrace)
         try:
             yield
         finally:
             if getattr(builtins.__import__, "__wrapped__", None) is importing:
                 builtins.__import__ = importing
-            self._thread = None
-            sys.settrace(None)
+            if getattr(sys.settrace, "__wrapped__", None) is settrace:
+                sys.settrace = settrace
+            self._thread = self._spare = None
+            _settrace(None)
             if frame is not None:
                 frame.f_trace = None
 
@@ -120,20 +152,60 @@ class LineLog:
         CPython runs every call of the thread on its slow path). Only in the thread traced."""
         if self._thread != threading.get_ident():
             return
+        following, self._following = self._following, on
         tracing = own_tracer() is not None
         if on and not tracing and sys.gettrace() is None:
-            frame = caller_frame()  # the frames already running get their tracer back
-            while frame is not None:
-                if self._call(frame, "call", None) is not None:
-                    frame.f_trace = self._line
-                frame = frame.f_back
-            sys.settrace(self._call)
+            if following and self.at:  # taken off unseen (from C: coverage's stop()): the
+                # nodes since its last line have no line known (that line, a stop, made none)
+                self._own = self.at[-1] = self.own_at[-1] = UNTRACED
+            self._trace_from(caller_frame())
         elif not on and tracing:
-            sys.settrace(None)
-            self._own = UNTRACED
-            self.starts.append(next_sequence_number())
-            self.at.append(UNTRACED)
-            self.own_at.append(UNTRACED)
+            _settrace(None)
+            self._untraced_from_here()
+
+    def _trace_from(self, frame: FrameType | None) -> None:
+        """Trace from now on: frame and the frames below it, already running, get their
+        tracer back (and lose another's: python would call none after settrace(None))."""
+        while frame is not None:
+            frame.f_trace = self._call(frame, "call", None)
+            frame = frame.f_back
+        _settrace(self._call)
+
+    def _untraced_from_here(self) -> None:
+        """The nodes made from now on have no line, until a line is traced again."""
+        self._own = UNTRACED
+        self.starts.append(next_sequence_number())
+        self.at.append(UNTRACED)
+        self.own_at.append(UNTRACED)
+
+    def _settrace_kept(self, settrace: Callable[..., Any]) -> Callable[..., Any]:
+        """sys.settrace as the traced thread's script calls it: settrace(None) (pdb's
+        `continue`) leaves the log on; a tracer of its own runs as under python, the nodes
+        made meanwhile without a line, until the script takes it off."""
+        ours = functools.cache(gradtrace_file)  # asked at each pass: by its file, once
+
+        @functools.wraps(settrace)
+        def kept(tracer: Callable[..., Any] | None) -> None:
+            frame = caller_frame()
+            if self._thread != threading.get_ident() or frame is None or ours(
+                    frame.f_code.co_filename):
+                return settrace(tracer)  # gradtrace's own, or another thread's
+            if tracer is not None and getattr(tracer, "__self__", None) is not self:
+                if own_tracer() is not None:
+                    self._untraced_from_here()
+                return settrace(tracer)
+            if self._following and sys.gettrace() is not None:  # back from the script's
+                self._trace_from(frame)
+            return None
+        return kept
+
+    def _stack_back(self) -> None:
+        """The frame that held the spare _StackBack is gone: the stack has room again."""
+        if self._thread is None:
+            return  # the log no longer traces
+        self._spare = _StackBack(self)
+        if self._thread == threading.get_ident() and self._following and sys.gettrace() is None:
+            self._trace_from(caller_frame())
 
     @never_compiled  # trace functions are frames too: never rewritten by torch.compile
     def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -146,14 +218,25 @@ class LineLog:
 
     @never_compiled
     def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._note(frame)
-        elif event == "return":  # the caller's line goes on: `x + self.attn(x)` adds after
-            caller = frame.f_back
-            while caller is not None and not self._owned.get(caller.f_code.co_filename):
-                caller = caller.f_back  # through torch's frames (Module.__call__)
-            if caller is not None:
-                self._note(caller)
+        try:
+            if event == "line":
+                self._note(frame)
+            elif event == "return":  # the caller's line goes on: `x + self.attn(x)` adds after
+                caller = frame.f_back
+                while caller is not None and not self._owned.get(caller.f_code.co_filename):
+                    caller = caller.f_back  # through torch's frames (Module.__call__)
+                if caller is not None:
+                    self._note(caller)
+        except RecursionError:  # Note [the stack runs out in the tracer]: no call in here
+            up, n, spare = frame, 50, self._spare
+            while n and up.f_back is not None:
+                up, n = up.f_back, n - 1
+            if spare is not None:
+                self._spare, up.f_trace = None, spare
+            if self.starts:  # the nodes made from here on have no line, unless one runs
+                self.starts += self.starts[-1:]  # (+=: no call, which would count a level)
+                self.at += _UNTRACED_ENTRY
+                self.own_at += _UNTRACED_ENTRY
         return self._line
 
     def _note(self, frame: FrameType) -> None:

@@ -4,6 +4,7 @@ running thread is on, and an error the scenario raised told as its file, line an
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -18,7 +19,11 @@ def scenario_line(path: str, exc: BaseException) -> int | None:
     """The innermost line of the scenario file in exc's traceback, if any."""
     line = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code.co_filename == path:
+        # a RecursionError the line log's tracer raised as a function started is told at the
+        # line that called it, as python tells it
+        if frame.f_code.co_filename == path and not (
+                line is not None and isinstance(exc, RecursionError)
+                and lineno == frame.f_code.co_firstlineno):
             line = lineno
     return line
 
@@ -65,7 +70,7 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     gradtrace's (plain `python` would not fail)."""
     line = scenario_line(path, exc)
     where, shown = located(path, line), quoted(lines, line)
-    ours = ours_below_the_scenario(path, exc)
+    ours = None if runaway_recursion(exc) else ours_below_the_scenario(path, exc)
     if ours is not None:
         return ScenarioError(
             f"{where}: gradtrace failed while running this line (in its own {ours}): "
@@ -75,8 +80,21 @@ def scenario_error(path: str, lines: list[str], exc: BaseException) -> ScenarioE
     raised = f"{where}: the scenario raised {type(exc).__name__}"
     return ScenarioError(
         f"{raised}: {exc}{shown}",
+        "python fails the same way: the script recursed deeper than its recursion limit; "
+        f"`python {path}` shows the full traceback" if runaway_recursion(exc) else
         "gradtrace stopped the script there, as python would have: fix the scenario; "
         f"`python {path}` shows the full traceback", line, brief=raised)
+
+
+def runaway_recursion(exc: BaseException) -> bool:
+    """Whether exc is a RecursionError of code other than gradtrace's: more than half the
+    recursion limit's frames in its traceback are not gradtrace's (any line may run out of
+    stack where the script's own recursion has used it up)."""
+    if not isinstance(exc, RecursionError):
+        return False
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)
+              if not gradtrace_file(frame.f_code.co_filename)]
+    return len(frames) > sys.getrecursionlimit() // 2
 
 
 def ours_below_the_scenario(path: str, exc: BaseException) -> str | None:
