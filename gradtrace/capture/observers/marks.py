@@ -61,8 +61,8 @@ class Marks:
         if not (self._packing or self._pushed):
             return False
         number = sequence_number(node)
-        if number == NO_SEQUENCE:  # a leaf saves nothing; without the probe, none is known
-            return True
+        if number == NO_SEQUENCE:  # a leaf's (it saves nothing), or any without the probe
+            return not hasattr(node, "variable")
         for starts, ends in self._packing.values():
             at = bisect_right(starts, number) - 1
             if at >= 0 and number < ends[at]:
