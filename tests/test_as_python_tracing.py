@@ -70,6 +70,31 @@ sys.settrace(None)
                      "SumBackward0": 15}
 
 
+def test_a_tracer_the_script_takes_off_in_a_light_step_is_called_no_more(tmp_path: Path
+                                                                       ) -> None:
+    """A loop's light step runs without the line log: the script's settrace(None) there
+    takes its own tracer off, as python does."""
+    script = write_script(tmp_path, """import sys
+import torch
+calls = []
+def mine(frame, event, arg):
+    calls.append(event)
+def f(x):
+    return x * 2
+x = torch.ones(3, requires_grad=True)
+for step in range(60):
+    if step == 50:
+        sys.settrace(mine)
+    if step == 51:
+        sys.settrace(None)
+        n = len(calls)
+    loss = f(x).sum()
+    loss.backward()
+print("after", len(calls) - n)
+""")
+    assert shown(script)["stdout"] == run_plain(script, timeout=LIMIT).stdout == "after 0\n"
+
+
 def test_a_tracer_cleared_from_c_leaves_no_wrong_line(tmp_path: Path) -> None:
     """coverage's stop() clears the tracer in C, out of gradtrace's sight: the nodes made
     until the next backward pass have no line rather than the line before, and those after it

@@ -194,7 +194,9 @@ class LineLog:
                 if own_tracer() is not None:
                     self._untraced_from_here()
                 return settrace(tracer)
-            if self._following and sys.gettrace() is not None:  # back from the script's
+            if not self._following:  # a loop's light step: no tracer of the log's
+                return settrace(None)
+            if sys.gettrace() is not None:  # back from the script's
                 self._trace_from(frame)
             return None
         return kept
