@@ -198,7 +198,7 @@ def test_a_thread_gradtrace_left_behind_adds_no_pass_to_a_later_run(left_behind:
         LEFT_BEHIND.add(worker)
     worker.start()
     try:
-        with gradtrace.record() as rec:
+        with gradtrace.record(all_threads=True) as rec:  # the worker's passes too
             x = torch.ones(2, requires_grad=True)
             (x * 2).sum().backward()
             ran.clear()
