@@ -178,3 +178,33 @@ def test_a_saved_trace_with_packed_tensors_reads_back_and_draws(tmp_path: Path) 
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     refused = invoke("show", tmp_path / "bad.json")
     assert refused.exit_code == 2 and "status" in refused.stderr
+
+
+def test_save_on_cpu_and_a_custom_function_are_named_not_read(tmp_path: Path) -> None:
+    """save_on_cpu subclasses saved_tensors_hooks; a Function's saved tensors, a list saved
+    (an index's) and a graph made after the block are each told as they are."""
+    script = write_script(tmp_path, """\
+import torch
+class F(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g * b, g * a
+x = torch.randn(3, requires_grad=True)
+with torch.autograd.graph.save_on_cpu():
+    y = F.apply(x, x.exp())
+    z = y[torch.tensor([0, 2])].sum()
+z.backward()
+w = (x * 3).sum()
+w.backward()
+""")
+    text = invoke("show", script, "--saved").stdout
+    assert "saved: indices[0] (packed by a hook)" in text
+    assert "saved: saved_tensors[0] (packed by a hook), saved_tensors[1] (packed by a hook)" \
+        in text
+    assert "saved: other int64[] 8 B" in text  # w's graph, made after the block
+    assert "saved for backward: 8 B in 1 nodes (not read in 3 more: packed by a hook)" in text

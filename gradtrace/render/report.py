@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..findings.registry import SCENARIO_STOPPED
-from ..model.records import Finding, Pass, Trace
+from ..model.records import PACKED, Finding, Pass, Trace
 from ..model.texts import grad_text, number, size_text
 from .modules import module_table
 from .numbers import number_text
@@ -275,8 +275,12 @@ def memory_view(trace: Trace, top: int = 3) -> Text | None:
     held = [(sum(s.bytes for s in n.saved if s.status == "ok"), n) for n in trace.nodes
             if not n.recomputed]
     held = [(size, n) for size, n in held if size]
+    # what a saved_tensors_hooks hook of the script's packed (save_on_cpu, an offload): unread
+    packed = sum(1 for n in trace.nodes if not n.recomputed and any(
+        s.status == PACKED for s in n.saved))
     if not held:
-        return None
+        return None if not packed else Text(
+            f"saved for backward: not read in {packed} nodes (packed by a hook)", style="dim")
     held.sort(key=lambda item: -item[0])
     most = ", ".join(
         f"{n.type}{f' · {n.module}' if n.module else ''}"
@@ -284,7 +288,10 @@ def memory_view(trace: Trace, top: int = 3) -> Text | None:
         for size, n in held[:top])
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("saved for backward: ", style="bold")
-    text.append(f"{size_text(sum(size for size, _ in held))} in {len(held)} nodes; most: {most}")
+    text.append(f"{size_text(sum(size for size, _ in held))} in {len(held)} nodes")
+    if packed:
+        text.append(f" (not read in {packed} more: packed by a hook)", style="dim")
+    text.append(f"; most: {most}")
     return text
 
 
