@@ -15,6 +15,7 @@ from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
 from ..model.labels import label_file
 from ..model.records import Pass, Trace
+from .files import is_stream
 from .output import tell
 
 
@@ -156,7 +157,7 @@ def reuse_hint(source: str, loaded: Loaded, args: list[str] | None) -> str | Non
 def wrote_line(target: Path, trace_file: bool) -> str:
     """What -o FILE says on stderr once written; for a trace, the commands that read it."""
     line = f"wrote {target}"
-    if trace_file:
+    if trace_file and not is_stream(target):  # /dev/stdout, a FIFO: nothing to read again
         file = shlex.quote(str(target))
         line += (f": `gradtrace show {file}`, `gradtrace steps {file}` and `gradtrace dot "
                  f"{file} -o graph.svg` read it without running the script again")

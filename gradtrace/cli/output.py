@@ -117,7 +117,7 @@ def write_stdout(data: str | bytes | Iterable[str]) -> None:
         if fd is None:
             sys.stdout.buffer.write(block)
         else:
-            _write_all(fd, block)
+            write_all(fd, block)
 
 
 def _blocks(pieces: Iterable[str | bytes]) -> Iterable[bytes]:
@@ -135,7 +135,7 @@ def _blocks(pieces: Iterable[str | bytes]) -> Iterable[bytes]:
         yield b"".join(gathered)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     """All of data to fd: a short write goes on with the rest, a full non-blocking pipe is
     waited for; a reader that left raises BrokenPipeError (exit 141 at the error boundary)."""
     left = memoryview(data)

@@ -34,7 +34,7 @@ from .core import (
     library_leads,
     printed_as,
 )
-from .files import absolute, input_file, write_atomic
+from .files import absolute, input_file, is_stream, write_atomic
 from .inputs import RunChoices, load_trace, pick_pass, told_after
 from .output import stderr_console, stdout_beside_stderr, stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
@@ -209,7 +209,7 @@ def _printed(out_format: str, as_json: bool, out: Path | None) -> str:
             raise GradtraceError(f"--format github and -o {out} disagree: a .json file holds "
                                  "the trace", "give one of them")
         return "json"
-    if printed == "json":
+    if printed == "json" and not is_stream(out):  # a device or FIFO takes what is asked
         raise GradtraceError(f"--json and -o {out} disagree: JSON goes to a .json file",
                              f"write -o {out.with_suffix('.json')}, or drop --json")
     return printed
