@@ -104,7 +104,9 @@ def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool | N
     entry point: gradtrace runs a backward of its own only in a script it runs itself (a path
     here, `show`, load_scenario) and only when the script ran none; tensors handed to it
     keep their .grad untouched. saved=False skips reading saved tensors, which is faster on
-    big graphs. profile=True times each backward node (as `show --profile`; a graph of
+    big graphs, and is needed for a graph made under saved_tensors_hooks or a checkpoint
+    before this call: reading runs their unpack hook (a recording tells such nodes, a graph
+    at hand cannot). profile=True times each backward node (as `show --profile`; a graph of
     tensors needs backward=True).
     """
     if len(outputs) == 1 and isinstance(outputs[0], (str, os.PathLike)):

@@ -208,3 +208,30 @@ w.backward()
         in text
     assert "saved: other int64[] 8 B" in text  # w's graph, made after the block
     assert "saved for backward: 8 B in 1 nodes (not read in 3 more: packed by a hook)" in text
+
+
+def test_record_inside_hooks_entered_before_it_runs_no_unpack_hook() -> None:
+    """gradtrace.record() begun inside a saved_tensors_hooks block: what the block's hooks
+    packed is not read, before or after the hooks nested in it end."""
+    import torch
+
+    import gradtrace
+
+    unpacked: list[int] = []
+
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        unpacked.append(1)
+        return t
+
+    x = torch.randn(3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        with gradtrace.record() as rec:
+            c = x.cos()  # under the outer hooks alone
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+                a = x.sin()
+            b = (a * c).sum()  # after the inner block: under the outer hooks still
+            b.backward()
+    assert len(unpacked) == 4  # backward's own: cos's and sin's self, mul's self and other
+    statuses = {n.type: {s.status for s in n.saved} for n in rec.trace.nodes}
+    assert statuses["MulBackward0"] == statuses["SinBackward0"] == statuses["CosBackward0"] \
+        == {"packed by a hook"}

@@ -233,6 +233,26 @@ def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
 
 
+def _top_saved_hooks() -> Callable[[], Any]:
+    top = torch._C._autograd._top_saved_tensors_default_hooks
+    try:
+        top(False)  # (ignore_is_tracing), checked on 2.13
+    except TypeError as exc:
+        raise AttributeError("another signature") from exc
+    return lambda: top(False)
+
+
+_top_saved = _probe(
+    "torch._C._autograd._top_saved_tensors_default_hooks", _top_saved_hooks,
+    "what a graph saved under saved_tensors_hooks entered before gradtrace.record() may be "
+    "read through their unpack hook")
+
+
+def saved_hooks_pushed() -> bool:
+    """Whether saved_tensors_hooks are pushed in this thread now (False where not known)."""
+    return _top_saved is not None and _top_saved() is not None
+
+
 def packed_saved(node: Any) -> list[tuple[str, Any]]:
     """(saved name, torch's packed SavedTensor or a list of them) of each tensor a node saved
     for backward, not unpacked: reading them runs no saved_tensors_hooks unpack hook (checked

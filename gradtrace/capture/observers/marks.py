@@ -8,7 +8,14 @@ import weakref
 from bisect import bisect_right
 from typing import Any
 
-from ...compat.torch import NO_SEQUENCE, NodeKey, next_sequence_number, node_key, sequence_number
+from ...compat.torch import (
+    NO_SEQUENCE,
+    NodeKey,
+    next_sequence_number,
+    node_key,
+    saved_hooks_pushed,
+    sequence_number,
+)
 
 
 class Marks:
@@ -43,7 +50,7 @@ class Marks:
         """The hooks entered last in this thread were left."""
         pushed = self._pushed.get(threading.get_ident())
         if not pushed:
-            return  # entered before the recording began: its nodes are not known
+            return  # entered before the recording began, and left before it: no node's
         start = pushed.pop()
         if pushed:
             return  # inside other hooks, whose interval holds this one
@@ -54,6 +61,8 @@ class Marks:
         elif end > start:
             starts.append(start)
             ends.append(end)
+        if saved_hooks_pushed():  # hooks entered before the recording began are still on
+            pushed.append(end)
 
     def packed(self, node: Any) -> bool:
         """Whether node was made while saved_tensors_hooks were pushed: what it saved is

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ...compat.torch import compiling, never_compiled, next_sequence_number
+from ...compat.torch import compiling, never_compiled, next_sequence_number, saved_hooks_pushed
 from ...extract.walk import made_since
 from ..naming.where import forwards
 from .recorder import Recorder
@@ -22,6 +22,8 @@ def packing_patches(recorder: Recorder, checkpoint_module: Any) -> list[tuple[An
     """(owner, attribute, wrapper) of each wrapper: saved_tensors_hooks is the base class of
     checkpoint's hooks and save_on_cpu, whose __enter__ and __exit__ they inherit."""
     hooks = torch.autograd.graph.saved_tensors_hooks
+    if saved_hooks_pushed():  # entered before the recording began (record() inside a with)
+        recorder.marks.hooks_pushed()
     return [
         (checkpoint_module, "checkpoint", _checkpointing(recorder, checkpoint_module.checkpoint)),
         (hooks, "__enter__", _noting(recorder.marks.hooks_pushed, hooks.__enter__)),
