@@ -6,13 +6,15 @@ RecursionError it catches or not, a `raise KeyboardInterrupt` of its own."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from helpers import invoke, write_script
-from plain_python import run_gradtrace, run_plain
+from plain_python import run_gradtrace, run_plain, start_gradtrace
 
 LIMIT = 120  # seconds: a run takes a few
 
@@ -168,3 +170,35 @@ def test_a_keyboard_interrupt_the_script_raises_names_its_line(tmp_path: Path) -
     assert done.returncode == 130
     assert done.stderr.strip().endswith(
         f"error: interrupted at {script}:3 `raise KeyboardInterrupt`"), done.stderr
+
+
+def test_a_keyboard_interrupt_stops_check_as_it_stops_pytest(tmp_path: Path) -> None:
+    """check runs no scenario after one that raised KeyboardInterrupt: exit 130 (it went on,
+    counted it as one that could not run, and exited 2)."""
+    write_script(tmp_path, "import torch\nraise KeyboardInterrupt\n", "test_a.py")
+    write_script(tmp_path, "import torch\nprint('ran b')\n", "test_b.py")
+    done = run_gradtrace("check", tmp_path, timeout=LIMIT)
+    assert done.returncode == 130
+    assert "test_b.py" not in done.stderr + done.stdout
+    assert done.stderr.strip().endswith(
+        f"error: interrupted at {tmp_path / 'test_a.py'}:2 `raise KeyboardInterrupt`")
+
+
+def test_ctrl_c_stops_check_and_names_the_line(tmp_path: Path) -> None:
+    """A real Ctrl-C stops the whole check (it went on with the next scenario)."""
+    started = tmp_path / "started"
+    write_script(tmp_path, f"import time\nopen({str(started)!r}, 'w').close()\nwhile True:\n"
+                 "    time.sleep(0.01)\n", "test_a.py")
+    write_script(tmp_path, "import torch\n", "test_b.py")
+    proc = start_gradtrace("check", tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           sigint=True)
+    deadline = time.monotonic() + LIMIT
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "test_b.py" not in err.decode()
+    assert err.decode().strip().endswith(
+        f"error: interrupted at {tmp_path / 'test_a.py'}:4 `time.sleep(0.01)`")

@@ -20,7 +20,7 @@ from ..capture.options import CaptureOptions
 from ..capture.runner import run_scenario
 from ..capture.script.scenario_thread import LEFT_BEHIND
 from ..capture.script.target import parse_target
-from ..errors import GradtraceError, ScenarioError, ScenarioStopped
+from ..errors import GradtraceError, Interrupted, ScenarioError, ScenarioStopped
 from ..extract.captured import RawCall
 from ..extract.tensors import describe_value
 from ..model.checks import CannotRun, CheckResult, CheckRun, Mismatch, Verdict
@@ -58,6 +58,8 @@ def check_files(targets: Iterable[str], options: CheckOptions, *,
             watcher.running(target)
         try:
             results.extend(check_scenario(target, options, watcher))
+        except Interrupted:
+            raise  # Ctrl-C (or the script's own KeyboardInterrupt) stops them all, as pytest
         except GradtraceError as exc:
             if stop_on_error:
                 raise
