@@ -13,7 +13,17 @@ from typing import Any
 import torch
 
 from ...compat.torch import foreach_norms, local_shard, saved_value, tensor_version
+from ...extract.blocks import norm64, norms64, sum64
 
+# A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
+# and its version counter.
+GradState = tuple["weakref.ref[torch.Tensor]", int] | None
+# The .grads the last pass left and the code changed in place since: by leaf name, the
+# tensor (weakly), its version as this pass began, and the slot its non-zero test is read to
+Carried = dict[str, tuple["weakref.ref[torch.Tensor]", int, int]]
+# A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
+# as text (None until read, or when it has none)]
+Fingerprint = list[Any]
 # GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
 # float64 copy on the scale's device)
 Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
@@ -119,7 +129,7 @@ def norms_now(grads: list[torch.Tensor]) -> list[tuple[torch.Tensor, list[int]]]
     for device, indices in by_device.items():
         plain = [i for i in indices if _plain(grads[i], device)]
         try:
-            norms = foreach_norms([grads[i] for i in plain], 2.0, torch.float64) \
+            norms = norms64([grads[i] for i in plain]) \
                 if plain else None
         except Exception:  # noqa: BLE001 - one tensor at a time then
             norms = None
@@ -149,7 +159,7 @@ def _together(chosen: list[torch.Tensor], loss: torch.Tensor | None
     device (and the loss, when given, on it too) in few calls, as parts the batch joins;
     None when this torch cannot."""
     try:
-        norms = foreach_norms(chosen, 2.0, torch.float64)  # float64: a norm cannot overflow
+        norms = norms64(chosen)  # float64: a norm cannot overflow
         if norms is None:
             return None
         if chosen[0].is_cpu:
@@ -188,7 +198,7 @@ def _norm_and_ends(g: torch.Tensor) -> torch.Tensor | None:
         return torch.zeros(3, dtype=torch.float64, device=g.device)
     flat = g.reshape(-1)
     lo, hi = torch.aminmax(flat if g.is_floating_point() else flat.double())
-    return torch.stack((torch.linalg.vector_norm(flat, dtype=torch.float64),
+    return torch.stack((norm64(flat),
                         lo.to(torch.float64), hi.to(torch.float64)))
 
 
@@ -211,7 +221,7 @@ def sum_now(t: torch.Tensor) -> torch.Tensor | None:
         return None
     try:
         d = torch.view_as_real(d) if d.is_complex() else d  # (casting would warn)
-        return d.sum(dtype=torch.float64)
+        return sum64(d)
     except (RuntimeError, TypeError, NotImplementedError):  # meta, quantized
         return None
 

@@ -22,17 +22,8 @@ from ...model.records import LeafStep, Steps
 from . import step_stats
 from .base import Observer, PassState, Recording
 from .readback import Readback
-from .step_stats import Scaled, briefs_now, fingerprint, loss_of, norms_now, sum_now
+from .step_stats import Carried, Fingerprint, GradState, Scaled
 
-# A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
-# and its version counter.
-GradState = tuple["weakref.ref[torch.Tensor]", int] | None
-# The .grads the last pass left and the code changed in place since: by leaf name, the
-# tensor (weakly), its version as this pass began, and the slot its non-zero test is read to
-Carried = dict[str, tuple["weakref.ref[torch.Tensor]", int, int]]
-# A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
-# as text (None until read, or when it has none)]
-Fingerprint = list[Any]
 # A row's entry while its numbers are on the device, and one that repeats the row before's
 _PENDING = object()
 _SAME = object()
@@ -46,6 +37,7 @@ class StepLog(Observer):
         self.readback = Readback()  # reads the rows' numbers, in batches
         self.columns: dict[str, int] = {}  # leaf name -> its column
         self.leaf_ids: list[int] = []  # id() of each column's latest tensor: its module
+        self._owners: list[str | None] = []  # a parameter's module, as its name says
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
         # LeafStep, None (no .grad, or none readable), _PENDING or _SAME until steps()
@@ -126,8 +118,10 @@ class StepLog(Observer):
             if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
+                self._owners.append(name.rpartition(".")[0]
+                                    if isinstance(t, torch.nn.Parameter) else None)
                 first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
-                total = sum_now(t)
+                total = step_stats.sum_now(t)
                 if total is not None:
                     summed.setdefault(total.device, []).append((first, total))
             else:  # the latest tensor under the name (bound again: a new model's)
@@ -161,7 +155,7 @@ class StepLog(Observer):
         once read, whether it was non-zero as this pass began: a pass adding to it then
         adds to what the step before used, unless it was zeroed."""
         carried: Carried = {}
-        for values, indices in norms_now([g for _, g in chosen]):
+        for values, indices in step_stats.norms_now([g for _, g in chosen]):
             slots = list(range(self._slots, self._slots + len(indices)))
             self._slots += len(indices)
             for i, slot in zip(indices, slots, strict=True):
@@ -204,14 +198,14 @@ class StepLog(Observer):
         self.rows.append(row)
         self.loss.append(None)
         self.loss_scale.append(None)
-        loss, scale = loss_of(roots, self._scaled)
+        loss, scale = step_stats.loss_of(roots, self._scaled)
         divided = self._divided if loss is not None and scale is None else None
         self.loss_divisor.append(None if divided is None else divided[1])
         loss = loss if divided is None else divided[0].reshape(())
         if scale is not None:  # the row's norms are divided by it
             self.readback.later(scale, partial(step_stats.fill_scale, self.loss_scale,
                                                len(self.rows) - 1))
-        for values, indices, with_loss in briefs_now([g for _, g, _ in read], loss):
+        for values, indices, with_loss in step_stats.briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
                 row[column] = _PENDING
@@ -245,7 +239,8 @@ class StepLog(Observer):
         changed = set()
         for name, t in named:
             first = self._first.get(name)
-            if first is not None and first[0]() is t and fingerprint(t) != tuple(first[1:]):
+            if first is not None and first[0]() is t \
+                    and step_stats.fingerprint(t) != tuple(first[1:]):
                 changed.add(name)
         return frozenset(changed)
 
@@ -262,7 +257,9 @@ class StepLog(Observer):
                          for column, entry in enumerate(row)) + (None,) * (width - len(row))
             grads.append(last)
         return Steps(
-            leaves=tuple(self.columns), modules=tuple(map(modules.get, self.leaf_ids)),
+            leaves=tuple(self.columns), modules=tuple(  # a module that died: its name's
+                modules.get(i, o if self._first[n][0]() is None else None)
+                for n, i, o in zip(self.columns, self.leaf_ids, self._owners, strict=True)),
             loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
             grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass,
             loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else (),
