@@ -91,7 +91,7 @@ def raised_in(names: ScenarioNames, exc: BaseException) -> None:
     raises at its first NaN loss shows that loss)."""
     frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
     if frames:
-        names.look(frames[-1])
+        names.look(frames[-1], hold=True)  # the run ended there: python frees them next
 
 
 def _script(target: Target, code: CodeType, module: ModuleType,
@@ -166,7 +166,7 @@ def default_roots(target: Target, recorder: Recorder,
     if returned:
         return list(returned), f"what {target.function} returned"
     seen = recorder.observer(RootsSeen)
-    if seen.asked:
+    if seen.asked_pass is not None:  # (none alive: the code let go of them, frozen)
         return list(seen.asked), f"the roots of pass {recorder.options.graph_pass}"
     where = f", at line {seen.last_line}" if seen.last_line else ""
     return list(seen.last), f"the roots of the scenario's last backward pass{where}"

@@ -129,6 +129,9 @@ class BlockRecorder:
         on_graph = {id(n) for n in nodes} | {id(n.variable) for n in nodes
                                              if hasattr(n, "variable")}
         release(nodes)
+        # the leaves of the graphs the block let go of (frozen), by their tensors
+        on_graph.update(key[1] for p in self.session.recorder.passes if p.frozen is not None
+                        for key in p.frozen.keys if key[0] == "leaf")
         made_nodes = {id(m) for _, m in self.session.tracker.owner.values()}
 
         def used(value: Any) -> bool:

@@ -33,11 +33,11 @@ from .modules.tracker import (
     paths_of_class,
     unsharded_aliases,
 )
-from .naming.bindings import copied_leaves, kept_graphs, nonleaf_grads_read
+from .naming.bindings import binding_facts
 from .naming.cuts import RanFirst, Statements, pass_cuts, place_leaf_findings
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
-from .naming.roots import choose_outputs, named_tensors
+from .naming.roots import choose_outputs, named_tensors, nothing_to_trace
 from .naming.statements import statements_run, why_no_root
 from .naming.where import scenario_line
 from .observers.base import InplaceModule
@@ -161,17 +161,23 @@ class CaptureSession:
         made no graph at all gives a trace saying so (a with-block), not an error. exited:
         the code ended with sys.exit(0) (a script's --help, before any tensor)."""
         recorder = self.recorder
+        recorder.let_go.stop()  # the code ended: what is held now is the trace's
         every = self.names.merged()
         named = named_tensors(every)
         if stopped is not None and not (recorder.passes or recorder.calls or recorder.facts
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
-        if outputs is None:
+        # the default roots, when the code let go of them: their pass's graph
+        root_pass = recorder.observer(RootsSeen).let_go() \
+            if outputs is None and not default_roots[0] and not self.options.roots \
+            and "OUTPUT" not in self.names.namespace else None
+        if outputs is None and root_pass is None:
             outputs, reason = self._outputs(label, named, default_roots, empty_ok, exited)
         else:
-            reason = default_roots[1]
+            outputs, reason = outputs or [], default_roots[1]
         statements = functools.cache(self._statements)
-        facts: list[Fact] = self._no_root(label, named, empty_ok) if not outputs else []
+        facts: list[Fact] = self._no_root(label, named, empty_ok) \
+            if not outputs and root_pass is None else []
         second = recorder.observer(SecondDerivatives)
         if stopped is None:  # after an error, only what the code itself did is shown
             if outputs and self.options.backward and not recorder.passes:
@@ -191,21 +197,34 @@ class CaptureSession:
         facts.extend(recorder.facts)
         facts.extend(pass_cuts(recorder.passes, self.lines, statements, self._ran_first()))
         facts.extend(self._binding_facts(named, statements))
-        earlier, earlier_modules = self.names.earlier(named, every)
-        modules = [*every.items(), *earlier_modules]
-        trace = recorder.trace(Captured(
-            scenario=label, named=named, outputs=outputs, root_reason=reason, facts=facts,
-            earlier=earlier, stdout=printed, modules=module_paths(modules, self.tracker),
-            module_objects=module_objects(modules)
-            if recorder.observer(Profile).samples is not None else {},
-            hooks=self.module_hooks.labels(every), reduced=self.reducers.named(named),
-            leaf_aliases=unsharded_aliases(modules), objects=modules))
+        given, modules = self._captured(named, every)
+        trace = recorder.trace(replace(
+            given, scenario=label, outputs=outputs, root_reason=reason, facts=facts,
+            stdout=printed, root_pass=root_pass, module_objects=module_objects(modules)
+            if recorder.observer(Profile).samples is not None else {}))
         trace = replace(trace, ranks=launched())
         if self.path is not None:
             trace = self._placed(trace, statements, modules, named)
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)
         return trace
+
+    def captured_now(self) -> Captured:
+        """What the session knows now of names and modules, for a graph the code let go of."""
+        every = self.names.merged()
+        return self._captured(named_tensors(every), every)[0]
+
+    def _captured(self, named: Named, every: dict[str, Any]
+                  ) -> tuple[Captured, list[tuple[str, Any]]]:
+        """The capture record's names, modules and their hooks; the (name, object) pairs of
+        the modules and objects named."""
+        earlier, earlier_modules = self.names.earlier(named, every)
+        modules = [*every.items(), *earlier_modules]
+        return Captured(
+            scenario=None, named=named, outputs=[], root_reason="", earlier=earlier,
+            modules=module_paths(modules, self.tracker), hooks=self.module_hooks.labels(every),
+            reduced=self.reducers.named(named), leaf_aliases=unsharded_aliases(modules),
+            objects=modules), modules
 
     def _ran_first(self) -> RanFirst | None:
         return None if self.path is None else RanFirst(self.line_log.first_ran, self.path)
@@ -223,35 +242,17 @@ class CaptureSession:
     def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
                  exited: bool) -> tuple[Named, str]:
         """The roots of the trace's graph, and why: an error when there is nothing to trace."""
-        recorder = self.recorder
-        if recorder.spawned and not recorder.passes and not any(t.grad_fn for _, t in named):
-            raise ScenarioError(
-                f"{label}: {recorder.spawned[0]}: their work, backward passes included, "
-                "is not recorded (gradtrace records the process it runs, not its children)",
-                "run the worker once per rank instead, reading RANK and WORLD_SIZE as "
-                "torchrun sets them: torchrun --nproc-per-node N --no-python gradtrace "
-                f"show {label}")
-        if not named and not recorder.passes and not empty_ok:
-            if exited:  # its output (a --help text) goes with the error
-                raise ScenarioError(f"{label} called sys.exit(0) before it made any "
-                                    "tensor: there is nothing to trace",
-                                    "give the script the arguments that make it compute, "
-                                    "after `--`")
-            raise ScenarioError(
-                f"{label} names no tensors",
-                "assign tensors to module-level names, call backward() in the functions "
-                "that make them, or run one function with FILE::FUNC")
+        nothing_to_trace(label, self.recorder.spawned, bool(self.recorder.passes), named,
+                         empty_ok, exited)
         return choose_outputs(label or "", self.names.namespace, named, self.options.roots,
                               default_roots)
 
     def _binding_facts(self, named: Named, statements: Callable[[], Statements]) -> list[Fact]:
-        """What the script's own lines say of its names: a leaf meant but a copy made, a
-        running total keeping every step's graph, a non-leaf's .grad read."""
+        """What the script's own lines say of its names (see naming/bindings.py)."""
         if self.path is None:
             return []
-        return [*copied_leaves(named, self.lines, statements()),
-                *kept_graphs(named, self.recorder.passes, self.lines, statements()),
-                *nonleaf_grads_read(named, self.lines, self.line_log.lines_run(self.path))]
+        return binding_facts(named, self.names.briefs_of_dead(), self.recorder.passes,
+                             self.lines, statements(), self.line_log.lines_run(self.path))
 
     def _statements(self) -> Statements:
         ran = self.line_log.lines_run(self.path) if self.path is not None else None

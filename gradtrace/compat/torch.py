@@ -507,3 +507,27 @@ def node_events(run: Callable[[], Any]) -> tuple[Any, list[NodeEvent]] | None:
         events = disable().events()
     return result, [(e.name(), e.sequence_nr(), e.start_ns() / 1e3, e.end_ns() / 1e3)
                     for e in events]
+
+
+def _graph_only_references() -> int:
+    """sys.getrefcount() of a leaf, read off its AccumulateGrad node, once nothing but the
+    graph holds it (torch keeps such a tensor's Python object alive through its C++ one)."""
+    leaf = torch.ones(1, requires_grad=True)
+    root = (leaf * 2).sum()
+    accumulate: Any = root.grad_fn.next_functions[0][0].next_functions[0][0]  # type: ignore[union-attr]
+    held = sys.getrefcount(accumulate.variable)
+    del leaf
+    alone = sys.getrefcount(accumulate.variable)
+    if alone >= held:
+        raise AttributeError("a leaf's references do not show who holds it")
+    return alone
+
+
+_GRAPH_ONLY = _probe("sys.getrefcount of AccumulateGrad.variable", _graph_only_references,
+                     "gradtrace holds a graph the script let go of until the run ends")
+
+
+def only_the_graph_holds(accumulate: Any) -> bool:
+    """Whether nothing but its graph holds the leaf of an AccumulateGrad node (python frees
+    it with the graph); False when that cannot be told."""
+    return _GRAPH_ONLY is not None and sys.getrefcount(accumulate.variable) <= _GRAPH_ONLY

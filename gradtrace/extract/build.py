@@ -26,9 +26,11 @@ from ..model.records import (
     Pass,
     SavedTensor,
     Source,
+    TensorInfo,
     Trace,
 )
 from .captured import Captured, RawPass
+from .frozen import Fragments, FrozenGraph, leaf_refs, node_keys, tensor_key, twin_positions
 from .summary import to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
 from .walk import (
@@ -56,8 +58,15 @@ def build_trace(c: Captured) -> Trace:
         and c.walked.covers(output_nodes, pass_roots) \
         else indexed_walk(output_nodes, pass_roots)
     try:
-        node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
-        # the passes first: each lets go of its raw flow records as it is made, before the
+        ids = [f"n{i}" for i in range(len(order))]
+        node_ids = NodeIds(index, {}, ids)
+        nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
+                                         c.saved_before, c.source_of, c.library_source_of,
+                                         c.leaf_aliases))
+        named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
+        # the graphs the code let go of join the walk's: their nodes get the ids after its
+        fragments = Fragments(shown, order, ids, named)
+        # the passes next: each lets go of its raw flow records as it is made, before the
         # nodes are (for a big graph, the two together were the peak of memory)
         graphs: dict[int, int] = {}  # signature -> its number, in the order first run
         twin_walks: dict[int, list[Any]] = {}  # id(shown pass) -> its walk: walked once
@@ -65,33 +74,40 @@ def build_trace(c: Captured) -> Trace:
         carried: dict[int, frozenset[str]] = {}  # pass number -> its nodes whose forward
         # values were not finite
         for number, p in enumerate(c.passes, 1):
-            ids, roots = _placed(p, shown, node_ids, twin_walks)
+            graph = graphs.setdefault(p.signature, len(graphs))
+            if p.frozen is not None:
+                on = _frozen_positions(p, shown, fragments, node_ids)
+                flow, roots = Fragments.flow(p, on) if on is not None else ({}, ())
+                if on is not None and p.frozen.carried:
+                    carried[number] = frozenset(on[int(i[1:])] for i in p.frozen.carried)
+                trace_passes.append(_pass_record(p, node_ids, roots, graph, flow))
+                continue
+            placed, roots = _placed(p, shown, node_ids, twin_walks, fragments)
             if p.carriers:
-                carried[number] = _carriers(p, ids)
-            trace_passes.append(_pass_record(p, ids, roots,
-                                             graphs.setdefault(p.signature, len(graphs))))
+                carried[number] = _carriers(p, placed)
+            trace_passes.append(_pass_record(p, placed, roots, graph))
         for twin_walk in twin_walks.values():
             release(twin_walk)
-        nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
-                                         c.saved_before, c.source_of, c.library_source_of,
-                                         c.leaf_aliases))
-        named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         edges = _edges(raw_edges, node_ids.ids)
-        nodes = _output_hook_modules(nodes, edges)
+        nodes = [*_output_hook_modules(nodes, edges), *fragments.nodes]
+        edges = (*edges, *fragments.edges)
         reached = {node for p in trace_passes for node in p.flow}
         filled = {ch.tensor for p in trace_passes for ch in p.grad_changes
                   if ch.after is not None}
         detached = detached_sources(named)
         trace = Trace(
             scenario=c.scenario, gradtrace_version=__version__, torch_version=torch.__version__,
-            outputs=tuple(dict.fromkeys(map(node_ids.of, output_nodes))),
-            output_names=tuple(name for name, _ in c.outputs), root_reason=c.root_reason,
-            nodes=tuple(nodes), edges=edges,
-            tensors=tuple(tensor_info(name, t, node_ids, c.grad_before.get(name), reached,
-                                      detached.get(name), name in filled)
-                          for name, t in named),
+            outputs=tuple(dict.fromkeys([*map(node_ids.of, output_nodes),
+                                         *_pass_roots(c.root_pass, shown, fragments,
+                                                      node_ids)])),
+            output_names=(*(name for name, _ in c.outputs), *_root_names(c.root_pass)),
+            root_reason=c.root_reason, nodes=tuple(nodes), edges=edges,
+            tensors=(*(_claimed(tensor_info(name, t, node_ids, c.grad_before.get(name),
+                                            reached, detached.get(name), name in filled),
+                                t, fragments) for name, t in named), *fragments.tensors),
             passes=tuple(trace_passes),
-            findings=(*findings_of((_with_module(f, c.modules, node_ids) for f in c.facts
+            findings=(*findings_of((_with_module(f, c.modules, node_ids, fragments)
+                                    for f in c.facts
                                     if not isinstance(f, Stopped)), c.scenario),
                       *pass_findings(c.passes, c.facts),
                       *findings_of(Detached(name, source) for name, source in detached.items())),
@@ -112,14 +128,48 @@ def build_trace(c: Captured) -> Trace:
     return replace(trace, findings=located(trace, (*trace.findings, *found)))
 
 
-def _with_module(fact: Fact, modules: dict[int, str], node_ids: NodeIds) -> Fact:
+@gc_paused
+def frozen_graph(c: Captured) -> FrozenGraph:
+    """The graph of c's one pass as plain data, as build_trace would show it (names, lines,
+    modules, saved tensors, the flow): the code let go of it. Its raw flow is let go of."""
+    p = c.passes[0]
+    order, raw_edges, index = indexed_walk(p.roots)
+    try:
+        node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
+        carried = _carriers(p, node_ids) if p.carriers else frozenset()
+        roots, flow = _ids(p.roots, node_ids), _flow_record(p, node_ids)
+        nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
+                                         c.saved_before, c.source_of, c.library_source_of,
+                                         c.leaf_aliases))
+        edges = _edges(raw_edges, node_ids.ids)
+        named = [(n, t) for n, t in (*c.named, *c.earlier)
+                 if id(t) in node_ids.leaf_index or t.grad_fn in index]
+        detached = detached_sources(named)
+        tensors = tuple(tensor_info(name, t, node_ids, c.grad_before.get(name), set(flow),
+                                    detached.get(name), False) for name, t in named)
+        # a root no name holds now (`del loss`) is named as its pass named it
+        names = dict(zip(roots, p.root_names, strict=False))
+        nodes = [n._replace(tensor=names[n.id]) if n.tensor is None and names.get(n.id)
+                 else n for n in _output_hook_modules(nodes, edges)]
+        return FrozenGraph(tuple(nodes), edges, tensors, flow, roots, tuple(node_keys(order)),
+                           carried, tuple(map(id, order)), leaf_refs(order))
+    finally:
+        release(order)
+
+
+def _with_module(fact: Fact, modules: dict[int, str], node_ids: NodeIds,
+                 fragments: Fragments) -> Fact:
     """A saved tensor's fact told the module whose forward made its node; a NaN's birth
-    told its node's id, when the graph shown holds that node."""
+    told its node's id, when the graph shown holds that node (a frozen graph's too)."""
+    frozen = fragments.by_object.get(fact.node) if isinstance(
+        fact, (SavedChanged, NonFiniteBorn)) else None
     if isinstance(fact, SavedChanged) and fact.module is None:
-        return fact._replace(module=modules.get(fact.node))
+        return fact._replace(module=modules.get(fact.node) or (
+            None if frozen is None else frozen.module))
     if isinstance(fact, NonFiniteBorn):
         return fact._replace(box=next((node_ids.ids[i] for node, i in node_ids.index.items()
-                                       if id(node) == fact.node), None))
+                                       if id(node) == fact.node),
+                                      None if frozen is None else frozen.id))
     return fact
 
 
@@ -277,7 +327,8 @@ def _flow_record(p: RawPass, node_ids: NodeIds) -> dict[str, NodeFlow]:
 
 
 def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds,
-            twin_walks: dict[int, list[Any]]) -> tuple[NodeIds, tuple[str, ...]]:
+            twin_walks: dict[int, list[Any]],
+            fragments: Fragments) -> tuple[NodeIds, tuple[str, ...]]:
     """The ids to give p's flow, and p's root ids: its own nodes' when its graph was walked;
     else, when its graph is like a shown pass's (a loop's other step), that pass's nodes: the
     i-th node of p's walk is the i-th of the twin's (twin_walks keeps each twin's walk)."""
@@ -286,6 +337,16 @@ def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds,
                                  None)
     if twin is None:
         return node_ids, _ids(own, node_ids)
+    if twin.frozen is not None:  # a graph the code let go of: its frozen nodes, by place
+        on = fragments.positions(twin)
+        roots = () if on is None else Fragments.flow(twin, on)[1]
+        if on is None or not p.flow:
+            return node_ids, roots
+        mine, _ = walk(p.roots)
+        index = {node: int(on[i][1:]) for i, node in enumerate(mine)} \
+            if len(mine) == len(on) else {}
+        release(mine)
+        return NodeIds(index, {}, node_ids.ids), roots
     roots = _ids(twin.roots, node_ids)
     if not p.flow:  # its detail was let go of: only its roots are told
         return node_ids, roots
@@ -299,18 +360,63 @@ def _placed(p: RawPass, shown: list[RawPass], node_ids: NodeIds,
     return NodeIds(index, {}, node_ids.ids), roots
 
 
+def _claimed(row: TensorInfo, t: Any, fragments: Fragments) -> TensorInfo:
+    """A live tensor's row, told its node in a frozen graph when the walk did not reach it."""
+    node = fragments.claimed.get(tensor_key(t)) if row.node is None and fragments.claimed \
+        else None
+    return row if node is None else replace(row, node=node)
+
+
+def _frozen_positions(p: RawPass, shown: list[RawPass], fragments: Fragments,
+                      node_ids: NodeIds) -> list[str] | None:
+    """The id of each node of a frozen pass's graph, by its place in its walk: its own when
+    shown, else its twin's (the latest shown pass over a graph alike); None: neither."""
+    placed = fragments.positions(p)
+    if placed is None:
+        twin = next((s for s in reversed(shown) if s.signature == p.signature), None)
+        if twin is None:
+            return None
+        placed = fragments.positions(twin) if twin.frozen is not None \
+            else twin_positions(twin, node_ids)
+    assert p.frozen is not None
+    return placed if placed is not None and len(placed) == len(p.frozen.nodes) else None
+
+
+def _pass_roots(p: RawPass | None, shown: list[RawPass], fragments: Fragments,
+                node_ids: NodeIds) -> tuple[str, ...]:
+    """The ids of the roots of the pass whose roots are the outputs (the code let go of
+    them): its frozen graph's, or its own nodes' (none for None, or a pass placed nowhere)."""
+    if p is None:
+        return ()
+    if p.frozen is None:
+        return _ids([r for r in p.roots if r is not None and r in node_ids], node_ids)
+    on = _frozen_positions(p, shown, fragments, node_ids)
+    return () if on is None else Fragments.flow(p, on)[1]
+
+
+def _root_names(p: RawPass | None) -> tuple[str, ...]:
+    """The names of the roots of the pass whose roots are the outputs."""
+    if p is None:
+        return ()
+    names = p.root_names
+    return tuple(name or ("root" if len(names) == 1 else f"root{i}")
+                 for i, name in enumerate(names))
+
+
 def _ids(roots: list[Any], node_ids: NodeIds) -> tuple[str, ...]:
     return tuple(dict.fromkeys(node_ids.of(r) for r in roots if r is not None))
 
 
-def _pass_record(p: RawPass, node_ids: NodeIds, roots: tuple[str, ...], graph: int) -> Pass:
+def _pass_record(p: RawPass, node_ids: NodeIds, roots: tuple[str, ...], graph: int,
+                 flow: dict[str, NodeFlow] | None = None) -> Pass:
+    """p's record: its flow given (a frozen pass's, placed already) or read off its raw one."""
     return Pass(
         kind=p.kind,
         roots=roots,
         retain_graph=p.retain_graph,
         create_graph=p.create_graph,
         error=p.error,
-        flow=_flow_record(p, node_ids),
+        flow=_flow_record(p, node_ids) if flow is None else flow,
         by=p.by,
         root_names=tuple(p.root_names),
         line=p.line,

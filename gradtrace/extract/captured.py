@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from ..model.facts import Fact
 from ..model.records import GradChange, GradSummary, PassBy, PassKind, SecondOrder, Source, Steps
+from .frozen import FrozenGraph
 from .profile import RawCosts
 from .summary import RawStats
 from .tensors import Named
@@ -57,6 +58,8 @@ class RawPass:
     # id() of the nodes whose values saved for backward were not finite, read as it began
     # (only when its root was not finite): what their gradients carry came from the forward
     carriers: set[int] = field(default_factory=set)
+    # its graph as plain data, made as the code let go of it (its nodes were let go of then)
+    frozen: FrozenGraph | None = None
 
 
 @dataclass
@@ -119,6 +122,8 @@ class Captured:
     handed: frozenset[str] = frozenset()
     reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
     costs: RawCosts | None = None
+    root_pass: RawPass | None = None  # the pass whose roots are the outputs, when the
+    # code let go of them (its graph frozen, or held still)
 
     def optimized_steps(self) -> Steps | None:
         """The steps, each leaf marked held by a stepping optimizer or not (when one did)."""

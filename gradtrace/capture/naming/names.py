@@ -4,7 +4,6 @@ and paths through the containers they hold (reach.py)."""
 
 from __future__ import annotations
 
-import ast
 import os
 import sys
 import weakref
@@ -17,9 +16,11 @@ import torch
 from ...extract.tensors import Named
 from ...extract.walk import node_kind
 from ...model.records import LEAF
+from .locals_seen import LocalsSeen, TensorBrief
 from .reach import container, is_module, is_tensor, reached
 from .roots import named_tensors
 from .sharded import WeakPairs, fsdp_pairs, holders_now, weak_pairs
+from .statements import loop_targets
 from .where import absolute
 
 _INSTALLED = tuple({os.path.normcase(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
@@ -45,27 +46,6 @@ def library_file(filename: str) -> bool:
               None)
     return at is not None and at + 2 < len(parts) \
         and parts[at + 1].removesuffix(".py") not in _NOT_MODEL_CODE
-
-
-def loop_targets(path: str | None) -> frozenset[str]:
-    """The names a script's module-level `for` statements bind (its loop variables): a
-    tensor under one is named by the container it came from (params[1], not p)."""
-    try:
-        with open(path or "", encoding="utf-8") as file:
-            tree = ast.parse(file.read())
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
-    names: set[str] = set()
-    todo: list[ast.AST] = [tree]
-    while todo:  # module-level statements, into if/while/with/try/for bodies, not defs
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                             ast.Lambda)):
-            continue
-        if isinstance(node, (ast.For, ast.AsyncFor)):
-            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
-        todo.extend(ast.iter_child_nodes(node))
-    return frozenset(names)
 
 
 # a name given once, and the object it named (weakly: naming never keeps an object alive)
@@ -106,7 +86,7 @@ class ScenarioNames:
     def __init__(self, path: str | None, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
         self._folder = None if path is None else os.path.dirname(absolute(path))
-        self._seen: dict[str, Any] = {}  # the latest object under each name
+        self._seen = LocalsSeen()  # the latest object under each local name, weakly
         self._owned: dict[str, bool] = {}  # by file name: asked at every pass of a loop
         self._paths: Given = {}  # objects named through containers: each keeps its path
         self._leaves: Given = {}  # leaves named while passes ran: kept after a rebinding
@@ -130,8 +110,9 @@ class ScenarioNames:
                 and (_installed(folder) or not _installed(full))
         return owned
 
-    def look(self, frame: FrameType | None) -> None:
-        """Name the tensors and modules in the locals of the scenario's frames from frame out."""
+    def look(self, frame: FrameType | None, hold: bool = False) -> None:
+        """Name the tensors and modules in the locals of the scenario's frames from frame out
+        (hold: held strongly, the frames of an error that ended the run)."""
         scopes = []
         while frame is not None:
             code = frame.f_code
@@ -141,9 +122,9 @@ class ScenarioNames:
                 elif frame.f_globals is not self.namespace:  # a with-block's module
                     scopes.append((code.co_name, frame.f_globals))
             frame = frame.f_back
-        self.add(scopes)
+        self.add(scopes, hold)
 
-    def add(self, scopes: list[tuple[str, dict[str, Any]]]) -> None:
+    def add(self, scopes: list[tuple[str, dict[str, Any]]], hold: bool = False) -> None:
         """Name the tensors and modules of (function name, locals) scopes, innermost first."""
         if not scopes:
             return
@@ -161,7 +142,11 @@ class ScenarioNames:
                         continue  # the same function twice on the stack: outermost unnamed
                 taken[name] = id(value)
                 snapshot[name] = value
-        self._seen.update(snapshot)
+        self._seen.update(snapshot, hold)
+
+    def briefs_of_dead(self) -> dict[str, TensorBrief]:
+        """The briefs of the locals with a graph that died since a pass saw them."""
+        return self._seen.briefs_of_dead()
 
     def merged(self) -> dict[str, Any]:
         """Globals, then the locals seen so far under names the globals do not use, then
@@ -170,7 +155,7 @@ class ScenarioNames:
         # a module-level loop variable (params[1] under `for p in params`) comes last
         loops = [(n, v) for n, v in self.namespace.items() if n in self._loop_names]
         merged = {n: v for n, v in self.namespace.items() if n not in self._loop_names}
-        for name, value in self._seen.items():
+        for name, value in self._seen.alive().items():
             merged.setdefault(name, value)
         roots = [(n, v) for n, v in merged.items() if not n.startswith("__") and _nameable(v)]
         roots.sort(key=lambda root: root[0].rpartition(".")[2] == "self")  # `self.` last
@@ -225,7 +210,7 @@ class ScenarioNames:
     def name_of(self, value: Any) -> str | None:
         """The name a global or a local seen gives value (a quick look for one object: a
         loop's light step names its root so)."""
-        for names in (self.namespace, self._seen):
+        for names in (self.namespace, self._seen.alive()):
             for name, held in names.items():
                 if held is value and not name.startswith("__") \
                         and name not in self._loop_names:
@@ -279,9 +264,11 @@ class ScenarioNames:
 
     def narrow(self, keep: Callable[[str, Any], bool]) -> None:
         """Forget the names whose (name, object) keep rejects."""
-        for names in (self.namespace, self._seen):
-            for name in [n for n, v in names.items() if not keep(n, v)]:
-                del names[name]
+        for name in [n for n, v in self.namespace.items() if not keep(n, v)]:
+            del self.namespace[name]
+        for name, value in self._seen.alive().items():
+            if not keep(name, value):
+                self._seen.forget(name)
 
     def clear(self, namespace: bool = True) -> None:
         """Drop every reference (the scenario's objects die with their run), the scenario's

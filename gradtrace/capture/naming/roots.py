@@ -116,3 +116,26 @@ def choose_outputs(
                 "choose a tensor computed from inputs that require grad",
             )
     return picked, reason
+
+
+def nothing_to_trace(label: str | None, spawned: list[str], passes: bool, named: Named,
+                     empty_ok: bool, exited: bool) -> None:
+    """Raise the error for a run with nothing to trace: its work in processes it started, or
+    no tensor named (a sys.exit(0) before any); return when there is something."""
+    if spawned and not passes and not any(t.grad_fn for _, t in named):
+        raise ScenarioError(
+            f"{label}: {spawned[0]}: their work, backward passes included, "
+            "is not recorded (gradtrace records the process it runs, not its children)",
+            "run the worker once per rank instead, reading RANK and WORLD_SIZE as "
+            "torchrun sets them: torchrun --nproc-per-node N --no-python gradtrace "
+            f"show {label}")
+    if not named and not passes and not empty_ok:
+        if exited:  # its output (a --help text) goes with the error
+            raise ScenarioError(f"{label} called sys.exit(0) before it made any "
+                                "tensor: there is nothing to trace",
+                                "give the script the arguments that make it compute, "
+                                "after `--`")
+        raise ScenarioError(
+            f"{label} names no tensors",
+            "assign tensors to module-level names, call backward() in the functions "
+            "that make them, or run one function with FILE::FUNC")

@@ -257,3 +257,24 @@ def called_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
     return node.id if isinstance(node, ast.Name) else None
+
+
+def loop_targets(path: str | None) -> frozenset[str]:
+    """The names a script's module-level `for` statements bind (its loop variables): a
+    tensor under one is named by the container it came from (params[1], not p)."""
+    try:
+        with open(path or "", encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:  # module-level statements, into if/while/with/try/for bodies, not defs
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(names)

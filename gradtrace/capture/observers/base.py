@@ -48,6 +48,10 @@ class Host(Protocol):
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
 
+    def captured_now(self) -> Captured:
+        """What the session knows now of names and modules (a graph the code let go of is
+        made plain data)."""
+
     def detail(self, on: bool) -> None:
         """Whether the forwards from now on are noted in detail (lines, modules)."""
 

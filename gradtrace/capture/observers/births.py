@@ -20,6 +20,7 @@ from ...extract.births import Birth, not_finite, plain, search
 from ...extract.tensors import Named
 from ...extract.walk import node_type, release, structure, walk
 from ...model.facts import NonFiniteBorn
+from ...model.records import Node
 from .base import Observer, PassState, Recording
 
 
@@ -118,9 +119,11 @@ class NonFiniteBirths(Observer):
         twin = self._twin(signature, found.position, order)
         host = self.recorder.host
 
-        def of_node_or_twin(read: Any) -> Any:
+        def of_node_or_twin(read: Any, field: str) -> Any:
             told = read(node)
-            return told if told is not None or twin is None else read(twin)
+            if told is not None or twin is None:
+                return told
+            return getattr(twin, field) if isinstance(twin, Node) else read(twin)
 
         if found.origin == "parameter":
             tensor = next((n for n, t in named if t is found.leaf), None)
@@ -130,19 +133,23 @@ class NonFiniteBirths(Observer):
         self._held.append(node)
         self.recorder.facts.append(NonFiniteBorn(
             number, root[0], kind_of(root[1]), found.kind,
-            found.origin, node_type(node), of_node_or_twin(host.source_of),
-            of_node_or_twin(host.library_source_of), of_node_or_twin(host.module_of),
+            found.origin, node_type(node), of_node_or_twin(host.source_of, "source"),
+            of_node_or_twin(host.library_source_of, "library"),
+            of_node_or_twin(host.module_of, "module"),
             tensor, found.certain, stopped,
             len(self.recorder.passes) - (number is not None), id(node)))
 
     def _twin(self, signature: int, position: int, order: list[Any]) -> Any:
         """The node at the same place in the latest pass in detail over a graph alike: a
         light step's forward runs without its lines and modules noted, and its twin's
-        were."""
+        were (a frozen pass's twin is its node record)."""
         for q in reversed(self.recorder.passes):
-            if q.signature == signature and len(q.nodes) == len(order) \
-                    and q.nodes[position] is not order[position]:
+            if q.signature != signature:
+                continue
+            if len(q.nodes) == len(order) and q.nodes[position] is not order[position]:
                 return q.nodes[position]
+            if q.frozen is not None and len(q.frozen.nodes) == len(order):
+                return q.frozen.nodes[position]
         return None
 
 

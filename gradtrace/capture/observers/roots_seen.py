@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import torch
 
 from ...compat.cpython import caller_frame
+from ...extract.captured import RawPass
 from ..naming.where import gradtrace_file
 from .base import Observer, PassState, Recording
 
@@ -23,10 +25,14 @@ class RootsSeen(Observer):
 
     def __init__(self, recorder: Recording) -> None:
         super().__init__(recorder)
-        self.last: list[tuple[str | None, Any]] = []
+        # held weakly, as (name, weak reference): the code's letting go of them frees their
+        # graph as under python (frozen first: the pass says so)
+        self._last: list[tuple[str | None, weakref.ref[Any]]] = []
+        self.last_pass: RawPass | None = None
         self.last_line: int | None = None  # at this line of the scenario,
         self.last_standing = (False, False)  # (not a library's grad, not batched)
-        self.asked: list[tuple[str | None, Any]] = []  # of the pass --pass N asks for,
+        self._asked: list[tuple[str | None, weakref.ref[Any]]] = []  # of the pass --pass N
+        self.asked_pass: RawPass | None = None
         self.asked_line: int | None = None  # at this line
 
     def start(self, p: PassState) -> None:
@@ -37,14 +43,32 @@ class RootsSeen(Observer):
                 if isinstance(t, torch.Tensor)]
         # inside vmap/grad/jacrev a pass's roots are the transform's own graph
         standing = (record.kind != "grad" or self._called_by_own_code(), not record.batched)
-        if standing >= self.last_standing or not self.last:
-            self.last, self.last_line, self.last_standing = here, record.line, standing
+        weak = [(n, weakref.ref(t)) for n, t in here]
+        if standing >= self.last_standing or not self._last:
+            self._last, self.last_line, self.last_standing = weak, record.line, standing
+            self.last_pass = record
         if self.recorder.options.graph_pass == p.number:
-            self.asked, self.asked_line = here, record.line
+            self._asked, self.asked_line, self.asked_pass = weak, record.line, record
+
+    @property
+    def last(self) -> list[tuple[str | None, Any]]:
+        """The roots of the latest pass, while every one lives."""
+        return _alive(self._last)
+
+    @property
+    def asked(self) -> list[tuple[str | None, Any]]:
+        """The roots of the pass --pass N asks for, while every one lives."""
+        return _alive(self._asked)
+
+    def let_go(self) -> RawPass | None:
+        """The pass whose roots are the default graph's, when the code let go of them (its
+        graph frozen, or held still: a loop's light step)."""
+        p = self.asked_pass or self.last_pass
+        return p if p is not None and (p.frozen is not None or p.roots) else None
 
     def line(self) -> int | None:
         """The scenario's line of the pass whose roots are the default graph's."""
-        return self.asked_line if self.asked else self.last_line
+        return self.asked_line if self.asked_pass is not None else self.last_line
 
     def _called_by_own_code(self) -> bool:
         """Whether the code that called torch (the first frame out of gradtrace's and
@@ -61,5 +85,11 @@ class RootsSeen(Observer):
         return True
 
     def release(self) -> None:
-        self.last.clear()
-        self.asked.clear()
+        self._last.clear()
+        self._asked.clear()
+        self.last_pass = self.asked_pass = None
+
+
+def _alive(roots: list[tuple[str | None, weakref.ref[Any]]]) -> list[tuple[str | None, Any]]:
+    alive = [(name, ref()) for name, ref in roots]
+    return alive if all(t is not None for _, t in alive) else []

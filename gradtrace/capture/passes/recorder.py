@@ -4,32 +4,40 @@ are in patches.py; each per-pass concern is an observer (observers/table.py)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 import torch
 
 from ...compat.cpython import caller_frame
-from ...compat.torch import compiled_autograd_on, error_kind, inside_torch_func_transform
-from ...extract.build import build_trace
+from ...compat.torch import (
+    compiled_autograd_on,
+    error_kind,
+    inside_torch_func_transform,
+    unseen_by_modes,
+)
+from ...extract.build import build_trace, frozen_graph
 from ...extract.captured import Captured, RawCall, RawPass
 from ...extract.walk import Walk, indexed_walk, release, structure, walk
 from ...gcpause import gc_paused
 from ...model.facts import Fact
-from ...model.records import PassBy, PassKind, Source, Trace
+from ...model.records import Node, PassBy, PassKind, Source, Trace
 from ..naming.names import ScenarioNames
 from ..naming.roots import named_tensors, names_of
 from ..naming.where import running_line
 from ..observers.base import Host, Observer, PassState
 from ..observers.gate import Gate
+from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
+from ..observers.profile import Profile
 from ..observers.saved import SavedTensors
 from ..observers.second_order import SecondDerivatives
 from ..observers.steps import StepLog
 from ..observers.table import OBSERVERS
 from ..options import CaptureOptions
 from .detail import DetailPlan
+from .let_go import LetGo
 
 AnObserver = TypeVar("AnObserver", bound=Observer)
 
@@ -62,6 +70,7 @@ class Recorder:
         self.last_walk: Walk | None = None  # the latest pass's walk (released by release())
         self.observers = {kind: kind(self) for kind in OBSERVERS}
         self.plan = DetailPlan(options, self.observer(StepLog), self._let_go)
+        self.let_go = LetGo(self._freeze)  # graphs the code let go of
 
     def observer(self, kind: type[AnObserver]) -> AnObserver:
         """The observer of that class (every one in OBSERVERS is made)."""
@@ -71,7 +80,6 @@ class Recorder:
         """The scenario's line that is running now, and its text."""
         return running_line(*self.script)
 
-    @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
     def run_pass(
         self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool, create: bool,
         call: Callable[[], Any], every_leaf: bool = True, batched: bool = False,
@@ -83,6 +91,14 @@ class Recorder:
         batched: its gradients are batched (autograd.grad's is_grads_batched=True).
         given: the call's arguments by name (--profile replays the pass from them).
         """
+        with self.let_go.busy():
+            return self._run_pass(kind, by, roots, retain, create, call, every_leaf, batched,
+                                  given)
+
+    @gc_paused  # the walk and the saved tensors of a big graph: 100,000s of small objects
+    def _run_pass(self, kind: PassKind, by: PassBy, roots: list[Any], retain: bool,
+                  create: bool, call: Callable[[], Any], every_leaf: bool, batched: bool,
+                  given: dict[str, Any] | None) -> Any:
         line, code = self.caller_line()
         if by == "scenario":
             self.gate.count(line, code)
@@ -93,6 +109,7 @@ class Recorder:
         walked = Walk(root_nodes, *indexed_walk(root_nodes))
         signature = structure(walked.order, walked.edges)
         signature = hash((signature, batched)) if batched else signature
+        self.let_go.next_pass(signature)
         number = len(self.passes) + 1
         new_graph = self.plan.new_graph(signature)
         detailed = self.plan.next or self.plan.asked_for(number) or bool(self.marks.hooked) \
@@ -147,6 +164,26 @@ class Recorder:
             release(self.last_walk.order)
         self.last_walk = walked
         self.plan.ended(record, p.number, new_graph, bool(self.marks.hooked))
+        if self.observer(Profile).samples is None:  # --profile times a graph it holds
+            self.let_go.watch(record, p.roots)
+
+    def _freeze(self, p: RawPass) -> None:
+        """Make p's graph plain data, then let go of its torch objects: the code let go of
+        its roots, and python frees what only the graph holds."""
+        with unseen_by_modes():  # the code's torch function modes see none of it
+            c = self._given(self.host.captured_now(), [p])
+            c = replace(c, passes=[p], graph_passes=[p], walked=None,
+                        **self.observer(SavedTensors).captured(c),
+                        **self.observer(GradGraph).captured(c))
+            p.frozen = frozen_graph(c)
+        for observer in self.observers.values():
+            observer.forget(p.nodes)
+        self.host.forget(p.nodes)
+        if self.last_walk is not None and self.passes and self.passes[-1] is p:
+            release(self.last_walk.order)
+            self.last_walk = None
+        release(p.nodes)
+        p.roots = []
 
     def _let_go(self, p: RawPass) -> None:
         for observer in self.observers.values():
@@ -154,7 +191,7 @@ class Recorder:
         self.host.forget(p.nodes)
         release(p.nodes)
         p.roots, p.flow, p.grad_changes, p.pending_changes = [], {}, [], []
-        p.thinned = True
+        p.thinned, p.frozen = True, None
 
     def trace(self, given: Captured) -> Trace:
         """The Trace of what was recorded, given what the session knows (the names, modules,
@@ -162,31 +199,40 @@ class Recorder:
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         self.observer(StepLog).readback.read()  # the passes' numbers, in one batch
         self.plan.settle()
-        shown = self.plan.shown(self.passes)
-        twins = self._twins(shown)
-        modules = given.modules
-        if twins:  # graphs made in a light stretch: their lines and modules are their twins'
-            modules = {**{key: modules[id(t)] for key, t in twins.items() if id(t) in modules},
-                       **modules}
-
-        def of_node_or_twin(line_of: Callable[[Any], Source | None]
-                            ) -> Callable[[Any], Source | None]:
-            def of(node: Any) -> Source | None:
-                twin = twins.get(id(node))
-                return line_of(node) or (None if twin is None else line_of(twin))
-            return of
-
-        given = replace(given, modules=modules, passes=self.passes, calls=self.calls,
-                        graph_passes=shown, walked=walked,
-                        source_of=of_node_or_twin(self.host.source_of),
-                        library_source_of=of_node_or_twin(self.host.library_source_of),
-                        recomputed=self.marks.recomputed,
-                        handed=frozenset(n for n, t in given.named
-                                         if self.marks.handed.get(id(t)) is t))
+        given = replace(self._given(given, self.plan.shown(self.passes)), walked=walked)
         fields: dict[str, Any] = {}
         for observer in self.observers.values():
             fields.update(observer.captured(given))
         return build_trace(replace(given, **fields))
+
+    def _given(self, given: Captured, shown: list[RawPass]) -> Captured:
+        """given, with what the recorder knows: its passes and calls, the passes shown, and
+        each node's line and module (a light step's, its twin's)."""
+        twins = self._twins(shown)
+        modules = given.modules
+        if twins:  # graphs made in a light stretch: their lines and modules are their twins'
+            # (a frozen twin's node record tells its own)
+            of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
+                        for key, t in twins.items()}
+            modules = {**{key: path for key, path in of_twins.items() if path is not None},
+                       **modules}
+
+        def of_node_or_twin(line_of: Callable[[Any], Source | None], field: str
+                            ) -> Callable[[Any], Source | None]:
+            def of(node: Any) -> Source | None:
+                twin = twins.get(id(node))
+                return line_of(node) or (None if twin is None else getattr(twin, field)
+                                         if isinstance(twin, Node) else line_of(twin))
+            return of
+
+        return replace(given, modules=modules, passes=self.passes, calls=self.calls,
+                       graph_passes=shown,
+                       source_of=of_node_or_twin(self.host.source_of, "source"),
+                       library_source_of=of_node_or_twin(self.host.library_source_of,
+                                                         "library"),
+                       recomputed=self.marks.recomputed,
+                       handed=frozenset(n for n, t in given.named
+                                        if self.marks.handed.get(id(t)) is t))
 
     def _twins(self, shown: list[RawPass]) -> dict[int, Any]:
         """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
@@ -195,12 +241,13 @@ class Recorder:
         twins: dict[int, Any] = {}
         for p in shown:
             twin = self.plan.latest_of.get(p.signature) if p.thinned and p.roots else None
-            if twin is None or not twin.nodes:
+            same: Sequence[Any] = () if twin is None else twin.nodes or (
+                twin.frozen.nodes if twin.frozen is not None else ())
+            if not same:
                 continue
             order = walk(p.roots)[0]  # its nodes live while p holds its roots
-            if len(order) == len(twin.nodes):
-                twins.update((id(node), same) for node, same in zip(order, twin.nodes,
-                                                                    strict=True))
+            if len(order) == len(same):
+                twins.update(zip(map(id, order), same, strict=True))
             release(order)
         return twins
 
