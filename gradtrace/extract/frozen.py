@@ -82,6 +82,7 @@ class Fragments:
         edges: set[Edge] = set()
         alive = {tensor_key(t): name for name, t in reversed(named)} if frozen else {}
         taken = {name for name, _ in named}
+        names = frozenset(taken)  # the live tensors' (a frozen root's name may be one)
         for p in frozen:
             graph: FrozenGraph = p.frozen
             # a tensor of the graph that lives still keeps its row and name
@@ -96,7 +97,8 @@ class Fragments:
                     final = known[key] = f"n{len(ids)}"
                     ids.append(final)
                     name = alive[key] if key in alive and node.tensor is not None \
-                        else renamed.get(node.tensor, node.tensor)
+                        else renamed.get(node.tensor,
+                                         None if node.tensor in names else node.tensor)
                     self.nodes.append(node._replace(id=final, tensor=name))
                     if key in alive:
                         self.claimed.setdefault(key, final)
