@@ -1,13 +1,17 @@
-"""The locals of the scenario's functions seen as passes ran, held weakly where they can be
-(a function's tensors die when it returns, as under python), with a brief of each tensor
-that holds a graph: what the findings on bindings read once it died (a running total)."""
+"""The locals of the scenario's functions seen as passes ran: their tensors held weakly (a
+function's tensors and graphs die when it returns, as under python), with a brief of each
+tensor that holds a graph (what the findings on bindings read once it died: a running
+total); the latest module and optimizer under each name held until the run ends."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
+
+import torch
 
 from .reach import is_tensor
 
@@ -37,11 +41,13 @@ def brief(t: Any) -> TensorBrief | None:
 
 
 def _held(value: Any) -> Callable[[], Any]:
-    """A weak reference to value, or (a list, a dict: not weakly referable) value itself."""
-    try:
-        return weakref.ref(value)
-    except TypeError:
-        return functools.partial(_itself, value)
+    """A weak reference to value; value itself for a module or an optimizer (what the
+    trace says of a model a function trained: its names, DDP's averaging, its optimizer;
+    they hold parameters, never a graph) and for a list or dict (not weakly referable)."""
+    if not isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+        with contextlib.suppress(TypeError):
+            return weakref.ref(value)
+    return functools.partial(_itself, value)
 
 
 def _itself(value: Any) -> Any:
