@@ -1,45 +1,46 @@
-"""float64 reductions without a float64 copy: on the CPU, torch casts a whole tensor before
-it reduces it in another dtype (a 256 MB float32 leaf cost 512 MB more for its norm), so a
-big one is reduced a block at a time."""
+"""Reductions in a wider dtype without a wide copy: torch casts a whole tensor before it
+reduces it in another dtype (a 512 MiB float32 leaf cost 1 GiB more for its float64 sum, on
+the CPU and on CUDA; a float16 gradient its float32 copy), so a big one is reduced a block
+at a time."""
 
 from __future__ import annotations
 
 import torch
 
 from ..compat.torch import foreach_norms
-from .summary import dense_flat
 
-BLOCK = 1 << 22  # elements: a block's float64 copy is 32 MB
+# Elements in a block. On the CPU a block's float32 copy is 32 MiB, so that glibc maps and
+# unmaps it (smaller copies come from the heap, where the small results kept between them
+# split the freed space: 64 copies of 8 MiB held 500 MiB); CUDA's caching allocator reuses.
+BLOCK = {"cpu": 1 << 23}
+CUDA_BLOCK = 1 << 20
 
 
-def blocks(t: torch.Tensor) -> list[torch.Tensor] | None:
-    """A big dense CPU tensor (not float64) as 1-D blocks of its memory; else None."""
-    if t.device.type != "cpu" or t.numel() <= BLOCK or t.dtype == torch.float64 \
-            or type(t) is not torch.Tensor or t.layout != torch.strided:
+def blocks(t: torch.Tensor, everywhere: bool = True) -> list[torch.Tensor] | None:
+    """A big contiguous tensor (not float64) as 1-D blocks of its memory (on the CPU only,
+    unless everywhere); else None."""
+    size = BLOCK.get(t.device.type, CUDA_BLOCK)
+    if not everywhere and t.device.type != "cpu" or t.numel() <= size \
+            or t.dtype == torch.float64 or type(t) is not torch.Tensor \
+            or t.layout != torch.strided or not t.is_contiguous():
         return None
-    flat = dense_flat(t.detach())
-    return None if flat is None else list(flat.split(BLOCK))
+    return list(t.detach().view(-1).split(size))
 
 
 def norms64(tensors: list[torch.Tensor]) -> list[torch.Tensor] | None:
-    """The float64 2-norm of each tensor in one foreach call, a big CPU tensor's over its
-    blocks; None without the foreach probe."""
-    parts: list[torch.Tensor] = []
-    owners: list[int] = []
-    for i, t in enumerate(tensors):
-        split = blocks(t) or [t]
-        parts.extend(split)
-        owners.extend([i] * len(split))
-    norms = foreach_norms(parts, 2.0, torch.float64)
-    if norms is None or len(parts) == len(tensors):
+    """The float64 2-norm of each tensor in one foreach call; a big CPU tensor's a block at
+    a time (CUDA's foreach kernel widens as it reads); None without the foreach probe."""
+    big = [blocks(t, everywhere=False) is not None for t in tensors]
+    norms = foreach_norms([t for t, b in zip(tensors, big, strict=True) if not b], 2.0,
+                          torch.float64) if not all(big) else []
+    if norms is None or not any(big):
         return norms
-    squares = torch.zeros(len(tensors), dtype=torch.float64)
-    squares.index_add_(0, torch.tensor(owners), torch.stack(norms).square())
-    return list(squares.sqrt().unbind())
+    small = iter(norms)
+    return [norm64(t) if b else next(small) for t, b in zip(tensors, big, strict=True)]
 
 
 def norm64(flat: torch.Tensor) -> torch.Tensor:
-    """vector_norm(flat, dtype=float64), a big CPU tensor's a block at a time."""
+    """vector_norm(flat, dtype=float64), a big tensor's a block at a time."""
     split = blocks(flat)
     if split is None:
         return torch.linalg.vector_norm(flat, dtype=torch.float64)
@@ -48,8 +49,25 @@ def norm64(flat: torch.Tensor) -> torch.Tensor:
 
 
 def sum64(t: torch.Tensor) -> torch.Tensor:
-    """t.sum(dtype=float64), a big CPU tensor's a block at a time."""
+    """t.sum(dtype=float64), a big tensor's a block at a time."""
     split = blocks(t)
     if split is None:
         return t.sum(dtype=torch.float64)
     return torch.stack([b.sum(dtype=torch.float64) for b in split]).sum()
+
+
+def widened_stats(d: torch.Tensor, wide: torch.dtype
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(squared norm, min, max) of a big tensor, each block widened to dtype wide in turn
+    (None: not big, or not one block of memory)."""
+    split = blocks(d)
+    if split is None:
+        return None
+    squares: list[torch.Tensor] = []
+    ends: list[torch.Tensor] = []
+    for b in split:
+        w = b.to(wide)
+        squares.append(torch.dot(w, w))
+        ends.extend(torch.aminmax(w))
+    stacked = torch.stack(ends)
+    return torch.stack(squares).sum(), stacked.min(), stacked.max()

@@ -12,6 +12,7 @@ from ..compat.torch import local_shard, shard_count
 from ..gcpause import gc_paused
 from ..model.records import GradSummary, Shape
 from ..model.values import flat_values
+from .blocks import widened_stats
 
 VALUES_LIMIT = 64  # tensors with at most this many elements keep their values
 _BLAS = (torch.float32, torch.float64)
@@ -182,8 +183,13 @@ def _table_stats(d: torch.Tensor, table: StatsTable) -> RawStats:
     is_complex = d.is_complex()
     if is_complex:
         d = d.abs()
-    # half precision would sum squares in half precision: widen it, like integers
-    f = d if d.dtype in _BLAS else d.double() if not d.is_floating_point() else d.float()
+    # half precision would sum squares in half precision: widen it, like integers (a big
+    # one a block at a time: no widened copy of it whole)
+    wide = torch.float64 if not d.is_floating_point() else torch.float32
+    found = None if d.dtype in _BLAS else widened_stats(d, wide)
+    if found is not None:
+        return RawStats(tuple(d.shape), StatsRow(table, table.add(*found)), None, is_complex)
+    f = d if d.dtype in _BLAS else d.to(wide)
     dense = dense_flat(f)
     lo, hi = torch.aminmax(f if dense is None else dense)
     square = torch.linalg.vector_norm(f).square() if dense is None else torch.dot(dense, dense)
