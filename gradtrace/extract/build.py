@@ -89,8 +89,9 @@ def build_trace(c: Captured) -> Trace:
         for twin_walk in twin_walks.values():
             release(twin_walk)
         edges = _edges(raw_edges, node_ids.ids)
-        nodes = [*_output_hook_modules(nodes, edges), *fragments.nodes]
-        edges = (*edges, *fragments.edges)
+        nodes = [*fragments.filled(_output_hook_modules(nodes, edges)), *fragments.nodes]
+        walked = set(edges)  # (a frozen graph's edge between nodes the walk holds: once)
+        edges = (*edges, *(e for e in fragments.edges if e not in walked))
         reached = {node for p in trace_passes for node in p.flow}
         filled = {ch.tensor for p in trace_passes for ch in p.grad_changes
                   if ch.after is not None}
@@ -145,8 +146,10 @@ def frozen_graph(c: Captured) -> FrozenGraph:
         named = [(n, t) for n, t in (*c.named, *c.earlier)
                  if id(t) in node_ids.leaf_index or t.grad_fn in index]
         detached = detached_sources(named)
+        filled = {name for name, _, after in p.pending_changes if after is not None} | {
+            ch.tensor for ch in p.grad_changes if ch.after is not None}
         tensors = tuple(tensor_info(name, t, node_ids, c.grad_before.get(name), set(flow),
-                                    detached.get(name), False) for name, t in named)
+                                    detached.get(name), name in filled) for name, t in named)
         # a root no name holds now (`del loss`) is named as its pass named it
         names = dict(zip(roots, p.root_names, strict=False))
         nodes = [n._replace(tensor=names[n.id]) if n.tensor is None and names.get(n.id)

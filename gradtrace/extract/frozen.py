@@ -33,12 +33,13 @@ class FrozenGraph(NamedTuple):
 
 
 def placed_keys(graph: FrozenGraph) -> list[NodeKey]:
-    """graph's node keys as they stand now: a leaf whose tensor died keeps its id only with
-    its name (python may give the id to a tensor made since)."""
+    """graph's node keys as they stand now: a leaf whose tensor died is told by its weak
+    reference (python gives a tensor's weak reference again while it lives, and a new one
+    to a tensor made at its id since)."""
     if not graph.leaves:
         return list(graph.keys)
-    return [key if ref is None or ref() is not None else ("dead " + (node.tensor or ""), key[1])
-            for key, ref, node in zip(graph.keys, graph.leaves, graph.nodes, strict=True)]
+    return [key if ref is None or ref() is not None else ("dead leaf", id(ref))
+            for key, ref in zip(graph.keys, graph.leaves, strict=True)]
 
 
 def node_keys(order: Sequence[Any]) -> list[NodeKey]:
@@ -76,6 +77,8 @@ class Fragments:
         self.at: dict[int, list[str]] = {}  # id(pass) -> the id of each of its graph's nodes
         self.claimed: dict[NodeKey, str] = {}  # a live tensor's key -> its frozen node's id
         self.by_object: dict[int, Node] = {}  # id() of a frozen node's object -> its record
+        self.richer: dict[str, Node] = {}  # a node of the walk -> a frozen graph's record of it
+        walked = frozenset(ids)
         frozen = [p for p in shown if p.frozen is not None]
         known: dict[NodeKey, str] = dict(zip(node_keys(order), ids, strict=True)) \
             if frozen else {}
@@ -93,6 +96,9 @@ class Fragments:
             placed = []
             for node, key in zip(graph.nodes, keys, strict=True):
                 final = known.get(key)
+                if final is not None and final in walked:  # the walk's node: what the graph
+                    # knew of it as it froze (its module, saved tensors) fills what it lacks
+                    self.richer.setdefault(final, node)
                 if final is None:
                     final = known[key] = f"n{len(ids)}"
                     ids.append(final)
@@ -115,6 +121,22 @@ class Fragments:
             kept = {n.id: n for n in self.nodes}
             self.by_object.update((obj, kept[final]) for obj, final
                                   in zip(graph.objects, placed, strict=False) if final in kept)
+
+    def filled(self, nodes: list[Node]) -> list[Node]:
+        """The walk's node records, with what a frozen graph's record of the same node knew
+        and they lack (the detail of a pass let go of: its module, line, saved tensors)."""
+        if not self.richer:
+            return nodes
+        out = []
+        for n in nodes:
+            f = self.richer.get(n.id)
+            if f is not None:
+                freed = all(s.status == "freed" for s in n.saved)
+                n = n._replace(module=n.module or f.module, source=n.source or f.source,
+                               library=n.library or f.library,
+                               saved=f.saved if freed and f.saved else n.saved)
+            out.append(n)
+        return out
 
     def positions(self, p: Any) -> list[str] | None:
         """The id of each node of a shown frozen pass's graph, by its place in its walk."""

@@ -34,7 +34,8 @@ def holds_memory(p: RawPass) -> bool:
 
 class LetGo:
     """Watches each pass's roots; when all died, freezes its graph (a pass in detail: at once,
-    as python frees it) or notes it (a loop's light step: let go of when the next pass
+    as python frees it, when holding it keeps alive what python frees; else when that is so
+    as a later pass starts) or notes it (a loop's light step: let go of when the next pass
     starts; frozen first only when that pass is over another graph and holding the light
     step's would keep memory alive)."""
 
@@ -45,6 +46,7 @@ class LetGo:
         self._stopped = False  # the code ended: what is held is the trace's
         self._due: list[RawPass] = []
         self._light: list[RawPass] = []  # light steps whose roots died
+        self._held: list[RawPass] = []  # passes in detail whose roots died, leaves held
         self._watches: dict[int, list[weakref.ref[Any]]] = {}  # id(pass) -> its roots'
 
     def watch(self, p: RawPass, roots: list[Any]) -> None:
@@ -76,8 +78,13 @@ class LetGo:
         if not p.nodes:  # a light step: most likely the next pass runs over a graph alike
             self._light.append(p)
             return
+        # a graph whose leaves the code still holds (a model's parameters) costs nothing
+        # python would free: frozen only once it does (freezing reads its numbers now)
         with contextlib.suppress(Exception):  # kept as it was: the trace is built from it
-            self._freeze(p)
+            if holds_memory(p):
+                self._freeze(p)
+            else:
+                self._held.append(p)
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:
@@ -96,6 +103,10 @@ class LetGo:
     def next_pass(self, signature: int) -> None:
         """A pass over a graph of that structure starts: the light steps whose roots died
         are let go of (frozen first when their graph is another and holds memory)."""
+        held, self._held = self._held, []
+        for p in held:  # (let go of meanwhile when its detail was: no nodes)
+            if p.nodes and p.frozen is None:
+                self._settle(p)
         light, self._light = self._light, []
         for p in light:
             if p.signature == signature:  # the new pass is the latest over its graph
@@ -111,3 +122,4 @@ class LetGo:
             self._watches.clear()
             self._due.clear()
             self._light.clear()
+            self._held.clear()
