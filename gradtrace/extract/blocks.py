@@ -30,6 +30,8 @@ def blocks(t: torch.Tensor, everywhere: bool = True) -> list[torch.Tensor] | Non
 def norms64(tensors: list[torch.Tensor]) -> list[torch.Tensor] | None:
     """The float64 2-norm of each tensor in one foreach call; a big CPU tensor's a block at
     a time (CUDA's foreach kernel widens as it reads); None without the foreach probe."""
+    if all(t.numel() <= BLOCK["cpu"] for t in tensors):  # hot: a loop's every step
+        return foreach_norms(tensors, 2.0, torch.float64)
     big = [blocks(t, everywhere=False) is not None for t in tensors]
     norms = foreach_norms([t for t, b in zip(tensors, big, strict=True) if not b], 2.0,
                           torch.float64) if not all(big) else []

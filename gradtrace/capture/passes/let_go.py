@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -86,19 +86,18 @@ class LetGo:
             else:
                 self._held.append(p)
 
-    @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
-        """gradtrace's own bookkeeping (a pass, the trace): deaths meanwhile wait for it."""
+    def __enter__(self) -> None:
+        """gradtrace's own bookkeeping (a pass, the trace): deaths meanwhile wait for it (a
+        class's, not a generator's: every pass enters it)."""
         with self._lock:
             self._busy += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._busy -= 1
-                due, self._due = (self._due, []) if not self._busy else ([], self._due)
-                for p in due:
-                    self._settle(p)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._busy -= 1
+            due, self._due = (self._due, []) if not self._busy else ([], self._due)
+            for p in due:
+                self._settle(p)
 
     def next_pass(self, signature: int) -> None:
         """A pass over a graph of that structure starts: the light steps whose roots died

@@ -91,7 +91,7 @@ class Recorder:
         batched: its gradients are batched (autograd.grad's is_grads_batched=True).
         given: the call's arguments by name (--profile replays the pass from them).
         """
-        with self.let_go.busy():
+        with self.let_go:
             return self._run_pass(kind, by, roots, retain, create, call, every_leaf, batched,
                                   given)
 
