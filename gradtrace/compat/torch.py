@@ -41,8 +41,18 @@ def _no_sequence(node: Any) -> int:
     return NO_SEQUENCE
 
 
-# node -> its sequence number (NO_SEQUENCE for leaves); a method caller: bulk maps are hot
-sequence_number: Callable[[Any], int] = methodcaller("_sequence_nr") if _probe(
+_sequence_of = methodcaller("_sequence_nr")
+
+
+def _sequence_or_none(node: Any) -> int:
+    try:
+        return _sequence_of(node)  # type: ignore[no-any-return]
+    except RuntimeError:  # torch 2.11's compiled regions' nodes refuse it (a "legacy access")
+        return NO_SEQUENCE
+
+
+# node -> its sequence number (NO_SEQUENCE for leaves and nodes that refuse it)
+sequence_number: Callable[[Any], int] = _sequence_or_none if _probe(
     "torch.autograd.graph.Node._sequence_nr", lambda: torch.autograd.graph.Node._sequence_nr,
     "modules and source lines of nodes are not shown") is not None else _no_sequence
 

@@ -124,17 +124,15 @@ class Fragments:
 
     def filled(self, nodes: list[Node]) -> list[Node]:
         """The walk's node records, with what a frozen graph's record of the same node knew
-        and they lack (the detail of a pass let go of: its module, line, saved tensors)."""
+        and they lack (the detail of a pass let go of: its module and line)."""
         if not self.richer:
             return nodes
         out = []
         for n in nodes:
             f = self.richer.get(n.id)
-            if f is not None:
-                freed = all(s.status == "freed" for s in n.saved)
+            if f is not None:  # (its saved tensors are as the walk reads them now)
                 n = n._replace(module=n.module or f.module, source=n.source or f.source,
-                               library=n.library or f.library,
-                               saved=f.saved if freed and f.saved else n.saved)
+                               library=n.library or f.library)
             out.append(n)
         return out
 
