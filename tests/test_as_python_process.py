@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import write_script
+from helpers import invoke, write_script
 from plain_python import run_gradtrace, run_plain, start_gradtrace
 
 from gradtrace.errors import ScenarioError
@@ -217,3 +217,17 @@ def test_help_descriptions_survive_optimize(flag: list[str]) -> None:
                              capture_output=True, text=True, env={**env, "COLUMNS": "200"},
                              timeout=LIMIT, check=True).stdout
     assert "Compare two graphs" in listing
+
+
+def test_an_import_the_script_fails_is_its_own_error(tmp_path: Path) -> None:
+    """A failing import is the script's, as under python (it was 'a bug in gradtrace', in
+    the line log's import wrapper), whether the module is missing or raises as it loads."""
+    (tmp_path / "raising_module.py").write_text('raise ImportError("from raising_module")\n')
+    for body, error in [("import nonexistent_module_55\n", "ModuleNotFoundError"),
+                        ("import raising_module\n", "ImportError")]:
+        script = tmp_path / "s.py"
+        script.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n" + body)
+        result = invoke("show", script)
+        assert result.exit_code == 2
+        assert f"s.py:3: the scenario raised {error}" in result.stderr, result.stderr
+        assert "bug in gradtrace" not in result.stderr

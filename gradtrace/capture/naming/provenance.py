@@ -21,7 +21,7 @@ from typing import Any
 from ...compat.cpython import caller_frame
 from ...compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
 from ...model.records import Source
-from .where import gradtrace_file
+from .where import forwards, gradtrace_file
 
 _settrace = sys.settrace  # gradtrace's own calls skip the script's (LineLog._settrace_kept)
 
@@ -57,6 +57,7 @@ def _untraced(importing: Callable[..., Any]) -> Callable[..., Any]:
     import runs millions of lines (Lightning's: 5 million, 8 s more) and makes no node.
     (A node an own module makes as it is first imported has no line.)"""
     @functools.wraps(importing)
+    @forwards  # an import that fails is the script's (python fails the same way)
     def untraced(name: str, *args: Any, **kwargs: Any) -> Any:
         # a name imported before (a function-level import, run at every call) costs no more
         if name in sys.modules or (tracer := own_tracer()) is None:
