@@ -108,3 +108,38 @@ def test_a_training_function_that_returns_keeps_its_graph_names_and_findings() -
     assert any(n["type"] == "ConvolutionBackward0" and n["source"] for n in trace["nodes"])
     assert [(f["code"], f["line"]) for f in trace["findings"]
             if f["severity"] != "info"] == [("graph-kept", 23)]
+
+
+THREADS = """import threading
+import torch
+
+out = {}
+
+
+def work():
+    b = (torch.randn(3, requires_grad=True) * 2).sum()
+    b.backward()
+
+
+def live():
+    x = torch.randn(3, requires_grad=True)
+    out["y"], out["x"] = (x * 3).sum(), x
+
+
+for target in (work, live):
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+y, x = out["y"], out["x"]
+y.backward()
+"""
+
+
+def test_graphs_of_two_threads_with_the_same_node_numbers_stay_apart(tmp_path: Path) -> None:
+    """Autograd numbers nodes per thread: the thread's graph (let go of) and the live one
+    have nodes of the same class and number, and are two graphs."""
+    trace = show_json(write_script(tmp_path, THREADS), "--pass", "all")
+    assert [n["type"] for n in trace["nodes"]].count("SumBackward0") == 2
+    first, second = (p["roots"] for p in trace["passes"])
+    assert first != second and len(trace["edges"]) == 4
+    assert {n["tensor"] for n in trace["nodes"] if n["id"] in second} == {"y"}

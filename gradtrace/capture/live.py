@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ..errors import ScenarioError, ScenarioStopped
+from ..extract.frozen import placed_keys
 from ..extract.walk import release, walk
 from ..model.records import Trace
 from .naming.reach import is_module, is_tensor
@@ -131,7 +132,7 @@ class BlockRecorder:
         release(nodes)
         # the leaves of the graphs the block let go of (frozen), by their tensors
         on_graph.update(key[1] for p in self.session.recorder.passes if p.frozen is not None
-                        for key in p.frozen.keys if key[0] == "leaf")
+                        for key in placed_keys(p.frozen) if key[0] == "leaf")
         made_nodes = {id(m) for _, m in self.session.tracker.owner.values()}
 
         def used(value: Any) -> bool:

@@ -274,6 +274,7 @@ class CaptureSession:
 
     def close(self) -> None:
         """Drop every torch object held (the captured graph dies with its session)."""
+        self.recorder.let_go.stop()  # (a block cut short by Ctrl-C never finished)
         self.recorder.release()
         self.tracker.owner.clear()
         self.module_hooks.clear()

@@ -65,7 +65,7 @@ def build_trace(c: Captured) -> Trace:
                                          c.leaf_aliases))
         named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         # the graphs the code let go of join the walk's: their nodes get the ids after its
-        fragments = Fragments(shown, order, ids, named)
+        fragments = Fragments(shown, order, raw_edges, ids, named)
         # the passes next: each lets go of its raw flow records as it is made, before the
         # nodes are (for a big graph, the two together were the peak of memory)
         graphs: dict[int, int] = {}  # signature -> its number, in the order first run
@@ -154,8 +154,9 @@ def frozen_graph(c: Captured) -> FrozenGraph:
         names = dict(zip(roots, p.root_names, strict=False))
         nodes = [n._replace(tensor=names[n.id]) if n.tensor is None and names.get(n.id)
                  else n for n in _output_hook_modules(nodes, edges)]
-        return FrozenGraph(tuple(nodes), edges, tensors, flow, roots, tuple(node_keys(order)),
-                           carried, tuple(map(id, order)), leaf_refs(order))
+        return FrozenGraph(tuple(nodes), edges, tensors, flow, roots,
+                           tuple(node_keys(order, raw_edges)), carried, tuple(map(id, order)),
+                           leaf_refs(order))
     finally:
         release(order)
 

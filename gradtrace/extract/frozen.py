@@ -3,17 +3,19 @@ gradtrace lets go of it), and joined to the graph walked at the end by build_tra
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from ..compat.torch import sequence_number
+from ..compat.torch import NO_SEQUENCE, sequence_number
 from ..model.records import LEAF, Edge, Node, NodeFlow, TensorInfo
-from .walk import node_kind, release, walk
+from .walk import RawEdge, node_kind, release, walk
 
-# what tells a node among graphs: ("leaf", id of its tensor), or (its class, its number)
-NodeKey = tuple[str, int]
+# what tells a node among graphs: ("leaf", id of its tensor), or (its class, its number, and
+# a digest of the keys below it); [:2] of a non-leaf's: the loose key a tensor's node has
+NodeKey = tuple[Any, ...]
 
 
 class FrozenGraph(NamedTuple):
@@ -42,10 +44,36 @@ def placed_keys(graph: FrozenGraph) -> list[NodeKey]:
             for key, ref in zip(graph.keys, graph.leaves, strict=True)]
 
 
-def node_keys(order: Sequence[Any]) -> list[NodeKey]:
-    """A key per node that outlives its object: a leaf's tensor, else its class and number."""
-    return [("leaf", id(node.variable)) if node_kind(node) == LEAF
-            else (type(node).__name__, sequence_number(node)) for node in order]
+_UNNUMBERED = itertools.count()
+
+
+def node_keys(order: Sequence[Any], edges: Sequence[RawEdge]) -> list[NodeKey]:
+    """A key per node that outlives its object: a leaf's tensor; else its class, number and
+    the keys below it (numbers count per thread: two threads' graphs have the same ones); a
+    node without a number (torch 2.11's compiled region's) a key of its own."""
+    own: list[NodeKey] = []
+    for node in order:
+        number = NO_SEQUENCE if node_kind(node) == LEAF else sequence_number(node)
+        own.append(("leaf", id(node.variable)) if node_kind(node) == LEAF
+                   else ("unnumbered", next(_UNNUMBERED)) if number == NO_SEQUENCE
+                   else (type(node).__name__, number))
+    below: list[list[tuple[int, int]]] = [[] for _ in order]  # (slot, child)
+    above: list[list[int]] = [[] for _ in order]
+    for src, dst, slot, _ in edges:
+        below[dst].append((slot, src))
+        above[src].append(dst)
+    waiting = [len(children) for children in below]
+    digest: list[int] = [0] * len(order)
+    ready = [i for i, count in enumerate(waiting) if not count]
+    while ready:  # children before parents: a graph's leaves first
+        i = ready.pop()
+        digest[i] = hash((own[i], tuple(digest[c] for _, c in sorted(below[i]))))
+        for parent in above[i]:
+            waiting[parent] -= 1
+            if not waiting[parent]:
+                ready.append(parent)
+    return [key if key[0] in ("leaf", "unnumbered") else (*key, digest[i])
+            for i, key in enumerate(own)]
 
 
 def leaf_refs(order: Sequence[Any]) -> tuple[weakref.ref[Any] | None, ...]:
@@ -60,6 +88,12 @@ def tensor_key(t: Any) -> NodeKey:
     return ("leaf", id(t)) if node is None else (type(node).__name__, sequence_number(node))
 
 
+def _alive(key: NodeKey, alive: dict[NodeKey, str]) -> str | None:
+    """The name of the live tensor whose node has key: by the walk's key, else by the class
+    and number of a node the walk does not hold."""
+    return alive.get(key) or alive.get(key[:2])
+
+
 def _position(node_id: str) -> int:
     return int(node_id[1:])
 
@@ -68,8 +102,8 @@ class Fragments:
     """The frozen graphs of the passes shown, joined to the walk's nodes: each node gets the
     next id after the walk's, or the id the same node has there already."""
 
-    def __init__(self, shown: Sequence[Any], order: Sequence[Any], ids: list[str],
-                 named: Sequence[tuple[str, Any]]) -> None:
+    def __init__(self, shown: Sequence[Any], order: Sequence[Any], edges_walked: Sequence[RawEdge],
+                 ids: list[str], named: Sequence[tuple[str, Any]]) -> None:
         self.ids = ids  # the walk's ids: the frozen nodes' are added to it
         self.nodes: list[Node] = []
         self.edges: list[Edge] = []
@@ -80,19 +114,33 @@ class Fragments:
         self.richer: dict[str, Node] = {}  # a node of the walk -> a frozen graph's record of it
         walked = frozenset(ids)
         frozen = [p for p in shown if p.frozen is not None]
-        known: dict[NodeKey, str] = dict(zip(node_keys(order), ids, strict=True)) \
-            if frozen else {}
+        walk_keys = node_keys(order, edges_walked) if frozen else []
+        known: dict[NodeKey, str] = dict(zip(walk_keys, ids, strict=True)) if frozen else {}
         edges: set[Edge] = set()
-        alive = {tensor_key(t): name for name, t in reversed(named)} if frozen else {}
+        # the live named tensors by their node's key: the walk's own when it holds the node
+        # (a graph of another thread may have a node of the same class and number)
+        at = {node: i for i, node in enumerate(order)} if frozen else {}
+        alive = {walk_keys[at[t.grad_fn]] if t.grad_fn in at else tensor_key(t): name
+                 for name, t in reversed(named)} if frozen else {}
         taken = {name for name, _ in named}
-        names = frozenset(taken)  # the live tensors' (a frozen root's name may be one)
+        # the latest graph first: its tensors keep their names, older ones' get NAME@LINE
+        # (a root's name with no row too: given once, the latest's)
+        naming = {}
+        for p in reversed(frozen):
+            keys = placed_keys(p.frozen)
+            live = {f"n{i}" for i, key in enumerate(keys) if _alive(key, alive)}
+            rows = [r for r in p.frozen.tensors if r.node not in live]
+            renamed = _unique_names(rows, taken, p.line)
+            for node in p.frozen.nodes:
+                if node.tensor is not None and node.tensor not in renamed \
+                        and node.tensor not in taken:
+                    taken.add(node.tensor)
+                    renamed[node.tensor] = node.tensor
+            naming[id(p)] = (keys, rows, renamed)
         for p in frozen:
             graph: FrozenGraph = p.frozen
             # a tensor of the graph that lives still keeps its row and name
-            keys = placed_keys(graph)
-            live = {f"n{i}" for i, key in enumerate(keys) if key in alive}
-            rows = [r for r in graph.tensors if r.node not in live]
-            renamed = _unique_names(rows, taken, p.line)
+            keys, rows, renamed = naming[id(p)]
             placed = []
             for node, key in zip(graph.nodes, keys, strict=True):
                 final = known.get(key)
@@ -102,12 +150,12 @@ class Fragments:
                 if final is None:
                     final = known[key] = f"n{len(ids)}"
                     ids.append(final)
-                    name = alive[key] if key in alive and node.tensor is not None \
-                        else renamed.get(node.tensor,
-                                         None if node.tensor in names else node.tensor)
+                    named_as = _alive(key, alive)
+                    name = named_as if named_as is not None and node.tensor is not None \
+                        else renamed.get(node.tensor)
                     self.nodes.append(node._replace(id=final, tensor=name))
-                    if key in alive:
-                        self.claimed.setdefault(key, final)
+                    if named_as is not None:
+                        self.claimed.setdefault(key[:2], final)
                 placed.append(final)
             for e in graph.edges:
                 moved = e._replace(src=placed[_position(e.src)], dst=placed[_position(e.dst)])
@@ -160,8 +208,9 @@ def _unique_names(rows: Sequence[TensorInfo], taken: set[str],
         if row.node is None:
             continue
         name = row.name
-        if name in taken:
-            base = f"{row.name}@{line if line is not None else '?'}"
+        if name in taken:  # (a name given NAME@LINE already takes #2 …)
+            base = row.name if "@" in row.name else \
+                f"{row.name}@{line if line is not None else '?'}"
             name, k = base, 1
             while name in taken:
                 k += 1

@@ -59,8 +59,9 @@ class LetGo:
         @never_compiled  # it runs wherever the last reference goes: compiled code too
         def died(_: weakref.ref[Any]) -> None:
             refs = self._watches.get(key)
-            if refs is not None and all(ref() is None for ref in refs):
-                del self._watches[key]
+            # (two threads may see the last two die at once: one of them goes on)
+            if refs is not None and all(ref() is None for ref in refs) \
+                    and self._watches.pop(key, None) is not None:
                 self._died(p)
 
         self._watches[key] = [weakref.ref(t, died) for t in tensors]
