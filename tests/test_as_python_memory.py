@@ -143,3 +143,20 @@ def test_graphs_of_two_threads_with_the_same_node_numbers_stay_apart(tmp_path: P
     first, second = (p["roots"] for p in trace["passes"])
     assert first != second and len(trace["edges"]) == 4
     assert {n["tensor"] for n in trace["nodes"] if n["id"] in second} == {"y"}
+
+
+def test_objects_the_host_froze_stay_frozen(tmp_path: Path) -> None:
+    """gradtrace sets the objects older than a run aside from the collector meanwhile, and
+    not when the host froze some itself (a notebook's gc.freeze()): unfreezing would undo it."""
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        result = invoke("show", write_script(tmp_path, FREEING.replace("128 * 1024 * 1024",
+                                                                      "10")))
+        assert result.exit_code == 0, result.stderr
+        assert gc.get_freeze_count() > frozen // 2  # (some died since; unfrozen: none)
+    finally:
+        gc.unfreeze()

@@ -140,10 +140,19 @@ def is_function_node(node: Any) -> bool:
     return hasattr(type(node), "_forward_cls")
 
 
-def input_shapes(node: Any) -> list[tuple[int, ...]]:
+_input_metadata = _probe(
+    "torch.autograd.graph.Node._input_metadata",
+    lambda: ((torch.ones(1, requires_grad=True) * 2).grad_fn._input_metadata,  # type: ignore[union-attr]
+             attrgetter("_input_metadata"))[1],
+    "every node of a pass in detail gets a gradient hook of its own (slower)")
+
+
+def input_shapes(node: Any) -> list[tuple[int, ...]] | None:
     """The shape of the gradient each output of node receives in backward (its inputs, in
-    autograd's terms), from autograd's private input metadata."""
-    return [tuple(m.shape) for m in node._input_metadata]
+    autograd's terms), from autograd's private input metadata (None without the probe)."""
+    if _input_metadata is None:
+        return None
+    return [tuple(m.shape) for m in _input_metadata(node)]
 
 
 # One call for the norms of many tensors: a loop's light statistics read every parameter's

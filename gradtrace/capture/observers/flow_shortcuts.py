@@ -35,8 +35,11 @@ def passes_on(node: Any, shape: Shape, sent_shape: Shape) -> bool:
 
 
 def received_shape(node: Any, k: int = 0) -> Shape:
-    """The shape of the gradient arriving at node's input k (from autograd's metadata)."""
-    return tuple(d if isinstance(d, int) else plain_size(d) for d in input_shapes(node)[k])
+    """The shape of the gradient arriving at node's input k (from autograd's metadata: only
+    asked for when it can be read)."""
+    shapes = input_shapes(node)
+    assert shapes is not None
+    return tuple(d if isinstance(d, int) else plain_size(d) for d in shapes[k])
 
 
 def _elements(shape: Shape) -> int:
@@ -80,6 +83,8 @@ def skipped_relayouts(nodes: list[Any], ways_in: list[int],
     skipped = [False] * len(nodes)
     received: dict[int, Shape] = {}  # the shapes candidates receive, send
     sends: dict[int, Shape] = {}
+    if nodes and input_shapes(nodes[0]) is None:  # no metadata: every node keeps its hook
+        return skipped, sends
     for i in reversed(range(len(nodes))):  # inputs mostly before their consumers
         node = nodes[i]
         if ways_in[i] == 1 and len(children[i]) == 1 \
@@ -114,8 +119,9 @@ def chain_links(nodes: list[Any], ways_in: list[int], parent: list[tuple[int, in
         if any(skipped[c] or ways_in[c] != 1 or id(nodes[c]) in watched
                or hasattr(nodes[c], "variable") for c, _, _ in children[i]):
             continue
-        if is_function_node(node) or len(input_shapes(node)) != 1:
-            continue  # a custom Function's node, or an op with several outputs
+        shapes = input_shapes(node)
+        if is_function_node(node) or shapes is None or len(shapes) != 1:
+            continue  # a custom Function's node, an op with several outputs (or not known)
         links[i] = True
         for c, _, _ in children[i]:
             hooked[c] = True

@@ -244,15 +244,19 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
         # What the run leaves in reference cycles (a deep graph among it) is freed on this
         # big stack: freed by the collector on another thread's stack, it overflows it. The
         # objects older than the run are set aside meanwhile, so that collection looks at
-        # the run's objects only (a full one costs ~0.1 s once torch is imported).
-        gc.freeze()
+        # the run's objects only (a full one costs ~0.1 s once torch is imported). Not when
+        # the host froze some itself (a notebook's): unfreezing would undo its own.
+        ours = not gc.get_freeze_count()
+        if ours:
+            gc.freeze()
         try:
             result.append(work())
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
         finally:
             gc.collect()
-            gc.unfreeze()
+            if ours:
+                gc.unfreeze()
             main.ended()
 
     # daemon: Ctrl-C or a time limit in the main thread ends gradtrace while a scenario runs
