@@ -30,7 +30,7 @@ from ..model.records import (
     Trace,
 )
 from .captured import Captured, RawPass
-from .frozen import Fragments, FrozenGraph, leaf_refs, node_keys, tensor_key, twin_positions
+from .frozen import Fragments, FrozenGraph, leaf_refs, node_keys, tensor_key
 from .summary import to_summaries
 from .tensors import Named, describe_value, detached_sources, tensor_info
 from .walk import (
@@ -381,7 +381,7 @@ def _frozen_positions(p: RawPass, shown: list[RawPass], fragments: Fragments,
         if twin is None:
             return None
         placed = fragments.positions(twin) if twin.frozen is not None \
-            else twin_positions(twin, node_ids)
+            else fragments.live_positions(twin, node_ids)
     assert p.frozen is not None
     return placed if placed is not None and len(placed) == len(p.frozen.nodes) else None
 

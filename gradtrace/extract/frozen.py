@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..compat.torch import NO_SEQUENCE, sequence_number
+from ..model.labels import name_apart
 from ..model.records import LEAF, Edge, Node, NodeFlow, TensorInfo
 from .walk import RawEdge, node_kind, release, walk
 
@@ -53,9 +54,11 @@ def node_keys(order: Sequence[Any], edges: Sequence[RawEdge]) -> list[NodeKey]:
     node without a number (torch 2.11's compiled region's) a key of its own."""
     own: list[NodeKey] = []
     for node in order:
-        number = NO_SEQUENCE if node_kind(node) == LEAF else sequence_number(node)
-        own.append(("leaf", id(node.variable)) if node_kind(node) == LEAF
-                   else ("unnumbered", next(_UNNUMBERED)) if number == NO_SEQUENCE
+        if node_kind(node) == LEAF:
+            own.append(("leaf", id(node.variable)))
+            continue
+        number = sequence_number(node)
+        own.append(("unnumbered", next(_UNNUMBERED)) if number == NO_SEQUENCE
                    else (type(node).__name__, number))
     below: list[list[tuple[int, int]]] = [[] for _ in order]  # (slot, child)
     above: list[list[int]] = [[] for _ in order]
@@ -112,7 +115,9 @@ class Fragments:
         self.claimed: dict[NodeKey, str] = {}  # a live tensor's key -> its frozen node's id
         self.by_object: dict[int, Node] = {}  # id() of a frozen node's object -> its record
         self.richer: dict[str, Node] = {}  # a node of the walk -> a frozen graph's record of it
-        walked = frozenset(ids)
+        self._live_twins: dict[int, list[str] | None] = {}  # see live_positions()
+        walked = len(ids)  # the walk's nodes are n0 … n{walked - 1}
+        records: dict[str, Node] = {}  # the frozen graphs' nodes by id
         frozen = [p for p in shown if p.frozen is not None]
         walk_keys = node_keys(order, edges_walked) if frozen else []
         known: dict[NodeKey, str] = dict(zip(walk_keys, ids, strict=True)) if frozen else {}
@@ -142,10 +147,11 @@ class Fragments:
             # a tensor of the graph that lives still keeps its row and name
             keys, rows, renamed = naming[id(p)]
             placed = []
+            objects = iter(graph.objects)
             for node, key in zip(graph.nodes, keys, strict=True):
                 final = known.get(key)
-                if final is not None and final in walked:  # the walk's node: what the graph
-                    # knew of it as it froze (its module, saved tensors) fills what it lacks
+                if final is not None and _position(final) < walked:  # the walk's node: what
+                    # the graph knew of it as it froze (its module, line) fills what it lacks
                     self.richer.setdefault(final, node)
                 if final is None:
                     final = known[key] = f"n{len(ids)}"
@@ -153,9 +159,13 @@ class Fragments:
                     named_as = _alive(key, alive)
                     name = named_as if named_as is not None and node.tensor is not None \
                         else renamed.get(node.tensor)
-                    self.nodes.append(node._replace(id=final, tensor=name))
+                    records[final] = node._replace(id=final, tensor=name)
+                    self.nodes.append(records[final])
                     if named_as is not None:
                         self.claimed.setdefault(key[:2], final)
+                obj = next(objects, None)
+                if obj is not None and final in records:
+                    self.by_object[obj] = records[final]
                 placed.append(final)
             for e in graph.edges:
                 moved = e._replace(src=placed[_position(e.src)], dst=placed[_position(e.dst)])
@@ -166,9 +176,6 @@ class Fragments:
                 replace(row, name=renamed[row.name], node=placed[_position(row.node)])
                 for row in rows if row.node is not None and row.name in renamed)
             self.at[id(p)] = placed
-            kept = {n.id: n for n in self.nodes}
-            self.by_object.update((obj, kept[final]) for obj, final
-                                  in zip(graph.objects, placed, strict=False) if final in kept)
 
     def filled(self, nodes: list[Node]) -> list[Node]:
         """The walk's node records, with what a frozen graph's record of the same node knew
@@ -188,6 +195,16 @@ class Fragments:
         """The id of each node of a shown frozen pass's graph, by its place in its walk."""
         return self.at.get(id(p))
 
+    def live_positions(self, twin: Any, node_ids: Any) -> list[str] | None:
+        """The id of each node of a live shown pass's graph, by its place in its walk (walked
+        once: every frozen pass over a graph alike is placed on it)."""
+        if id(twin) not in self._live_twins:
+            order = walk(twin.roots)[0]
+            self._live_twins[id(twin)] = [node_ids.of(node) for node in order] \
+                if all(n in node_ids for n in order) else None
+            release(order)
+        return self._live_twins[id(twin)]
+
     @staticmethod
     def flow(p: Any, placed: list[str]) -> tuple[dict[str, NodeFlow], tuple[str, ...]]:
         """A frozen pass's flow and roots on the ids of the graph it is placed on."""
@@ -201,30 +218,9 @@ class Fragments:
 
 def _unique_names(rows: Sequence[TensorInfo], taken: set[str],
                   line: int | None) -> dict[str | None, str]:
-    """Each graph row's name, NAME@LINE (then #2 …) where the trace names another tensor so:
-    every name in the trace names one tensor."""
-    renamed: dict[str | None, str] = {}
-    for row in rows:
-        if row.node is None:
-            continue
-        name = row.name
-        if name in taken:  # (a name given NAME@LINE already takes #2 …)
-            base = row.name if "@" in row.name else \
-                f"{row.name}@{line if line is not None else '?'}"
-            name, k = base, 1
-            while name in taken:
-                k += 1
-                name = f"{base}#{k}"
-        taken.add(name)
-        renamed[row.name] = name
-    return renamed
+    """Each graph row's name, apart from those the trace gives (model.labels.name_apart)."""
+    return {row.name: name_apart(row.name, taken, line) for row in rows
+            if row.node is not None}
 
 
-def twin_positions(twin: Any, node_ids: Any) -> list[str] | None:
-    """The id of each node of a live shown pass's graph, by its place in its walk."""
-    order = walk(twin.roots)[0]
-    try:
-        return [node_ids.of(node) for node in order] if all(n in node_ids for n in order) \
-            else None
-    finally:
-        release(order)
+

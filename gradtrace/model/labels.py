@@ -67,3 +67,17 @@ def without_comment(code: str) -> str:
         return code.strip()
     comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
     return (code if comment is None else code[:comment.start[1]]).strip()
+
+
+def name_apart(name: str, taken: set[str], line: int | None) -> str:
+    """name, or NAME@LINE (then NAME@LINE#2 …) when the trace names another tensor so (a
+    name given NAME@LINE already takes #2 …): every name in the trace names one tensor. The
+    name given is added to taken."""
+    if name in taken:
+        base = name if "@" in name else f"{name}@{line if line is not None else '?'}"
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}#{k}"
+    taken.add(name)
+    return name

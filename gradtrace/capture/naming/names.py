@@ -15,6 +15,7 @@ import torch
 
 from ...extract.tensors import Named
 from ...extract.walk import node_kind
+from ...model.labels import name_apart
 from ...model.records import LEAF
 from .locals_seen import LocalsSeen, TensorBrief
 from .reach import container, is_module, is_tensor, reached
@@ -249,18 +250,8 @@ class ScenarioNames:
     def _apart(self, pairs: list[tuple[str, Any]], taken: set[str]) -> list[tuple[str, Any]]:
         """pairs, each name that is taken (or given to one before it) made NAME@LINE, then
         NAME@LINE#2 …: every name in the trace names one object."""
-        out = []
-        for name, value in pairs:
-            if name in taken:
-                line = self._named_at.get(id(value))
-                base = f"{name}@{line if line is not None else '?'}"
-                name, k = base, 1
-                while name in taken:
-                    k += 1
-                    name = f"{base}#{k}"
-            taken.add(name)
-            out.append((name, value))
-        return out
+        return [(name_apart(name, taken, self._named_at.get(id(value))), value)
+                for name, value in pairs]
 
     def narrow(self, keep: Callable[[str, Any], bool]) -> None:
         """Forget the names whose (name, object) keep rejects."""
