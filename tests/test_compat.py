@@ -4,6 +4,8 @@ that costs a feature, never the run or a number, and says so in one line."""
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,54 @@ def foreign_private_names(tree: ast.AST, own: set[str]) -> list[tuple[int, str]]
     return found
 
 
+def _bound_by_import(tree: ast.AST) -> dict[str, str]:
+    """Each name the module binds by an import of another package, and the dotted path it
+    names: {"TyperArgument": "typer.core.TyperArgument", "nn": "torch.nn"}."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            bound.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                bound[a.asname or a.name.split(".")[0]] = a.name if a.asname \
+                    else a.name.split(".")[0]
+    return {name: path for name, path in bound.items()
+            if path.split(".")[0] != "gradtrace"}
+
+
+def _named_by(path: str) -> Any:
+    """The object a dotted path names (a module, then attributes of it), or None."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            return functools.reduce(getattr, parts[cut:], module)
+        except AttributeError:
+            return None
+    return None
+
+
+def foreign_overrides(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of each private method a class defines over a private name of a base
+    from another package (Typer's TyperArgument._usage_display_name): the subclass relies
+    on that name as much as a call of it does."""
+    bound = _bound_by_import(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        dotted = [ast.unparse(b).split(".") for b in node.bases]
+        bases = [_named_by(".".join([bound[d[0]], *d[1:]])) for d in dotted if d[0] in bound]
+        found.extend((item.lineno, item.name) for item in node.body
+                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and _private(item.name)
+                     and any(hasattr(base, item.name) for base in bases if base is not None))
+    return found
+
+
 def _trees() -> dict[Path, ast.AST]:
     """Each module of gradtrace's outside compat/, parsed."""
     return {p: ast.parse(p.read_text(encoding="utf-8")) for p in code_files()
@@ -87,7 +137,7 @@ def test_no_module_outside_compat_touches_a_private_name() -> None:
     trees = _trees()
     own = own_attributes(list(trees.values()))
     for path, tree in trees.items():
-        found = foreign_private_names(tree, own)
+        found = foreign_private_names(tree, own) + foreign_overrides(tree)
         assert not found, f"{path.relative_to(ROOT)} touches {found}: declare it in compat/"
 
 
@@ -102,6 +152,39 @@ def test_no_module_outside_compat_touches_a_private_name() -> None:
 def test_the_private_name_check_sees_each_way_in(source: str) -> None:
     own = own_attributes(list(_trees().values()))
     assert foreign_private_names(ast.parse(source), own)
+
+
+@pytest.mark.parametrize("source", [
+    "from typer.core import TyperArgument\nclass A(TyperArgument):\n"
+    "    def _get_default_string(self, *args):\n        return ''\n",
+    "import rich.console as rc\nclass C(rc.Console):\n    def _render_buffer(self, b):\n"
+    "        return ''\n",
+    "import torch\nclass M(torch.nn.Module):\n    def _apply(self, fn):\n        return self\n",
+])
+def test_the_private_name_check_sees_a_method_over_another_package_s(source: str) -> None:
+    """A subclass's method over a private name of Typer's, rich's or torch's relies on it as
+    a call does (cli/core.py overrode Typer 0.26+'s _usage_display_name, unseen)."""
+    assert foreign_overrides(ast.parse(source))
+
+
+@pytest.mark.parametrize(("command", "usage"), [
+    ("show", "show [OPTIONS] SCENARIO [-- ARGS]"),
+    ("diff", "diff [OPTIONS] A B [-- ARGS]"),
+    ("check", "check [OPTIONS] FILE_OR_DIR..."),
+    ("examples", "examples [OPTIONS] [NAME]"),
+])
+def test_the_usage_line_names_each_argument_by_its_metavar_on_any_typer(
+        command: str, usage: str) -> None:
+    """Through Click's public get_usage_pieces: Typer 0.16 words arguments through
+    make_metavar (SCENARIO -- ARGS), 0.26+ through a private method ({SCENARIO})."""
+    text = invoke(command, "--help", env={"COLUMNS": "200"}).stdout
+    assert f"Usage: gradtrace {usage} " in text, text
+
+
+def test_a_private_method_a_foreign_base_lacks_is_the_subclass_s_own() -> None:
+    source = "from typer.core import TyperArgument\nclass A(TyperArgument):\n" \
+             "    def _plain(self):\n        return ''\n"
+    assert foreign_overrides(ast.parse(source)) == []
 
 
 def test_the_check_lets_gradtrace_s_own_private_names_through() -> None:

@@ -92,9 +92,11 @@ class PlainArgument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
-    def _usage_display_name(self) -> str:
-        name = self.display_name_raw
-        return name if self.required else f"[{name}]"
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        # Click's public hook, which every Typer calls (0.26+ words it through a private
+        # method of its own, _usage_display_name; 0.16 through make_metavar)
+        name = self.metavar or (self.name or "").upper()
+        return [name if self.required else f"[{name}]"]
 
 
 class PlainOption(TyperOption):
