@@ -17,7 +17,6 @@ from ..errors import GradtraceError, Interrupted, ScenarioError
 from .naming.names import ScenarioNames
 from .naming.where import at_line, located, quoted, scenario_error, scenario_line
 from .observers.gate import PassLimit
-from .observers.roots_seen import RootsSeen
 from .passes.recorder import Recorder
 from .script.forked import exit_child, forked_child, forks_watched
 from .script.process_state import (
@@ -165,11 +164,11 @@ def default_roots(target: Target, recorder: Recorder,
     the roots of the scenario's last pass."""
     if returned:
         return list(returned), f"what {target.function} returned"
-    seen = recorder.observer(RootsSeen)
-    if seen.asked_pass is not None:  # (none alive: the code let go of them, frozen)
-        return list(seen.asked), f"the roots of pass {recorder.options.graph_pass}"
-    where = f", at line {seen.last_line}" if seen.last_line else ""
-    return list(seen.last), f"the roots of the scenario's last backward pass{where}"
+    seen = recorder.default_roots()  # (none alive: the code let go of them, frozen)
+    if seen.asked:
+        return seen.roots, f"the roots of pass {recorder.options.graph_pass}"
+    where = f", at line {seen.line}" if seen.line else ""
+    return seen.roots, f"the roots of the scenario's last backward pass{where}"
 
 
 def returned_tensors(result: Any, scope: dict[str, Any]) -> list[tuple[str, Any]]:

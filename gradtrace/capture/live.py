@@ -19,7 +19,6 @@ from ..model.records import Trace
 from .naming.reach import is_module, is_tensor
 from .naming.roots import named_tensors
 from .naming.where import scenario_line
-from .observers.roots_seen import RootsSeen
 from .options import CaptureOptions
 from .script.scenario_thread import RUN_LOCK
 from .session import RECORDING, CaptureSession
@@ -99,7 +98,7 @@ class BlockRecorder:
             names = self.session.names
             names.namespace.update({**self.frame.f_globals, **self.frame.f_locals})
             names.narrow(self._of_the_block(names.merged()))
-            roots = (self.session.recorder.observer(RootsSeen).last,
+            roots = (self.session.recorder.default_roots().roots,
                      "the roots of the block's last backward pass")
             if raised is None:
                 return self.session.finish(self.label, roots, empty_ok=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import CodeType
 
@@ -44,25 +43,23 @@ def run_scenario(
     streams = sys.stdout, sys.stderr  # the scenario's thread redirects them while it runs
     with RUN_LOCK:
         try:
-            with descriptors_captured(printed_below):
-                trace = in_big_stack(
+            with descriptors_captured(printed_below) as printed_so_far:
+                return in_big_stack(
                     lambda: _run(target, code, lines, options, with_calls, timeout, window,
-                                 main),
+                                 main, printed_so_far),
                     target.path, lines, timeout, window, main)
-        except ScenarioStopped as stop:
-            stop.trace = _with_printed(stop.trace, printed_below.getvalue())
+        except ScenarioStopped:  # its trace holds what the scenario printed
             raise
         except ScenarioError as error:  # no trace shows what it printed: the error does
             error.printed += printed_below.getvalue()
             raise
         finally:
             sys.stdout, sys.stderr = streams  # a thread stopped part-way cannot undo them
-    return _with_printed(trace, printed_below.getvalue())
 
 
 def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptions,
          with_calls: Callable[[list[RawCall]], None] | None, timeout: float | None,
-         window: StopWindow, main: MainThread) -> Trace:
+         window: StopWindow, main: MainThread, printed_below: Callable[[], str]) -> Trace:
     with installed_module(target) as module:
         session = CaptureSession(target.path, lines, module.__dict__, options, window)
         printed = io.StringIO()
@@ -78,7 +75,8 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
             try:
                 return session.finish(
                     target.label, default_roots(target, session.recorder, outcome.returned),
-                    stopped=outcome.stopped or session.refused, printed=printed.getvalue(),
+                    stopped=outcome.stopped or session.refused,
+                    printed=lambda: printed.getvalue() + printed_below(),
                     exited=outcome.exited)
             except ScenarioStopped as stop:  # its trace holds what the scenario printed
                 stop.failed_call = outcome.failed_call
@@ -89,6 +87,3 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
         finally:
             session.close()  # here, in the big-stack thread, not in the caller's
 
-
-def _with_printed(trace: Trace, printed: str) -> Trace:
-    return replace(trace, stdout=trace.stdout + printed) if printed else trace

@@ -39,15 +39,7 @@ from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
 from .naming.roots import choose_outputs, named_tensors, nothing_to_trace
 from .naming.statements import statements_run, why_no_root
-from .naming.where import scenario_line
 from .observers.base import InplaceModule
-from .observers.births import NonFiniteBirths
-from .observers.optimizers import OptimizerUse
-from .observers.profile import Profile
-from .observers.roots_seen import RootsSeen
-from .observers.saved import SavedTensors
-from .observers.second_order import SecondDerivatives, second_derivatives
-from .observers.steps import StepLog
 from .options import CaptureOptions
 from .passes.patches import patched
 from .passes.recorder import Recorder, Script
@@ -82,7 +74,7 @@ class CaptureSession:
         self.recorder = Recorder(Script(path or "<python>", lines), self.names, options, self)
         self.reducers = Reducers(self.module_calls)
         self.module_hooks = ModuleHooks(self.recorder, self.module_calls)
-        clock = self.recorder.observer(Profile).clock
+        clock = self.recorder.forward_clock()
         if clock is not None:  # --profile: module forward times (the innermost, so the
             # others' work is not in them), light steps' too
             self.module_calls.subscribe(clock.pre, clock.post, pausable=False)
@@ -139,9 +131,7 @@ class CaptureSession:
         """Record while the block runs (frame: a with-block's own frame, already running)."""
         recorder = self.recorder
         with patched(recorder, self.window), self.module_calls.tracking(), \
-                self.line_log.tracing(frame), \
-                recorder.observer(StepLog).counting_optimizer_steps(), \
-                recorder.observer(OptimizerUse).watching():
+                self.line_log.tracing(frame), recorder.recording():
             RECORDING.append((threading.get_ident(), self))
             try:
                 yield
@@ -153,7 +143,7 @@ class CaptureSession:
         self.module_hooks.forget(nodes)
 
     def finish(self, label: str | None, default_roots: Roots, outputs: Named | None = None,
-               stopped: ScenarioError | None = None, printed: str = "",
+               stopped: ScenarioError | None = None, printed: Callable[[], str] = str,
                empty_ok: bool = False, exited: bool = False) -> Trace:
         """The Trace of what was recorded, with every finding (raised in ScenarioStopped when
         stopped says the code stopped part-way), and gradtrace's own backward when the code
@@ -168,7 +158,7 @@ class CaptureSession:
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
         # the default roots, when the code let go of them: their pass's graph
-        root_pass = recorder.observer(RootsSeen).let_go() \
+        root_pass = recorder.default_roots().let_go \
             if outputs is None and not default_roots[0] and not self.options.roots \
             and "OUTPUT" not in self.names.namespace else None
         if outputs is None and root_pass is None:
@@ -178,31 +168,18 @@ class CaptureSession:
         statements = functools.cache(self._statements)
         facts: list[Fact] = self._no_root(label, named, empty_ok) \
             if not outputs and root_pass is None else []
-        second = recorder.observer(SecondDerivatives)
-        if stopped is None:  # after an error, only what the code itself did is shown
-            if outputs and self.options.backward and not recorder.passes:
-                own_backward(recorder, [t for _, t in outputs])
-            if second.pending and outputs:
-                second.result = second_derivatives(outputs[0][1], outputs[0][0], named)
-        else:
+        if stopped is not None:  # after an error, only what the code itself did is shown
             facts.append(Stopped(stopped.message, stopped.hint, stopped.line))
         if recorder.gate.capped is not None:
             facts.append(recorder.gate.capped)
-        # where a NaN or Inf of a named tensor no pass told was born (a loop that raised at
-        # its first NaN loss)
-        recorder.observer(NonFiniteBirths).at_end(named, stopped is not None)
-        if outputs and not recorder.passes and self.options.saved:
-            # no pass read the graph's saved tensors: what the trace reads, its facts say
-            recorder.observer(SavedTensors).check_from([t for _, t in outputs], named)
+        recorder.end(outputs, named, stopped is not None)
         facts.extend(recorder.facts)
         facts.extend(pass_cuts(recorder.passes, self.lines, statements, self._ran_first()))
         facts.extend(self._binding_facts(named, statements))
         given, modules = self._captured(named, every)
         trace = recorder.trace(replace(
             given, scenario=label, outputs=outputs, root_reason=reason, facts=facts,
-            stdout=printed, root_pass=root_pass, module_objects=module_objects(modules)
-            if recorder.observer(Profile).samples is not None else {}))
-        trace = replace(trace, ranks=launched())
+            stdout=printed(), root_pass=root_pass, ranks=launched()))
         if self.path is not None:
             trace = self._placed(trace, statements, modules, named)
         if stopped is not None:
@@ -236,8 +213,8 @@ class CaptureSession:
         return place_leaf_findings(
             trace, self.path or "", self.lines, statements, self.line_log.own_places(),
             functools.partial(paths_of_class, modules), self._ran_first(),
-            self.recorder.observer(RootsSeen).line(),
-            lambda: self.recorder.observer(StepLog).changed(named))
+            self.recorder.default_roots().line,
+            lambda: self.recorder.updated(named))
 
     def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
                  exited: bool) -> tuple[Named, str]:
@@ -283,17 +260,3 @@ class CaptureSession:
         self.names.clear(namespace=not any(t.is_alive() and t not in self._threads
                                            for t in threading.enumerate()))
 
-
-def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
-    """gradtrace's own backward from the roots (ones for non-scalars), recorded as a pass."""
-    roots = list({id(t): t for t in roots}.values())
-    grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
-    try:
-        recorder.run_pass("backward", "gradtrace", roots, False, False,
-                          lambda: torch.autograd.backward(roots, grads),
-                          given={"tensors": roots, "grad_tensors": grads, "inputs": None})
-    except Exception as exc:  # recorded as the pass's error; where in the code, if it was
-        where = scenario_line(recorder.script.path, exc)
-        failed = recorder.passes[-1]
-        if where is not None and failed.error is not None:
-            failed.error += f" (at {recorder.script.path}:{where})"

@@ -116,7 +116,7 @@ def build_trace(c: Captured) -> Trace:
                 call.function.__name__, node_ids.node(call.node) if call.node is not None
                 else None, call.line, tuple(describe_value(a) for a in call.args))
                 for call in c.calls),
-            stdout=c.stdout, second_order=c.second_order,
+            stdout=c.stdout, ranks=c.ranks, second_order=c.second_order,
             saved_read=c.saved_before is not None, steps=c.optimized_steps(),
             costs=None if c.costs is None else c.costs.costs(node_ids,
                                                              {n.id: n for n in nodes}))

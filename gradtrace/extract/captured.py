@@ -8,7 +8,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ..model.facts import Fact
-from ..model.records import GradChange, GradSummary, PassBy, PassKind, SecondOrder, Source, Steps
+from ..model.records import (
+    GradChange,
+    GradSummary,
+    PassBy,
+    PassKind,
+    Ranks,
+    SecondOrder,
+    Source,
+    Steps,
+)
 from .frozen import FrozenGraph
 from .profile import RawCosts
 from .summary import RawStats
@@ -80,7 +89,7 @@ class Captured:
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    module_objects id(module) to its path; recomputed holds the nodes (by id) made inside
+    recomputed holds the nodes (by id) made inside
     torch.utils.checkpoint regions; hooks the module backward hooks that run on a node (by
     id); source_of(node) is the scenario line that made a node (library_source_of(node) the
     line of an installed library's model code below it, if one did). walked: a pass's walk, used
@@ -102,11 +111,11 @@ class Captured:
     graph_passes: Sequence[RawPass] | None = None  # the passes shown (None: every one)
     earlier: Sequence[tuple[str, Any]] = ()
     stdout: str = ""
+    ranks: Ranks | None = None  # the rank of a multi-process run's process
     grad_before: dict[str, GradSummary | None] = field(default_factory=dict)
     second_order: SecondOrder | None = None
     saved_before: SavedCache | None = None
     modules: dict[int, str] = field(default_factory=dict)
-    module_objects: dict[int, str] = field(default_factory=dict)
     recomputed: dict[int, Any] = field(default_factory=dict)
     hooks: dict[int, tuple[str, ...]] = field(default_factory=dict)
     source_of: Callable[[Any], Source | None] | None = None

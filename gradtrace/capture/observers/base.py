@@ -4,7 +4,9 @@ listed once in table.py."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -57,18 +59,38 @@ class Host(Protocol):
 
 
 class Recording(Protocol):
-    """What observers read of the Recorder (and add to: its facts)."""
+    """What observers read of the Recorder, and the one thing they add to it: facts."""
 
     options: CaptureOptions
     host: Host
     gate: Gate
     marks: Marks
     passes: list[RawPass]
-    facts: list[Fact]
     script: Any  # the file whose lines the recording cites: .path, .lines
 
     def caller_line(self) -> tuple[int | None, str | None]:
         """The code's line that is running now, and its text."""
+
+    def tell(self, fact: Fact) -> None:
+        """One more fact of the recording's, in the order facts are met."""
+
+
+# A wrapper an observer sets on torch while the code runs: (owner, attribute, wrapper).
+Patch = tuple[Any, str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Part:
+    """An observer's part of the capture record: its fields are Captured's, set on it as
+    the trace is built (a test holds that no two observers' parts share a field)."""
+
+
+class Ending(NamedTuple):
+    """How the recording ended, as the observers are told before the trace is built."""
+
+    outputs: Named  # the roots of the trace's graph (none: the code let go of them)
+    named: Named  # every tensor named as the code ended
+    stopped: bool  # the code stopped part-way (an error): only what it did is shown
 
 
 @dataclass
@@ -109,9 +131,20 @@ class Observer:
     def forget(self, nodes: list[Any]) -> None:
         """The detail of a pass over these nodes is let go of."""
 
-    def captured(self, given: Captured) -> dict[str, Any]:
-        """Its fields of the capture record build_trace reads (given: the session's)."""
-        return {}
+    def recording(self) -> AbstractContextManager[None]:
+        """Around the whole recording: its own hooks on torch (an optimizer's step…)."""
+        return contextlib.nullcontext()
+
+    def patches(self) -> list[Patch]:
+        """Its wrappers on torch while the code runs (set and taken off with the others)."""
+        return []
+
+    def ended(self, end: Ending) -> None:
+        """The code ended: the last of what it tells (in the reverse order of the table)."""
+
+    def captured(self, given: Captured) -> Part | None:
+        """Its part of the capture record build_trace reads (given: the session's)."""
+        return None
 
     def release(self) -> None:
         """Let go of every torch object held."""

@@ -21,7 +21,7 @@ from ...extract.tensors import Named
 from ...extract.walk import node_type, release, structure, walk
 from ...model.facts import NonFiniteBorn
 from ...model.records import Node
-from .base import Observer, PassState, Recording
+from .base import Ending, Observer, PassState, Recording
 
 
 def bad_roots(roots: list[Any], any_device: bool) -> list[torch.Tensor]:
@@ -76,12 +76,13 @@ class NonFiniteBirths(Observer):
             self._tell(found, p.nodes, p.record.signature, p.named, p.number,
                        (names.get(id(roots[0])), roots[0]), stopped=False)
 
-    def at_end(self, named: Named, stopped: bool) -> None:
+    def ended(self, end: Ending) -> None:
         """After the run: when no pass told one, the birth of the NaN or Inf of the named
         losses (one number each) with a graph whose values are not finite (the topmost of
         them are the roots; any backward from them would have told it)."""
         if self.told:
             return
+        named, stopped = end.named, end.stopped
         # made since the last pass began: no backward went through them (the graphs of
         # those made before are freed, their values gone)
         last = self.recorder.passes[-1].roots if self.recorder.passes else []
@@ -131,7 +132,7 @@ class NonFiniteBirths(Observer):
             tensor = next((n for n, t in named if t.grad_fn is not None and t.grad_fn is node),
                           None)
         self._held.append(node)
-        self.recorder.facts.append(NonFiniteBorn(
+        self.recorder.tell(NonFiniteBorn(
             number, root[0], kind_of(root[1]), found.kind,
             found.origin, node_type(node), of_node_or_twin(host.source_of, "source"),
             of_node_or_twin(host.library_source_of, "library"),

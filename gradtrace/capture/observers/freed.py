@@ -44,7 +44,7 @@ class FreedGraphs(Observer):
             fact = self.fact(p.nodes, p.number, record.roots, p.named,
                              self.recorder.host.source_of)
             if fact is not None:
-                self.recorder.facts.append(fact)
+                self.recorder.tell(fact)
         elif not record.retain_graph and record.error is None:  # its saved tensors are gone
             self.note(p.nodes, p.number, record.line, record.code, record.roots)
 

@@ -3,7 +3,9 @@ gradtrace's own, none past the pass limit."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 from ...model.facts import PassesCapped
 
@@ -30,6 +32,16 @@ class Gate:
         # a backward counts for the thread that called it, not autograd's engine threads
         # its hooks run on); None: every thread's (a scenario run records its threads too)
         self.only: int | None = None
+
+    @contextlib.contextmanager
+    def own_calls(self) -> Iterator[None]:
+        """While the block runs, autograd calls are gradtrace's own (a replay, gradcheck's
+        probes, --order 2's derivatives): none is one of the code's passes."""
+        self.muted += 1
+        try:
+            yield
+        finally:
+            self.muted -= 1
 
     def elsewhere(self) -> bool:
         """Whether this call comes from a thread the recording does not follow."""

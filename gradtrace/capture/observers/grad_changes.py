@@ -4,6 +4,7 @@ read when the pass's detail is shown."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -12,8 +13,15 @@ from ...compat.torch import tensor_version
 from ...extract.summary import Pending, read_summaries, summaries_now
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
-from ...model.records import GradChange
-from .base import Observer, PassState, Recording
+from ...model.records import GradChange, GradSummary
+from .base import Observer, Part, PassState, Recording
+
+
+@dataclass(frozen=True)
+class GradChangesPart(Part):
+    """Each named .grad before the first pass (None: it had none)."""
+
+    grad_before: dict[str, GradSummary | None]
 
 
 class GradBefore(NamedTuple):
@@ -78,12 +86,12 @@ class GradChanges(Observer):
             p.record.pending_changes = changed_grads(self._before, p.swapped)
         self._before = []
 
-    def captured(self, given: Any) -> dict[str, Any]:
+    def captured(self, given: Any) -> GradChangesPart:
         """Read what passes in detail summarised as they ran (the recorder read their batch)."""
         for p in self.recorder.passes:
             if p.pending_changes:
                 p.grad_changes, p.pending_changes = read_changes(p.pending_changes), []
         first = self._first or {}
         read = iter(read_summaries([s for s in first.values() if s is not None]))
-        return {"grad_before": {name: None if s is None else next(read)
-                                for name, s in first.items()}}
+        return GradChangesPart({name: None if s is None else next(read)
+                                for name, s in first.items()})

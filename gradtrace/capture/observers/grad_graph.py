@@ -3,10 +3,19 @@ marked so in the trace."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ...compat.torch import next_sequence_number, sequence_number
-from .base import Observer, PassState, Recording
+from .base import Observer, Part, PassState, Recording
+
+
+@dataclass(frozen=True)
+class GradGraphPart(Part):
+    """Whether a node was made by a create_graph pass (None: no such pass ran)."""
+
+    grad_graph: Callable[[Any], bool] | None
 
 
 class GradGraph(Observer):
@@ -30,5 +39,5 @@ class GradGraph(Observer):
         number = sequence_number(node)
         return any(start <= number < end for start, end in self._spans)
 
-    def captured(self, given: Any) -> dict[str, Any]:
-        return {"grad_graph": self._made_by_a_pass if self._spans else None}
+    def captured(self, given: Any) -> GradGraphPart:
+        return GradGraphPart(self._made_by_a_pass if self._spans else None)

@@ -3,19 +3,26 @@ nodes, inputs handed to torch.autograd.functional."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from ...compat.torch import (
     NO_SEQUENCE,
     NodeKey,
+    compiling,
+    never_compiled,
     next_sequence_number,
     node_key,
     saved_hooks_pushed,
     sequence_number,
 )
+from ..naming.where import forwards
 
 
 class Marks:
@@ -83,3 +90,21 @@ class Marks:
         self.unhooked.clear()
         self.recomputed.clear()
         self._packing.clear()
+
+
+def node_noting(into: set[NodeKey], original: Callable[..., Any]) -> Callable[..., Any]:
+    """Tensor.register_hook or Tensor.retain_grad, noting the node of a non-leaf tensor in
+    into: a hook may change its gradient on its way (the flow capture never reads it off a
+    neighbour), and a replay of its graph would run the hook or set its .grad."""
+
+    @functools.wraps(original)
+    @never_compiled
+    @forwards
+    def noting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if tensor.grad_fn is not None and not compiling():
+            # its key, not the node: holding it would keep its graph (and what it saved)
+            # alive; a key another node shares only costs that node a hook
+            into.add(node_key(tensor.grad_fn))
+        return original(tensor, *args, **kwargs)
+
+    return noting

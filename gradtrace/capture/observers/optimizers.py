@@ -18,10 +18,10 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ...compat.torch import compiling, never_compiled
-from ...model.facts import ClipWithoutGradient, GradDiscarded, StepWithoutGradient
+from ...model.facts import ClipWithoutGradient, Fact, GradDiscarded, StepWithoutGradient
 from ..naming.setup_lines import Where
 from ..naming.where import forwards
-from .base import Observer, PassState, Recording
+from .base import Observer, Part, PassState, Recording
 from .coverage import Held, coverage_facts
 
 NOWHERE: Where = (None, None)
@@ -58,6 +58,16 @@ class Counts:
     calls: int = 0
     empty: int = 0
     after_backward: int = 0  # of the empty ones, those with a backward since the step before
+
+
+
+@dataclass(frozen=True)
+class OptimizersPart(Part):
+    """The facts, with what optimizers did with the gradients; id() of the leaves stepping
+    optimizers hold (None: none stepped, or they hold shards)."""
+
+    facts: tuple[Fact, ...]
+    held: frozenset[int] | None
 
 
 class OptimizerUse(Observer):
@@ -101,7 +111,7 @@ class OptimizerUse(Observer):
             self._pending.update(dict.fromkeys(ids, mark))
 
     @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
+    def recording(self) -> Iterator[None]:
         """Follow every optimizer step, zero_grad() and clipping call while the block runs."""
         clip_module = importlib.import_module("torch.nn.utils.clip_grad")
         optimizer = torch.optim.Optimizer
@@ -229,11 +239,11 @@ class OptimizerUse(Observer):
             return original(parameters, *args, **kwargs)
         return clip
 
-    def captured(self, given: Any) -> dict[str, Any]:
+    def captured(self, given: Any) -> OptimizersPart:
         held = self.held
-        return {"facts": (*given.facts, *self.facts(), *coverage_facts(
-                    held, given.named, given.objects, self.recorder.script.lines)),
-                "held": frozenset(held.ids) if held.steps and not held.sharded else None}
+        return OptimizersPart((*given.facts, *self.facts(), *coverage_facts(
+            held, given.named, given.objects, self.recorder.script.lines)),
+            frozenset(held.ids) if held.steps and not held.sharded else None)
 
     def facts(self) -> list[Any]:
         """What the optimizers did, counted: findings/training.py judges it."""

@@ -8,8 +8,11 @@ without the profiler are taken alongside, so its overhead is measured, not guess
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,8 +25,11 @@ from ...compat.torch import (
     never_compiled,
     node_key,
 )
+from ...extract.profile import RawCosts
 from ...model.records import BACKWARD_HOOK_NODE, PassKind
-from .base import Observer, PassState, Recording
+from ..modules.tracker import module_objects
+from .base import Observer, Part, PassState, Patch, Recording
+from .marks import node_noting
 from .profile_samples import ProfileSamples
 
 
@@ -115,6 +121,13 @@ def replay_call(kind: PassKind, given: dict[str, Any], roots: list[Any],
 
 
 
+@dataclass(frozen=True)
+class ProfilePart(Part):
+    """--profile's samples of the pass shown (None: not asked for, or none taken)."""
+
+    costs: RawCosts | None
+
+
 class Profile(Observer):
     """--profile's observer: times the passes asked for, by replays before the code's own
     call where that is safe, else by the call itself."""
@@ -158,26 +171,37 @@ class Profile(Observer):
                                  marks.packed)
         replay = None if refusal is not None or p.given is None else \
             replay_call(record.kind, p.given, p.roots, nodes, self.original_grad)
-        self.recorder.gate.muted += 1  # the replays are gradtrace's, not passes
-        try:
+        with self.recorder.gate.own_calls():  # the replays are gradtrace's, not passes
             replayed = samples.replay(record.signature, number, nodes, replay, refusal,
                                       samples.cuda, self._forward)
-        finally:
-            self.recorder.gate.muted -= 1
         return None if replayed else "once"
 
-    def captured(self, given: Any) -> dict[str, Any]:
+    def patches(self) -> list[Patch]:
+        if self.samples is None:
+            return []
+        # a replay must not set a retained .grad
+        return [(torch.Tensor, "retain_grad",
+                 node_noting(self.samples.retaining, torch.Tensor.retain_grad))]
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        # torch's own, not the wrapper of a recording this one nests in (it would record
+        # replays)
+        self.original_grad = inspect.unwrap(torch.autograd.grad)
+        yield
+
+    def captured(self, given: Any) -> ProfilePart:
         """The samples of the pass asked for (--pass N), else of the last pass."""
         passes = self.recorder.passes
         if self.samples is None or not passes:
-            return {}
+            return ProfilePart(None)
         asked = self.recorder.options.graph_pass
         number = asked if isinstance(asked, int) and asked <= len(passes) else len(passes)
         chosen = passes[number - 1]
         if not chosen.nodes:
-            return {}
+            return ProfilePart(None)
         raw = self.samples.raw(chosen.signature, chosen.nodes, chosen.retain_graph,
-                               given.module_objects)
+                               module_objects(given.objects))
         if raw is not None:
             raw.pass_number = number
-        return {"costs": raw}
+        return ProfilePart(raw)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -14,6 +14,16 @@ from ..naming.where import gradtrace_file
 from .base import Observer, PassState, Recording
 
 _TORCH = os.path.dirname(torch.__file__) + os.sep
+
+
+class DefaultRoots(NamedTuple):
+    """The roots of the graph shown by default: the pass --pass N asks for, else the code's
+    latest."""
+
+    roots: list[tuple[str | None, Any]]  # (name, tensor), while every one lives
+    asked: bool  # --pass N's (else the latest pass's)
+    line: int | None  # the scenario's line of that pass
+    let_go: RawPass | None  # that pass, when the code let go of its roots (frozen or held)
 
 
 class RootsSeen(Observer):
@@ -50,25 +60,13 @@ class RootsSeen(Observer):
         if self.recorder.options.graph_pass == p.number:
             self._asked, self.asked_line, self.asked_pass = weak, record.line, record
 
-    @property
-    def last(self) -> list[tuple[str | None, Any]]:
-        """The roots of the latest pass, while every one lives."""
-        return _alive(self._last)
-
-    @property
-    def asked(self) -> list[tuple[str | None, Any]]:
-        """The roots of the pass --pass N asks for, while every one lives."""
-        return _alive(self._asked)
-
-    def let_go(self) -> RawPass | None:
-        """The pass whose roots are the default graph's, when the code let go of them (its
-        graph frozen, or held still: a loop's light step)."""
+    def default(self) -> DefaultRoots:
+        """The roots of the graph shown by default, as they stand now."""
+        asked = self.asked_pass is not None
         p = self.asked_pass or self.last_pass
-        return p if p is not None and (p.frozen is not None or p.roots) else None
-
-    def line(self) -> int | None:
-        """The scenario's line of the pass whose roots are the default graph's."""
-        return self.asked_line if self.asked_pass is not None else self.last_line
+        return DefaultRoots(_alive(self._asked if asked else self._last), asked,
+                            self.asked_line if asked else self.last_line,
+                            p if p is not None and (p.frozen is not None or p.roots) else None)
 
     def _called_by_own_code(self) -> bool:
         """Whether the code that called torch (the first frame out of gradtrace's and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -15,7 +16,14 @@ from ...extract.walk import SavedCache, node_type, release, saved_reader, snapsh
 from ...model.facts import SavedChanged
 from ...model.records import SavedTensor, Source
 from ..naming.statements import changed_in_place_after, changes_something_in_place
-from .base import Host, InplaceModule, Observer, PassState, Recording
+from .base import Ending, Host, InplaceModule, Observer, Part, PassState, Recording
+
+
+@dataclass(frozen=True)
+class SavedPart(Part):
+    """The saved tensors read before a backward freed them (None: not read at all)."""
+
+    saved_before: SavedCache | None
 
 # Where a saved input sits among its node's inputs, by the name the node saved it under
 _SLOT = {"self": 0, "input": 0, "other": 1}
@@ -176,17 +184,20 @@ class SavedTensors(Observer):
         for node in nodes:
             self.saved_before.pop(node, None)
 
-    def captured(self, given: Any) -> dict[str, Any]:
-        return {"saved_before": self.saved_before if self.recorder.options.saved else None}
+    def captured(self, given: Any) -> SavedPart:
+        return SavedPart(self.saved_before if self.recorder.options.saved else None)
 
     def release(self) -> None:
         self.saved_before.clear()
         self._checked.clear()
 
-    def check_from(self, roots: list[Any], named: Named) -> None:
-        """A fact for each saved tensor changed in place in the graph behind roots."""
-        order = walk([t.grad_fn for t in roots if isinstance(t, torch.Tensor)])[0]
-        self.check(order, named, force=True)
+    def ended(self, end: Ending) -> None:
+        """When no pass read the graph's saved tensors: those changed in place in the graph
+        behind the roots (what the trace reads, its facts say)."""
+        if not end.outputs or self.recorder.passes or not self.recorder.options.saved:
+            return
+        order = walk([t.grad_fn for _, t in end.outputs if isinstance(t, torch.Tensor)])[0]
+        self.check(order, end.named, force=True)
         release(order)
 
     def check(self, nodes: list[Any], named: Named, force: bool = False,
@@ -204,7 +215,8 @@ class SavedTensors(Observer):
         # results first, each in the order the forward made them: a line that changed many
         # (a residual block's, run by every block) is told at the first it changed
         told: dict[tuple[str | None, ...], int] = {}  # this check's: where in facts
-        facts, takers = self.recorder.facts, first_takers(nodes) if changed else {}
+        facts: list[SavedChanged] = []
+        takers = first_takers(nodes) if changed else {}
         for node, saved in sorted(changed, key=lambda c: (c[1] != "result",
                                                            sequence_number(c[0]))):
             if id(node) in self._checked or (id(node), saved) in twice:
@@ -213,13 +225,15 @@ class SavedTensors(Observer):
             fact = saved_changed(node, saved, named, takers, self.recorder.host)
             key = told_as(fact)
             if key in told:  # one more tensor its line changed: counted on the first's fact
-                first: Any = facts[told[key]]
+                first = facts[told[key]]
                 facts[told[key]] = first._replace(others=first.others + 1)
             elif key is None or key not in self._told:
                 if key is not None:
                     told[key] = len(facts)
                     self._told.add(key)
                 facts.append(fact)
+        for fact in facts:
+            self.recorder.tell(fact)
 
 
 def told_as(fact: SavedChanged) -> tuple[str | None, ...] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -9,7 +10,14 @@ import torch
 from ...extract.summary import shape_of
 from ...extract.tensors import Named
 from ...model.records import SecondOrder
-from .base import Observer, PassState, Recording
+from .base import Ending, Observer, Part, PassState, Recording
+
+
+@dataclass(frozen=True)
+class SecondOrderPart(Part):
+    """--order 2's second derivatives (None: not asked for, or no root had a graph)."""
+
+    second_order: SecondOrder | None
 
 HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
 PLAIN = "the Hessian is computed for plain real tensors only"
@@ -101,11 +109,15 @@ class SecondDerivatives(Observer):
                 ((t, n) for n, t in p.named if n == asked and t.grad_fn is not None),
                 (None, None))
             if root is not None:
-                self.recorder.gate.muted += 1  # gradtrace's own autograd.grad calls
-                try:
+                with self.recorder.gate.own_calls():
                     self.result = second_derivatives(root, name, p.named)
-                finally:
-                    self.recorder.gate.muted -= 1
 
-    def captured(self, given: Any) -> dict[str, Any]:
-        return {"second_order": self.result}
+    def ended(self, end: Ending) -> None:
+        """A script that ran no pass: the derivatives of the first root."""
+        if self.pending and end.outputs and not end.stopped:
+            name, root = end.outputs[0]
+            with self.recorder.gate.own_calls():
+                self.result = second_derivatives(root, name, end.named)
+
+    def captured(self, given: Any) -> SecondOrderPart:
+        return SecondOrderPart(self.result)

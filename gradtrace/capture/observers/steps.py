@@ -10,6 +10,7 @@ import contextlib
 import math
 import weakref
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,13 +21,24 @@ from ...compat.torch import never_compiled, tensor_version
 from ...extract.tensors import Named
 from ...model.records import LeafStep, Steps
 from . import step_stats
-from .base import Observer, PassState, Recording
+from .base import Observer, Part, PassState, Recording
 from .readback import Readback
 from .step_stats import Carried, Fingerprint, GradState, Scaled
 
 # A row's entry while its numbers are on the device, and one that repeats the row before's
 _PENDING = object()
 _SAME = object()
+
+
+
+@dataclass(frozen=True)
+class StepsPart(Part):
+    """The steps' statistics, the leaves whose values changed, those bound again since the
+    last pass named them."""
+
+    steps: Steps | None
+    updated: frozenset[str]
+    fresh: frozenset[str]
 
 
 class StepLog(Observer):
@@ -81,13 +93,13 @@ class StepLog(Observer):
         self.add(leaves, untouched, carried, () if p.record.batched else p.roots)
         self._pass = ([], [], {})
 
-    def captured(self, given: Any) -> dict[str, Any]:
+    def captured(self, given: Any) -> StepsPart:
         seen = dict(zip(self.columns, self.leaf_ids, strict=True))  # the last pass's tensors
-        return {"steps": self.steps(given.modules), "updated": self.changed(given.named),
-                "fresh": frozenset(n for n, t in given.named if seen.get(n, id(t)) != id(t))}
+        return StepsPart(self.steps(given.modules), self.changed(given.named),
+                         frozenset(n for n, t in given.named if seen.get(n, id(t)) != id(t)))
 
     @contextlib.contextmanager
-    def counting_optimizer_steps(self) -> Iterator[None]:
+    def recording(self) -> Iterator[None]:
         """Count every torch.optim optimizer step while the block runs (a public global hook)."""
         handle = register_optimizer_step_post_hook(self._count)
         try:

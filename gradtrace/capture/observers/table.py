@@ -1,5 +1,6 @@
-"""Every per-pass observer, in the order each pass starts them (they finish in reverse). A
-new one is a module with an Observer subclass and a line here."""
+"""Every per-pass observer, in the order each pass starts them (they finish in reverse), and
+why that order matters where it does. A new one is a module with an Observer subclass and a
+line here."""
 
 from __future__ import annotations
 
@@ -28,4 +29,15 @@ OBSERVERS: tuple[type[Observer], ...] = (
     GradientFlow,  # what each node received and sent: hooks on the pass's nodes
     FreedGraphs,  # the graphs passes freed: why a later pass finds its graph freed
     GradGraph,  # the nodes create_graph passes make (last: its span is the call's alone)
+)
+
+# (earlier, later, why): the order the table must keep (tests/test_layers.py holds it). No
+# other observer reads what one writes: each writes only its own fields of the pass's record.
+ORDER: tuple[tuple[type[Observer], type[Observer], str], ...] = (
+    (Profile, GradientFlow, "Profile may wrap p.call in a timed step that runs plain "
+                            "(p.plain): the flow then sets no hooks"),
+    (NonFiniteBirths, GradientFlow, "the birth search reads the graph before the flow's "
+                                    "hooks are on it"),
+    *((kind, GradGraph, "the span of a create_graph pass holds the call alone, nothing of "
+                        "gradtrace's around it") for kind in OBSERVERS if kind is not GradGraph),
 )

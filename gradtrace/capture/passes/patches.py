@@ -20,21 +20,18 @@ from typing import Any
 import torch
 
 from ...compat.torch import (
-    NodeKey,
     compiled_region,
     compiling,
     grad_scaler_scale,
     inside_backward,
     never_compiled,
-    node_key,
 )
 from ...extract.captured import RawCall
 from ...model.facts import GradcheckRan
 from ...model.records import PassKind
 from ..naming.provenance import own_tracer, tracer_set
 from ..naming.where import forwards
-from ..observers.profile import Profile
-from ..observers.steps import StepLog
+from ..observers.marks import node_noting
 from ..script.scenario_thread import LEFT_BEHIND, StopWindow
 from .packing import packing_patches
 from .recorder import Recorder
@@ -55,7 +52,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
                                                         torch.autograd.backward)),
         (torch.autograd, "grad", _pass_wrapper(recorder, window, "grad", torch.autograd.grad)),
         (function_cls, "apply", _apply_wrapper(recorder, function_cls.__dict__["apply"])),
-        (torch.Tensor, "register_hook", _node_noting(recorder.marks.hooked,
+        (torch.Tensor, "register_hook", node_noting(recorder.marks.hooked,
                                                       torch.Tensor.register_hook)),
     ]
     owner: Any
@@ -71,12 +68,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
     functional = importlib.import_module("torch.autograd.functional")
     for name in FUNCTIONAL:
         patches.append((functional, name, _handed_noting(recorder, getattr(functional, name))))
-    profile = recorder.observer(Profile)
-    if profile.samples is not None:  # --profile: a replay must not set a retained .grad
-        patches.append((torch.Tensor, "retain_grad",
-                        _node_noting(profile.samples.retaining, torch.Tensor.retain_grad)))
-    # torch's own, not the wrapper of a recording this one nests in (it would record replays)
-    profile.original_grad = inspect.unwrap(torch.autograd.grad)
+    patches.extend(recorder.patches())
     # retain_grad is Tensor's by inheritance (from its C base): restored by deleting it
     saved = [(owner, name, owner.__dict__.get(name, _INHERITED)) for owner, name, _ in patches]
     for owner, name, wrapper in patches:
@@ -176,24 +168,6 @@ def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: i
 
     return classmethod(apply)
 
-def _node_noting(into: set[NodeKey], original: Callable[..., Any]) -> Callable[..., Any]:
-    """Tensor.register_hook or Tensor.retain_grad, noting the node of a non-leaf tensor in
-    into: a hook may change its gradient on its way (the flow capture never reads it off a
-    neighbour), and a replay of its graph would run the hook or set its .grad."""
-
-    @functools.wraps(original)
-    @never_compiled
-    @forwards
-    def noting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if tensor.grad_fn is not None and not compiling():
-            # its key, not the node: holding it would keep its graph (and what it saved)
-            # alive; a key another node shares only costs that node a hook
-            into.add(node_key(tensor.grad_fn))
-        return original(tensor, *args, **kwargs)
-
-    return noting
-
-
 def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
     """GradScaler.scale, noting the scaled loss it returns: the steps' loss is the script's."""
 
@@ -203,7 +177,7 @@ def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if not compiling() and not recorder.gate.elsewhere():
-            recorder.observer(StepLog).note_scaled(scaled, outputs, grad_scaler_scale(scaler))
+            recorder.note_scaled(scaled, outputs, grad_scaler_scale(scaler))
         return scaled
 
     return scale
@@ -255,21 +229,20 @@ def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Ca
         outer = not recorder.gate.muted
         line = recorder.caller_line()[0] if outer else None
         recorder.gate.first_in_check = outer
-        recorder.gate.muted += 1
         try:
-            result = original(*args, **kwargs)
+            with recorder.gate.own_calls():
+                result = original(*args, **kwargs)
         except Exception as exc:
             if outer:
-                recorder.facts.append(GradcheckRan(kind, _callable_name(args), line, "failed",
-                                                   " ".join(str(exc).split("\n")[:3])))
+                recorder.tell(GradcheckRan(kind, _callable_name(args), line, "failed",
+                                           " ".join(str(exc).split("\n")[:3])))
                 recorder.failed = exc
             raise
         finally:
-            recorder.gate.muted -= 1
             recorder.gate.first_in_check = False
         if outer:
-            recorder.facts.append(GradcheckRan(kind, _callable_name(args), line,
-                                               "passed" if result else "returned False"))
+            recorder.tell(GradcheckRan(kind, _callable_name(args), line,
+                                       "passed" if result else "returned False"))
         return result
 
     return checking

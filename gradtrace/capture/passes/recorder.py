@@ -3,9 +3,10 @@ are in patches.py; each per-pass concern is an observer (observers/table.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import fields, replace
 from typing import Any, NamedTuple, TypeVar
 
 import torch
@@ -19,18 +20,20 @@ from ...compat.torch import (
 )
 from ...extract.build import build_trace, frozen_graph
 from ...extract.captured import Captured, RawCall, RawPass
-from ...extract.walk import Walk, indexed_walk, release, structure, walk
+from ...extract.tensors import Named
+from ...extract.walk import Walk, indexed_walk, release, structure
 from ...gcpause import gc_paused
 from ...model.facts import Fact
-from ...model.records import Node, PassBy, PassKind, Source, Trace
+from ...model.records import PassBy, PassKind, Trace
 from ..naming.names import ScenarioNames
 from ..naming.roots import named_tensors, names_of
-from ..naming.where import running_line
-from ..observers.base import Host, Observer, PassState
+from ..naming.where import running_line, scenario_line
+from ..observers.base import Ending, Host, Observer, Part, PassState, Patch
 from ..observers.gate import Gate
 from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
-from ..observers.profile import Profile
+from ..observers.profile import ForwardClock, Profile
+from ..observers.roots_seen import DefaultRoots, RootsSeen
 from ..observers.saved import SavedTensors
 from ..observers.second_order import SecondDerivatives
 from ..observers.steps import StepLog
@@ -38,6 +41,7 @@ from ..observers.table import OBSERVERS
 from ..options import CaptureOptions
 from .detail import DetailPlan
 from .let_go import LetGo
+from .twins import node_twins, with_twins
 
 AnObserver = TypeVar("AnObserver", bound=Observer)
 
@@ -68,13 +72,54 @@ class Recorder:
         self.gate = Gate(options.pass_limit)
         self.marks = Marks()
         self.last_walk: Walk | None = None  # the latest pass's walk (released by release())
-        self.observers = {kind: kind(self) for kind in OBSERVERS}
-        self.plan = DetailPlan(options, self.observer(StepLog), self._let_go)
+        self._observers = {kind: kind(self) for kind in OBSERVERS}
+        self.plan = DetailPlan(options, self._observer(StepLog), self._let_go)
         self.let_go = LetGo(self._freeze)  # graphs the code let go of
 
-    def observer(self, kind: type[AnObserver]) -> AnObserver:
-        """The observer of that class (every one in OBSERVERS is made)."""
-        return self.observers[kind]  # type: ignore[return-value]  # keyed by its class
+    def _observer(self, kind: type[AnObserver]) -> AnObserver:
+        """The observer of that class (every one in OBSERVERS is made): the recorder's own
+        business, never asked for outside it."""
+        return self._observers[kind]  # type: ignore[return-value]  # keyed by its class
+
+    def tell(self, fact: Fact) -> None:
+        self.facts.append(fact)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """The observers' own hooks on torch, while the code runs (in the table's order)."""
+        with contextlib.ExitStack() as stack:
+            for observer in self._observers.values():
+                stack.enter_context(observer.recording())
+            yield
+
+    def patches(self) -> list[Patch]:
+        """The observers' wrappers on torch, set with the recorder's own."""
+        return [patch for observer in self._observers.values() for patch in observer.patches()]
+
+    def note_scaled(self, output: Any, loss: Any, scale: Any) -> None:
+        """GradScaler.scale(loss) returned output: the steps' loss is the script's."""
+        self._observer(StepLog).note_scaled(output, loss, scale)
+
+    def forward_clock(self) -> ForwardClock | None:
+        """--profile's timer of module forwards (None: not profiling)."""
+        return self._observer(Profile).clock
+
+    def updated(self, named: Named) -> frozenset[str]:
+        """The named leaves whose values changed during the run (a target or EMA copy)."""
+        return self._observer(StepLog).changed(named)
+
+    def default_roots(self) -> DefaultRoots:
+        """The roots of the graph shown by default, as they stand now."""
+        return self._observer(RootsSeen).default()
+
+    def end(self, outputs: Named, named: Named, stopped: bool) -> None:
+        """The code ended: gradtrace's own backward when it ran none, then what each
+        observer tells last (in the reverse order of the table, as a pass finishes)."""
+        if not stopped and outputs and self.options.backward and not self.passes:
+            own_backward(self, [t for _, t in outputs])
+        end = Ending(outputs, named, stopped)
+        for observer in reversed(self._observers.values()):
+            observer.ended(end)
 
     def caller_line(self) -> tuple[int | None, str | None]:
         """The scenario's line that is running now, and its text."""
@@ -116,7 +161,7 @@ class Recorder:
             or new_graph
         self.names.look(caller_frame())
         named, leaves_only = self.names.for_pass(
-            walked.order, not detailed and not self.observer(SecondDerivatives).pending, line)
+            walked.order, not detailed and not self._observer(SecondDerivatives).pending, line)
         # a loop's light step names its roots by a quick look
         root_names = [self.names.name_of(t) for t in roots] if leaves_only \
             else names_of(roots, named)
@@ -129,7 +174,7 @@ class Recorder:
         if detailed:
             self.plan.began(record)
         self.passes.append(record)
-        observers = list(self.observers.values())
+        observers = list(self._observers.values())
         for observer in observers:
             observer.start(p)
         self.gate.thread = threading.get_ident()
@@ -164,7 +209,7 @@ class Recorder:
             release(self.last_walk.order)
         self.last_walk = walked
         self.plan.ended(record, p.number, new_graph, bool(self.marks.hooked))
-        if self.observer(Profile).samples is None:  # --profile times a graph it holds
+        if self._observer(Profile).samples is None:  # --profile times a graph it holds
             self.let_go.watch(record, p.roots)
 
     def _freeze(self, p: RawPass) -> None:
@@ -172,11 +217,11 @@ class Recorder:
         its roots, and python frees what only the graph holds."""
         with unseen_by_modes():  # the code's torch function modes see none of it
             c = self._given(self.host.captured_now(), [p])
-            c = replace(c, passes=[p], graph_passes=[p], walked=None,
-                        **self.observer(SavedTensors).captured(c),
-                        **self.observer(GradGraph).captured(c))
+            c = _with_parts(replace(c, passes=[p], graph_passes=[p], walked=None),
+                            self._observer(SavedTensors).captured(c),
+                            self._observer(GradGraph).captured(c))
             p.frozen = frozen_graph(c)
-        for observer in self.observers.values():
+        for observer in self._observers.values():
             observer.forget(p.nodes)
         self.host.forget(p.nodes)
         if self.last_walk is not None and self.passes and self.passes[-1] is p:
@@ -186,7 +231,7 @@ class Recorder:
         p.roots = []
 
     def _let_go(self, p: RawPass) -> None:
-        for observer in self.observers.values():
+        for observer in self._observers.values():
             observer.forget(p.nodes)
         self.host.forget(p.nodes)
         release(p.nodes)
@@ -197,69 +242,51 @@ class Recorder:
         """The Trace of what was recorded, given what the session knows (the names, modules,
         outputs and its facts): the observers add theirs."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
-        self.observer(StepLog).readback.read()  # the passes' numbers, in one batch
+        self._observer(StepLog).readback.read()  # the passes' numbers, in one batch
         self.plan.settle()
         given = replace(self._given(given, self.plan.shown(self.passes)), walked=walked)
-        fields: dict[str, Any] = {}
-        for observer in self.observers.values():
-            fields.update(observer.captured(given))
-        return build_trace(replace(given, **fields))
+        return build_trace(_with_parts(given, *(observer.captured(given)
+                                                for observer in self._observers.values())))
 
     def _given(self, given: Captured, shown: list[RawPass]) -> Captured:
         """given, with what the recorder knows: its passes and calls, the passes shown, and
         each node's line and module (a light step's, its twin's)."""
-        twins = self._twins(shown)
-        modules = given.modules
-        if twins:  # graphs made in a light stretch: their lines and modules are their twins'
-            # (a frozen twin's node record tells its own)
-            of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
-                        for key, t in twins.items()}
-            modules = {**{key: path for key, path in of_twins.items() if path is not None},
-                       **modules}
-
-        def of_node_or_twin(line_of: Callable[[Any], Source | None], field: str
-                            ) -> Callable[[Any], Source | None]:
-            def of(node: Any) -> Source | None:
-                twin = twins.get(id(node))
-                return line_of(node) or (None if twin is None else getattr(twin, field)
-                                         if isinstance(twin, Node) else line_of(twin))
-            return of
-
-        return replace(given, modules=modules, passes=self.passes, calls=self.calls,
-                       graph_passes=shown,
-                       source_of=of_node_or_twin(self.host.source_of, "source"),
-                       library_source_of=of_node_or_twin(self.host.library_source_of,
-                                                         "library"),
+        return replace(with_twins(given, node_twins(shown, self.plan.latest_of), self.host),
+                       passes=self.passes, calls=self.calls, graph_passes=shown,
                        recomputed=self.marks.recomputed,
                        handed=frozenset(n for n, t in given.named
                                         if self.marks.handed.get(id(t)) is t))
 
-    def _twins(self, shown: list[RawPass]) -> dict[int, Any]:
-        """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
-        i-th node of the latest pass in detail over a graph alike, whose lines and modules
-        were noted (a light step's forward runs without the line log and tracker)."""
-        twins: dict[int, Any] = {}
-        for p in shown:
-            twin = self.plan.latest_of.get(p.signature) if p.thinned and p.roots else None
-            same: Sequence[Any] = () if twin is None else twin.nodes or (
-                twin.frozen.nodes if twin.frozen is not None else ())
-            if not same:
-                continue
-            order = walk(p.roots)[0]  # its nodes live while p holds its roots
-            if len(order) == len(same):
-                twins.update(zip(map(id, order), same, strict=True))
-            release(order)
-        return twins
-
     def release(self) -> None:
         """Drop every torch object held (the scenario's graph dies with its run)."""
-        self.observer(SavedTensors).release()  # the saved tensors first, then the walks
+        self._observer(SavedTensors).release()  # the saved tensors first, then the walks
         if self.last_walk is not None:
             release(self.last_walk.order)
             self.last_walk = None
         for p in self.passes:  # root first, as release() frees: a deep graph dies node by node
             release(p.nodes)
         self.plan.clear()
-        for observer in self.observers.values():
+        for observer in self._observers.values():
             observer.release()
         self.marks.clear()
+
+
+def _with_parts(given: Captured, *parts: Part | None) -> Captured:
+    """given, with the observers' parts set on it (each part's fields are Captured's)."""
+    return replace(given, **{f.name: getattr(part, f.name) for part in parts
+                             if part is not None for f in fields(part)})
+
+
+def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
+    """gradtrace's own backward from the roots (ones for non-scalars), recorded as a pass."""
+    roots = list({id(t): t for t in roots}.values())
+    grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
+    try:
+        recorder.run_pass("backward", "gradtrace", roots, False, False,
+                          lambda: torch.autograd.backward(roots, grads),
+                          given={"tensors": roots, "grad_tensors": grads, "inputs": None})
+    except Exception as exc:  # recorded as the pass's error; where in the code, if it was
+        where = scenario_line(recorder.script.path, exc)
+        failed = recorder.passes[-1]
+        if where is not None and failed.error is not None:
+            failed.error += f" (at {recorder.script.path}:{where})"

@@ -54,9 +54,10 @@ class _Stream(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def descriptors_captured(output: io.StringIO) -> Iterator[None]:
+def descriptors_captured(output: io.StringIO) -> Iterator[Callable[[], str]]:
     """File descriptors 1 and 2 into a file while the block runs; then its text into output
-    (after what Python printed: the two cannot be interleaved)."""
+    (after what Python printed: the two cannot be interleaved). It yields a reader of the
+    text so far (for the trace, built inside the block)."""
     for stream in (sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(AttributeError, ValueError, OSError):
             stream.flush()  # type: ignore[union-attr]
@@ -67,13 +68,19 @@ def descriptors_captured(output: io.StringIO) -> Iterator[None]:
                 saved.append((fd, os.dup(fd)))
                 os.dup2(capture.fileno(), fd)
         try:
-            yield
+            yield lambda: _so_far(capture.fileno())
         finally:
             for fd, copy in saved:
                 os.dup2(copy, fd)
                 os.close(copy)
             capture.seek(0)
             output.write(capture.read().decode("utf-8", "replace"))
+
+
+def _so_far(fd: int) -> str:
+    """What was written to the file so far: read at an offset, since descriptors 1 and 2
+    share the file's position (a seek would move where they write next)."""
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
 def _warning_to(output: io.StringIO) -> Callable[..., None]:

@@ -1,0 +1,54 @@
+"""The nodes of graphs made in a loop's light stretch (its forwards ran without the line log
+and module tracker): their lines and modules are those of their twins, the same nodes of the
+latest pass in detail over a graph alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ...extract.captured import Captured, RawPass
+from ...extract.walk import release, walk
+from ...model.records import Node, Source
+from ..observers.base import Host
+
+
+def node_twins(shown: list[RawPass], latest_of: dict[int, RawPass]) -> dict[int, Any]:
+    """id(node) -> its twin, for the nodes of each shown graph a light pass ran over: the
+    i-th node of the latest pass in detail over a graph alike (latest_of: by signature)."""
+    twins: dict[int, Any] = {}
+    for p in shown:
+        twin = latest_of.get(p.signature) if p.thinned and p.roots else None
+        same: Sequence[Any] = () if twin is None else twin.nodes or (
+            twin.frozen.nodes if twin.frozen is not None else ())
+        if not same:
+            continue
+        order = walk(p.roots)[0]  # its nodes live while p holds its roots
+        if len(order) == len(same):
+            twins.update(zip(map(id, order), same, strict=True))
+        release(order)
+    return twins
+
+
+def with_twins(given: Captured, twins: dict[int, Any], host: Host) -> Captured:
+    """given, each node's line and module the host's, else its twin's (a frozen twin's node
+    record tells its own)."""
+    modules = given.modules
+    if twins:
+        of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
+                    for key, t in twins.items()}
+        modules = {**{key: path for key, path in of_twins.items() if path is not None},
+                   **modules}
+
+    def of_node_or_twin(line_of: Callable[[Any], Source | None], field: str
+                        ) -> Callable[[Any], Source | None]:
+        def of(node: Any) -> Source | None:
+            twin = twins.get(id(node))
+            return line_of(node) or (None if twin is None else getattr(twin, field)
+                                     if isinstance(twin, Node) else line_of(twin))
+        return of
+
+    return replace(given, modules=modules,
+                   source_of=of_node_or_twin(host.source_of, "source"),
+                   library_source_of=of_node_or_twin(host.library_source_of, "library"))
