@@ -62,7 +62,7 @@ class BlockRecorder:
                                       CaptureOptions(backward=False, saved=saved or profile,
                                                      flow=flow, profile=profile))
         if not all_threads:  # the block's own calls, not those other threads make meanwhile
-            self.session.recorder.gate.only = self.session.module_calls.thread = \
+            self.session.recorder.gate.only = self.session.host.module_calls.thread = \
                 threading.get_ident()
         self._before = _bound(frame)
         self._recording = contextlib.ExitStack()
@@ -73,8 +73,8 @@ class BlockRecorder:
         if RECORDING and RECORDING[-1][0] == threading.get_ident():
             # the thread's one tracer is the outer's line log: shared, and the outer says
             # when it traces
-            self.session.line_log = RECORDING[-1][1].line_log
-            self.session.traces = False
+            self.session.host.line_log = RECORDING[-1][1].host.line_log
+            self.session.host.traces = False
         elif RUN_LOCK.acquire(blocking=False):
             self._recording.callback(RUN_LOCK.release)
         else:
@@ -132,7 +132,7 @@ class BlockRecorder:
         # the leaves of the graphs the block let go of (frozen), by their tensors
         on_graph.update(key[1] for p in self.session.recorder.passes if p.frozen is not None
                         for key in placed_keys(p.frozen) if key[0] == "leaf")
-        made_nodes = {id(m) for _, m in self.session.tracker.owner.values()}
+        made_nodes = {id(m) for _, m in self.session.host.tracker.owner.values()}
 
         def used(value: Any) -> bool:
             if is_tensor(value):
