@@ -1,16 +1,30 @@
-"""`python SCRIPT ARGS` without gradtrace, for comparison: each run is a fork of one process
-that imported torch once (2-3 s saved per run), so each script still starts from a fresh
-interpreter state, as under `python`.
+"""Real processes for the tests, forked rather than started: `python SCRIPT ARGS` (run_plain),
+`python -m MODULE ARGS` (run_module), `gradtrace ARGS` (run_gradtrace; start_gradtrace for one
+the test pipes into or signals, as subprocess.Popen; forwarding_command for the processes a
+test starts). Each is a child forked from a server that imported torch and torch._dynamo once
+(and gradtrace, for gradtrace's runs): 2-3 s saved per run.
 
-`gradtrace ARGS` likewise (run_gradtrace, or start_gradtrace for a process the test talks
-to: pipes, signals): forked from a process that imported torch and gradtrace. This file run
-as a script is the process they fork from: it takes one request at a time on a socket, with
-the child's standard streams as file descriptors, and answers with the child's pid; the
-child's exit code is written to a pipe that came with the request."""
+So run_plain's baseline is `python` with torch imported first, not a fresh `python`. What the
+script is given is python's (tests/test_plain_python.py compares it with a real `python`): its
+__main__ globals, sys.argv, sys.path[0], cwd, environment, standard streams, exit code or signal,
+traceback, atexit and non-daemon threads at exit. What the preload changes: sys.modules holds
+torch, torch._dynamo and what they import (`import torch` costs nothing), the warnings filters
+are those torch's import left, torch read the variables it reads as it is imported in the
+server's start environment, and the process's memory (RSS, VmPeak, ru_maxrss) counts the
+server's. So a test of peak memory, import time or what a run imports starts a real
+`subprocess.run([sys.executable, ...])` (as test_as_python_memory and test_stopped do).
+
+A server is started per interpreter, kind ("python": torch imported; "gradtrace": gradtrace too)
+and start environment (the variables in _READ_AT_START); it is killed as the tests' process
+exits and leaves by itself if that process dies. This file run as a script is the server: it
+takes one request at a time on a socket, with the child's standard streams as descriptors, and
+answers with the child's pid; the child's exit code is written to a pipe that came with the
+request."""
 
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import functools
 import json
@@ -23,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -40,8 +56,10 @@ _READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8"
 def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
               env: dict[str, str] | None = None, timeout: float = 300,
               ) -> subprocess.CompletedProcess[str]:
-    """The script run as `python SCRIPT ARGS` in cwd (default: the script's folder), in env
-    (default: this one)."""
+    """The script run as `python SCRIPT ARGS` runs it once torch is imported (see above), in cwd
+    (default: the script's folder), in env (default: this one), stdin /dev/null; its output as
+    subprocess.run(capture_output=True, text=True) gives it; past timeout seconds it is killed
+    (returncode -9)."""
     script = Path(script).resolve()
     return _run({"argv": [str(script), *args], "cwd": str(cwd or script.parent),
                  "timeout": timeout, "env": _environment(env)}, "python", sys.executable, True)
@@ -50,7 +68,7 @@ def run_plain(script: str | Path, *args: str, cwd: str | Path | None = None,
 def run_module(module: str, *args: str | Path, cwd: str | Path, env: dict[str, str] | None = None,
                timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m MODULE ARGS` in cwd, in env (default: this one), forked as run_plain's
-    scripts are (torchrun's launcher: the processes it starts are its own)."""
+    scripts are (torchrun's launcher: the processes it starts are python's own)."""
     return _run({"argv": [str(a) for a in args], "cwd": str(cwd), "timeout": timeout,
                  "module": module, "env": _environment(env)}, "python", sys.executable, True)
 
@@ -226,9 +244,8 @@ def _run(request: dict[str, Any], kind: str, python: str, text: bool) -> Any:
 def _start(request: dict[str, Any], kind: str, python: str, fds: list[int]) -> int:
     """The pid of the child the server of kind ("python": torch imported; "gradtrace":
     gradtrace too) run by python in the request's environment forked for the request."""
-    env = request.get("env") or os.environ
-    return _forked(server_address(kind, python, tuple(env.get(k) for k in _READ_AT_START)),
-                   request, fds)
+    started = tuple(request["env"].get(k) for k in _READ_AT_START)
+    return _forked(server_address(kind, python, started), request, fds)
 
 
 def _forked(address: str, request: dict[str, Any], fds: list[int]) -> int:
@@ -279,50 +296,84 @@ def _own_folder(prefix: str) -> str:
     return folder
 
 
-def _run_in_child(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: what `python ARGV` (or `python -m MODULE ARGV`) does with the
-    standard streams given, then exit with its code."""
-    import runpy
-    import traceback
+def _run_in_child(request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """In the forked child: `python ARGV` (or `python -m MODULE ARGV`) with the standard
+    streams given, to its end, exiting as python exits."""
+    _take_streams(fds, request.get("closed", ()))
+    if request.get("sigint"):  # as python sets it up where SIGINT was not ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    _enter(request)
+    code, interrupted = 0, False
+    try:
+        _run_main(request)
+    except SystemExit as exit_:  # python's: None is 0, an int itself, else printed and 1
+        code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        if not isinstance(exit_.code, int | None):
+            print(exit_.code, file=sys.stderr)
+    except BaseException as error:  # noqa: BLE001  (python's report of an uncaught exception)
+        error.__traceback__ = _script_frames(error.__traceback__)  # what python prints
+        sys.excepthook(type(error), error, error.__traceback__)
+        code, interrupted = 1, isinstance(error, KeyboardInterrupt)
+    threading._shutdown()  # type: ignore[attr-defined]  # as python's exit: waits for threads
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and not stream.closed:  # json.tool closes its stdout
+            stream.flush()
+    if interrupted:  # python ends by SIGINT after an uncaught KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
 
+
+def _take_streams(fds: list[int], closed: Sequence[int]) -> None:
+    """Descriptors 0-2 the request's, the others it came with closed, and those in closed
+    (python started without a stdout has sys.stdout None)."""
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
     for fd in set(fds) - {0, 1, 2}:  # copied to 0-2; the exit-code pipe is the server's to
         os.close(fd)                 # write: a copy here would hold its reader past the end
-    for fd in request.get("closed", ()):
+    for fd in closed:
         os.close(fd)
-    if 1 in request.get("closed", ()):  # as python starts without a stdout
+    if 1 in closed:
         sys.stdout = sys.__stdout__ = None  # type: ignore[assignment]
-    if request.get("sigint"):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    argv, module = request["argv"], request.get("module")
+
+
+def _enter(request: dict[str, Any]) -> None:
+    """The request's folder, environment, sys.argv and sys.path[0], as python sets them."""
     os.chdir(request["cwd"])
     if (process := sys.modules.get("multiprocessing.process")) is not None:
         process.ORIGINAL_DIR = os.getcwd()  # set as it is imported: python's start folder
-    if request.get("env") is not None:
-        os.environ.clear()
-        os.environ.update(request["env"])
-    sys.argv = [module or "", *argv] if module else argv
+    os.environ.clear()
+    os.environ.update(request["env"])
+    argv, module = request["argv"], request.get("module")
+    sys.argv = [module, *argv] if module else argv  # runpy sets a module's argv[0]
+    sys.orig_argv = [sys.executable, *(["-m", module] if module else []), *argv]
     sys.path[0] = request["cwd"] if module else str(Path(argv[0]).parent)
-    code = 0
-    try:
-        if module:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(argv[0], run_name="__main__")
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        if not isinstance(exit_.code, int | None):
-            print(exit_.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001  (as python reports an uncaught exception)
-        traceback.print_exc()
-        code = 1
-    threading._shutdown()  # type: ignore[attr-defined]  # as python's exit: waits for threads
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
-    os._exit(code)
+
+
+def _run_main(request: dict[str, Any]) -> None:
+    """The script's code in a __main__ module made as python makes it (python -m runs a
+    module by runpy, as this does)."""
+    import runpy
+    from importlib.machinery import SourceFileLoader
+
+    if module := request.get("module"):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
+    path = request["argv"][0]
+    main = types.ModuleType("__main__")  # in python's order (python 3.10-3.13)
+    vars(main).update(__loader__=SourceFileLoader("__main__", path), __annotations__={},
+                      __builtins__=builtins, __file__=path, __cached__=None)
+    sys.modules["__main__"] = main
+    # dont_inherit: not this file's `from __future__ import annotations`
+    exec(compile(Path(path).read_bytes(), path, "exec", dont_inherit=True), vars(main))
+
+
+def _script_frames(frames: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback from the first frame that is not this file's."""
+    while frames is not None and frames.tb_frame.f_code.co_filename == __file__:
+        frames = frames.tb_next
+    return frames
 
 
 # the exit-code pipes of the children running, and a lock over them
@@ -365,7 +416,11 @@ def _serve(kind: str, listener: socket.socket) -> None:
                         listener.close()
                         for fd in _held:  # another child's: its reader would wait for this one
                             os.close(fd)
-                        _run_in_child(request, fds)
+                        try:
+                            _run_in_child(request, fds)
+                        except BaseException:  # noqa: BLE001  (a bug of this file's: shown,
+                            traceback.print_exc()  # and the child never goes on to serve)
+                        os._exit(70)
                     _held.add(fds[3])
             except (OSError, ValueError):  # a client that left or sent nonsense
                 for fd in fds:
