@@ -197,12 +197,108 @@ def test_the_recorder_and_build_trace_stay_small() -> None:
     from gradtrace.extract.build import build_trace
 
     recorder = MODULES["gradtrace.capture.passes.recorder"].read_text(encoding="utf-8")
-    init = recorder[recorder.index("    def __init__"):recorder.index("    def observer(")]
+    init = recorder[recorder.index("    def __init__"):recorder.index("    def _observer(")]
     assert len(set(__import__("re").findall(r"self\.(\w+)(?:: [^=]+)? = ", init))) <= 15
     assert len(__import__("inspect").signature(build_trace).parameters) <= 4
     # every Observer subclass of the package is in the table, once
     made = {cls for cls in _subclasses(Observer)}
     assert made == set(OBSERVERS) and len(OBSERVERS) == len(set(OBSERVERS))
+
+
+def test_no_observer_is_fetched_by_class_outside_the_recorder() -> None:
+    """Observers are the recorder's: outside it (and each one's own module) no module names
+    an observer class or asks the recorder for one; what others need, the recorder asks."""
+    from gradtrace.capture.observers.table import OBSERVERS
+
+    kinds = {kind.__name__: kind.__module__ for kind in OBSERVERS}
+    allowed = {"gradtrace.capture.passes.recorder", "gradtrace.capture.observers.table"}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and module not in allowed:
+                named = {a.name for a in node.names if a.name in kinds}
+                assert all(kinds[n] == module for n in named), f"{module} imports {named}"
+            if isinstance(node, ast.Attribute) and node.attr in ("_observer", "_observers"):
+                assert module == "gradtrace.capture.passes.recorder", \
+                    f"{module} asks for an observer ({node.attr}, line {node.lineno})"
+
+
+def test_the_table_keeps_the_order_its_observers_need() -> None:
+    from gradtrace.capture.observers.table import OBSERVERS, ORDER
+
+    assert ORDER
+    for earlier, later, why in ORDER:
+        assert OBSERVERS.index(earlier) < OBSERVERS.index(later), why
+
+
+def test_each_observer_hands_a_typed_frozen_part_of_its_own() -> None:
+    """captured() returns a frozen dataclass whose fields are the capture record's, and no two
+    observers set the same field."""
+    import dataclasses
+    import typing
+
+    from gradtrace.capture.observers.base import Observer, Part
+    from gradtrace.capture.observers.table import OBSERVERS
+    from gradtrace.extract.captured import Captured
+
+    record = {f.name for f in dataclasses.fields(Captured)}
+    owner: dict[str, type] = {}
+    for kind in OBSERVERS:
+        if kind.captured is Observer.captured:
+            continue
+        part = typing.get_type_hints(kind.captured)["return"]
+        assert isinstance(part, type) and issubclass(part, Part), kind
+        assert part.__dataclass_params__.frozen, part  # type: ignore[attr-defined]
+        for field in dataclasses.fields(part):
+            assert field.name in record, f"{part.__name__}.{field.name} is no Captured field"
+            assert field.name not in owner, f"{field.name}: {owner.get(field.name)} and {kind}"
+            owner[field.name] = kind
+    assert len(owner) >= 8
+
+
+def test_the_session_is_a_short_pipeline() -> None:
+    """session.py imports few of gradtrace's own modules: the steps are theirs."""
+    own = {m for m in imports(MODULES["gradtrace.capture.session"])
+           if m.startswith("gradtrace")}
+    assert len(own) <= 12, sorted(own)
+
+
+def test_nothing_edits_a_trace_after_build_trace(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Trace a run returns is the very one build_trace built: what it printed, its rank
+    and the cuts of its leaves went into the record first. A stopped run's, a cut leaf's,
+    gradtrace.trace()'s and record()'s too."""
+    import gradtrace
+    from gradtrace.capture.passes import recorder
+    from gradtrace.capture.runner import run_scenario
+    from gradtrace.errors import ScenarioStopped
+
+    built: list[object] = []
+    real = recorder.build_trace
+
+    def keeping(c: object) -> object:
+        built.append(real(c))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(recorder, "build_trace", keeping)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    printing = tmp_path / "printing.py"
+    printing.write_text("import torch\nw = torch.ones(2, requires_grad=True)\n"
+                        "h = (w * 2).detach()\nloss = (h * 3).sum()\nprint('hello')\n"
+                        "b = torch.ones(2, requires_grad=True)\nout = (b * h).sum()\n"
+                        "out.backward()\n")
+    trace = run_scenario(printing)
+    assert trace is built[-1] and "hello" in trace.stdout and trace.ranks is not None
+    stopping = tmp_path / "stopping.py"
+    stopping.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n"
+                        "(x * 2).sum().backward()\nprint('before')\nraise ValueError('no')\n")
+    with pytest.raises(ScenarioStopped) as stopped:
+        run_scenario(stopping)
+    assert stopped.value.trace is built[-1] and "before" in stopped.value.trace.stdout
+    x = __import__("torch").ones(2, requires_grad=True)
+    view = gradtrace.trace((x * 2).sum())
+    assert view.trace is built[-1]
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -15,10 +15,11 @@ from ..model.records import Source
 from .modules.global_hooks import ModuleCalls
 from .modules.module_hooks import ModuleHooks
 from .modules.reducers import Reducers
-from .modules.tracker import ModuleTracker, module_objects, module_paths, unsharded_aliases
+from .modules.tracker import ModuleTracker, module_paths, unsharded_aliases
 from .naming.names import ScenarioNames, library_file
 from .naming.provenance import LineLog
 from .naming.roots import named_tensors
+from .naming.sharded import module_objects
 from .observers.base import InplaceModule
 from .passes.recorder import Recorder
 

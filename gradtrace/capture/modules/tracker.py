@@ -81,8 +81,3 @@ def unsharded_aliases(named: Iterable[tuple[str, Any]]) -> dict[int, int]:
 def paths_of_class(named: Iterable[tuple[str, Any]], qualname: str) -> list[str]:
     """The dotted paths of the named nn.Modules' submodules whose class is qualname."""
     return [path for path, module in submodules(named) if type(module).__qualname__ == qualname]
-
-
-def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
-    """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
-    return {id(module): path for path, module in submodules(named)}

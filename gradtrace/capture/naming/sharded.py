@@ -25,6 +25,11 @@ def submodules(named: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, torch.nn
                     yield (f"{name}.{sub}" if sub else name), module
 
 
+def module_objects(named: Iterable[tuple[str, Any]]) -> dict[int, str]:
+    """id(module) -> its dotted path, for every submodule of the named nn.Modules."""
+    return {id(module): path for path, module in submodules(named)}
+
+
 # FSDP2's (sharded, unsharded) parameter pairs, by the id of each of the two
 Pairs = dict[int, tuple[torch.Tensor, torch.Tensor]]
 

@@ -27,7 +27,7 @@ from ...compat.torch import (
 )
 from ...extract.profile import RawCosts
 from ...model.records import BACKWARD_HOOK_NODE, PassKind
-from ..modules.tracker import module_objects
+from ..naming.sharded import module_objects
 from .base import Observer, Part, PassState, Patch, Recording
 from .marks import node_noting
 from .profile_samples import ProfileSamples

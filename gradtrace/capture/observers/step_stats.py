@@ -14,6 +14,7 @@ import torch
 
 from ...compat.torch import foreach_norms, local_shard, saved_value, tensor_version
 from ...extract.blocks import norm64, norms64, sum64
+from ...model.records import LeafStep
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -27,6 +28,10 @@ Fingerprint = list[Any]
 # GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
 # float64 copy on the scale's device)
 Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
+
+# A row's entry while its numbers are on the device, and one that repeats the row before's
+PENDING = object()
+SAME = object()
 
 
 def loss_of(roots: Sequence[Any], scaled: Scaled | None
@@ -235,3 +240,20 @@ def fill_sums(first: list[list[Any]], values: list[float]) -> None:
     """Put each read sum, as text, into its fingerprint."""
     for first_seen, total in zip(first, values, strict=True):
         first_seen[2] = repr(total)
+
+
+def resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafStep | None:
+    """A row's entry as read, divided by the pass's loss scale: SAME is the row before's,
+    not kept."""
+    if entry is SAME:
+        return None if before is None else before._replace(kept=False)
+    if entry is PENDING:
+        return None
+    if entry is None or scale is None:
+        return entry
+    return entry._replace(norm=entry.norm / scale, max_abs=entry.max_abs / scale)
+
+
+def grad_state(g: torch.Tensor) -> GradState:
+    """A .grad as it is now: a weak reference and its version."""
+    return weakref.ref(g), tensor_version(g)

@@ -23,18 +23,21 @@ from ...model.records import LeafStep, Steps
 from . import step_stats
 from .base import Observer, Part, PassState, Recording
 from .readback import Readback
-from .step_stats import Carried, Fingerprint, GradState, Scaled
-
-# A row's entry while its numbers are on the device, and one that repeats the row before's
-_PENDING = object()
-_SAME = object()
-
+from .step_stats import (
+    PENDING,
+    SAME,
+    Carried,
+    Fingerprint,
+    GradState,
+    Scaled,
+    grad_state,
+    resolved,
+)
 
 
 @dataclass(frozen=True)
 class StepsPart(Part):
-    """The steps' statistics, the leaves whose values changed, those bound again since the
-    last pass named them."""
+    """The steps' statistics; the leaves whose values changed, and those bound again."""
 
     steps: Steps | None
     updated: frozenset[str]
@@ -52,7 +55,7 @@ class StepLog(Observer):
         self._owners: list[str | None] = []  # a parameter's module, as its name says
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
-        # LeafStep, None (no .grad, or none readable), _PENDING or _SAME until steps()
+        # LeafStep, None (no .grad, or none readable), PENDING or SAME until steps()
         self.rows: list[list[Any]] = []
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
@@ -155,7 +158,7 @@ class StepLog(Observer):
             if g is None or end is None or end[0]() is not g:  # reset, or a new tensor
                 states.append(None)
             elif end[1] == tensor_version(g):
-                states.append(_state(g))
+                states.append(grad_state(g))
             else:
                 states.append(None)
                 changed.append((name, g))
@@ -190,7 +193,7 @@ class StepLog(Observer):
         read: list[tuple[int, torch.Tensor, bool | int]] = []  # (column, .grad, kept)
         for (name, t), start in zip(leaves, untouched, strict=True):
             g, column = t.grad, self.columns[name]
-            self._at_end[name] = None if g is None else _state(g)
+            self._at_end[name] = None if g is None else grad_state(g)
             if g is None:
                 continue
             previous = last[column] if column < len(last) else None
@@ -198,7 +201,7 @@ class StepLog(Observer):
             untouched_too = start is not None and start[0]() is g
             added_to = start is not None and untouched_too and tensor_version(g) != start[1]
             if untouched_too and not added_to and previous is not None:
-                row[column] = _SAME  # the same values
+                row[column] = SAME  # the same values
                 continue
             # added to: autograd accumulated into what the last pass left; or into what it
             # left changed in place since, if that was not zero (read later: its slot)
@@ -220,7 +223,7 @@ class StepLog(Observer):
         for values, indices, with_loss in step_stats.briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
-                row[column] = _PENDING
+                row[column] = PENDING
             self.readback.later(values, partial(self._fill_row, row, chosen, self.loss
                                                 if with_loss else None, len(self.rows) - 1))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
@@ -265,7 +268,7 @@ class StepLog(Observer):
         grads: list[tuple[LeafStep | None, ...]] = []
         last: tuple[LeafStep | None, ...] = ()
         for row, scale in zip(self.rows, self.loss_scale, strict=True):
-            last = tuple(_resolved(entry, last[column] if column < len(last) else None, scale)
+            last = tuple(resolved(entry, last[column] if column < len(last) else None, scale)
                          for column, entry in enumerate(row)) + (None,) * (width - len(row))
             grads.append(last)
         return Steps(
@@ -282,27 +285,10 @@ class StepLog(Observer):
         finite = True
         for column, entry in enumerate(self.rows[row]):
             back = row
-            while entry is _SAME:  # the row before's (a row of the first pass is none)
+            while entry is SAME:  # the row before's (a row of the first pass is none)
                 back -= 1
                 entry = self.rows[back][column]
-            if entry is _PENDING:
+            if entry is PENDING:
                 return None
             finite = finite and (not isinstance(entry, LeafStep) or entry.finite)
         return finite
-
-
-def _resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafStep | None:
-    """A row's entry as read, divided by the pass's loss scale: _SAME is the row before's,
-    not kept."""
-    if entry is _SAME:
-        return None if before is None else before._replace(kept=False)
-    if entry is _PENDING:
-        return None
-    if entry is None or scale is None:
-        return entry
-    return entry._replace(norm=entry.norm / scale, max_abs=entry.max_abs / scale)
-
-
-def _state(g: torch.Tensor) -> GradState:
-    return weakref.ref(g), tensor_version(g)
-

@@ -5,9 +5,10 @@ and read in batches), and when a repeated pass's detail is let go of."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from ...extract.captured import RawPass
-from ..observers.steps import StepLog
+from ..observers.readback import Readback
 from ..options import CaptureOptions
 
 # The passes in detail: the first ones, then one in every DETAILED_EVERY.
@@ -23,10 +24,20 @@ CHASES = 4
 UNDECIDED = 8
 
 
+class StepStatistics(Protocol):
+    """What the plan reads of the steps' statistics (the StepLog's)."""
+
+    readback: Readback  # the statistics made on the device, read in batches
+    not_finite_read: int  # rows read so far that hold a .grad not finite
+
+    def finite(self, row: int) -> bool | None:
+        """Whether the .grads of a row were all finite (None: not read yet)."""
+
+
 class DetailPlan:
     """Plans each pass as detailed or light, and keeps the latest pass over each graph."""
 
-    def __init__(self, options: CaptureOptions, steps: StepLog,
+    def __init__(self, options: CaptureOptions, steps: StepStatistics,
                  let_go: Callable[[RawPass], None]) -> None:
         self.options = options
         self.steps = steps
