@@ -38,6 +38,7 @@ x = torch.rand({n}, {n}, requires_grad=True)
 Square.apply(x).sum().backward()
 '''
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,30,100,300")

@@ -171,7 +171,6 @@ def test_negative_tolerances_are_refused(option: str) -> None:
     assert option in result.stderr
 
 
-
 @pytest.mark.parametrize("left_behind", [True, False])
 def test_a_thread_gradtrace_left_behind_adds_no_pass_to_a_later_run(left_behind: bool) -> None:
     """A check past its --timeout, or a scenario past its grace, runs on in the process (a

@@ -374,6 +374,7 @@ def _this_thread_compiles() -> bool:
         return True
     return _dynamo_tracing() or _compile_context() is not None
 
+
 # On torch 2.11 and 2.12 is_compiling() is False while AOTAutograd traces the joint graph (its
 # own torch.autograd.grad call among it): what says so there is the fake-tensor or proxy mode
 # that tracing runs under (checked on 2.11–2.15).

@@ -73,8 +73,6 @@ class Drawing:
         return [k for k in PALETTE if k in present]
 
 
-
-
 @dataclass(frozen=True)
 class DrawOptions:
     saved: bool = False

@@ -60,7 +60,6 @@ class Counts:
     after_backward: int = 0  # of the empty ones, those with a backward since the step before
 
 
-
 @dataclass(frozen=True)
 class OptimizersPart(Part):
     """The facts, with what optimizers did with the gradients; id() of the leaves stepping

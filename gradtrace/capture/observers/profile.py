@@ -62,7 +62,6 @@ class ForwardClock:
         return own
 
 
-
 def replay_refusal(nodes: list[Any], kind: PassKind, create: bool, batched: bool,
                    hooked: set[NodeKey], retaining: set[NodeKey], recomputed: dict[int, Any],
                    given: dict[str, Any] | None, packed: Callable[[Any], bool]) -> str | None:
@@ -118,7 +117,6 @@ def replay_call(kind: PassKind, given: dict[str, Any], roots: list[Any],
         return original_grad(roots, inputs, grads, retain_graph=True, allow_unused=True)
 
     return replay
-
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ def quiet_fd2() -> Iterator[None]:
         os.close(null)
 
 
-
 def light_timed(run: Callable[[], Any], index: dict[int, int], cuda: bool
            ) -> tuple[Any, Timing | None]:
     """run() with the profiler limited to autograd nodes' own events: its result, and a

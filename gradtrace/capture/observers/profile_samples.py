@@ -60,7 +60,6 @@ class GraphSamples:
         return None
 
 
-
 class ProfileSamples:
     """Times the passes --profile asks for and keeps the samples of each graph."""
 

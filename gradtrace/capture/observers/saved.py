@@ -25,6 +25,7 @@ class SavedPart(Part):
 
     saved_before: SavedCache | None
 
+
 # Where a saved input sits among its node's inputs, by the name the node saved it under
 _SLOT = {"self": 0, "input": 0, "other": 1}
 

@@ -19,6 +19,7 @@ class SecondOrderPart(Part):
 
     second_order: SecondOrder | None
 
+
 HESSIAN_LIMIT = 64  # leaf elements in all; the Hessian has this many squared entries at most
 PLAIN = "the Hessian is computed for plain real tensors only"
 

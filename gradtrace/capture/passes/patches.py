@@ -85,6 +85,7 @@ def patched(recorder: Recorder, window: StopWindow) -> Iterator[None]:
 
 _INHERITED = object()  # a patched attribute the class only inherits
 
+
 def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                   original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
@@ -168,6 +169,7 @@ def _apply_wrapper(recorder: Recorder, original: Any) -> classmethod:  # type: i
 
     return classmethod(apply)
 
+
 def _scale_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable[..., Any]:
     """GradScaler.scale, noting the scaled loss it returns: the steps' loss is the script's."""
 
@@ -216,6 +218,7 @@ def _handed_noting(recorder: Recorder, original: Callable[..., Any]) -> Callable
         return original(func, inputs, *args, **kwargs)
 
     return handed
+
 
 def _checking(recorder: Recorder, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """Record the scenario's own gradcheck calls; mute what they do inside."""
