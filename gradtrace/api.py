@@ -114,10 +114,12 @@ def trace(*outputs: Any, names: dict[str, Any] | None = None, backward: bool | N
                              saved=saved, profile=profile)
     from .capture.live import trace_tensors
 
-    if names is None:
+    caller = None
+    if names is None:  # the caller's variables: its file's lines tell where they were cut
         caller = caller_frame()
         names = {} if caller is None else {**caller.f_globals, **caller.f_locals}
-    return TraceView(trace_tensors(list(outputs), names, bool(backward), saved, profile))
+    return TraceView(trace_tensors(list(outputs), names, bool(backward), saved, profile,
+                                   caller))
 
 
 class Recording(TraceView):

@@ -13,6 +13,7 @@ from typing import Any
 from helpers import invoke, write_script
 
 from gradtrace.capture.naming.forward_cuts import function_cuts
+from gradtrace.findings.cuts import why_cut
 
 BLOCK = """import torch
 import torch.nn as nn
@@ -131,4 +132,4 @@ def test_a_no_grad_decorated_helper_forward_calls_is_the_cut_only_when_it_ran() 
              "", "@torch.inference_mode()", "def unused(x):", "    return x"]
     (cut,) = function_cuts(lines, {1, 3, 4, 5, 7, 8})  # unused's body never ran
     assert (cut.line, cut.function) == (3, "scale")
-    assert cut.why.startswith("@torch.no_grad() turns gradients off in all of scale()")
+    assert why_cut(cut.cut).startswith("@torch.no_grad() turns gradients off in all of scale()")

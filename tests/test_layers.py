@@ -308,3 +308,11 @@ def _subclasses(cls: type) -> list[type]:
             found.append(sub)
             todo.append(sub)
     return found
+
+
+def test_no_module_under_capture_imports_findings() -> None:
+    """Capture records facts; findings/ phrases them (through build_trace, never from capture)."""
+    importing = [m for m, path in MODULES.items() if m.startswith("gradtrace.capture")
+                 and any(i == "gradtrace.findings" or i.startswith("gradtrace.findings.")
+                         for i in imports(path))]
+    assert not importing

@@ -16,6 +16,7 @@ from ..errors import ScenarioError, ScenarioStopped
 from ..extract.frozen import placed_keys
 from ..extract.walk import release, walk
 from ..model.records import Trace
+from .naming.cuts import caller_cuts
 from .naming.reach import is_module, is_tensor
 from .naming.roots import named_tensors
 from .naming.where import scenario_line
@@ -25,9 +26,11 @@ from .session import RECORDING, CaptureSession
 
 
 def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
-                  saved: bool = True, profile: bool = False) -> Trace:
+                  saved: bool = True, profile: bool = False,
+                  caller: FrameType | None = None) -> Trace:
     """The Trace of the graph behind live output tensors, labelled from names (profile: the
-    costs of gradtrace's own backward, which backward runs)."""
+    costs of gradtrace's own backward, which backward runs; caller: the frame whose
+    variables names are, whose file's lines tell where leaves were bound and cut)."""
     if profile and not backward:
         raise ScenarioError("gradtrace.trace(..., profile=True) times a backward pass: none "
                             "runs without backward=True", "pass backward=True too")
@@ -41,6 +44,7 @@ def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
     # free a deep chain (and release() drops node references root first).
     session = CaptureSession(None, [], dict(names), CaptureOptions(
         backward=backward, saved=saved or profile, profile=profile))
+    session.caller_cuts = None if caller is None else caller_cuts(caller)
     try:
         name_of = {id(t): n for n, t in reversed(named_tensors(names))}
         picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]

@@ -15,18 +15,18 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
-from ..errors import NoGraph, ScenarioError, ScenarioStopped
+from ..errors import ScenarioError, ScenarioStopped
 from ..extract.tensors import Named
-from ..model.facts import Fact, NoRoot, Stopped
+from ..model.facts import Fact, Stopped
 from ..model.records import Trace
 from .host import ScriptHost
 from .modules.tracker import (
     paths_of_class,
 )
 from .naming.bindings import binding_facts
-from .naming.cuts import RanFirst, Statements, pass_cuts, place_leaf_findings
-from .naming.roots import choose_outputs, named_tensors, nothing_to_trace
-from .naming.statements import statements_run, why_no_root
+from .naming.cuts import LineCuts, RanFirst, Statements, pass_cuts
+from .naming.roots import choose_outputs, named_tensors, no_root_facts, nothing_to_trace
+from .naming.statements import statements_run
 from .options import CaptureOptions
 from .passes.patches import patched
 from .passes.recorder import Recorder, Script
@@ -44,6 +44,8 @@ RECORDING: list[tuple[int, CaptureSession]] = []
 class CaptureSession:
     """What one recording holds: torch is patched only inside recording(); finish() builds
     the Trace; close() lets go of every torch object."""
+
+    caller_cuts: LineCuts | None = None  # trace(tensors)'s: the caller's lines that ran
 
     def __init__(self, path: str | None, lines: list[str], namespace: dict[str, Any],
                  options: CaptureOptions, window: StopWindow | None = None) -> None:
@@ -110,9 +112,8 @@ class CaptureSession:
         modules = list(given.objects)
         trace = recorder.trace(replace(
             given, scenario=label, outputs=outputs, root_reason=reason, facts=facts,
-            stdout=printed(), root_pass=root_pass, ranks=launched()))
-        if self.path is not None:
-            trace = self._placed(trace, statements, modules, named)
+            stdout=printed(), root_pass=root_pass, ranks=launched(),
+            source=self._source(statements, modules)))
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)
         return trace
@@ -120,15 +121,16 @@ class CaptureSession:
     def _ran_first(self) -> RanFirst | None:
         return None if self.path is None else RanFirst(self.host.line_log.first_ran, self.path)
 
-    def _placed(self, trace: Trace, statements: Callable[[], Statements],
-                modules: list[tuple[str, Any]], named: Named) -> Trace:
-        """Leaf findings placed, and the cuts of leaves no root reaches: lines that ran
-        before the default graph's backward; a target or EMA copy is no cut."""
-        return place_leaf_findings(
-            trace, self.path or "", self.lines, statements, self.host.line_log.own_places(),
-            functools.partial(paths_of_class, modules), self._ran_first(),
-            self.recorder.default_roots().line,
-            lambda: self.recorder.updated(named))
+    def _source(self, statements: Callable[[], Statements], modules: list[tuple[str, Any]]
+                ) -> LineCuts | None:
+        """The code's lines, for the trace's leaf findings and the cuts of leaves no root
+        reaches: lines that ran before the default graph's backward (trace(tensors): the
+        lines of the caller's file that ran to its call)."""
+        if self.path is None:
+            return self.caller_cuts
+        return LineCuts(self.path, self.lines, statements, self.host.line_log.own_places,
+                        functools.partial(paths_of_class, modules), self._ran_first(),
+                        self.recorder.default_roots().line)
 
     def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
                  exited: bool) -> tuple[Named, str]:
@@ -152,16 +154,10 @@ class CaptureSession:
     def _no_root(self, label: str | None, named: Named, empty_ok: bool) -> list[Fact]:
         """Why there is no root: a fact when something else was recorded (or empty_ok),
         else an error."""
-        why, cut_at = why_no_root(named, self.lines, self.host.line_log.lines_run(self.path or ""),
-                                  bool(self.recorder.passes))
-        if self.recorder.passes:
-            return [NoRoot(why, cut_at, next((n for n, t in named if t.requires_grad), None),
-                           "passes")]
-        if self.recorder.calls or self.recorder.facts:
-            return [NoRoot(why, None, None, "calls")]
-        if empty_ok:
-            return [NoRoot(why, cut_at, None, "nothing")]
-        raise NoGraph(label, why, cut_at)
+        return no_root_facts(label, named, self.lines,
+                             self.host.line_log.lines_run(self.path or ""),
+                             bool(self.recorder.passes),
+                             bool(self.recorder.calls or self.recorder.facts), empty_ok)
 
     def close(self) -> None:
         """Drop every torch object held (the captured graph dies with its session)."""

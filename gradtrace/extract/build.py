@@ -10,12 +10,14 @@ from typing import Any
 import torch
 
 from .._version import __version__
+from ..errors import NoGraph
+from ..findings.cuts import why_no_root, with_cuts
 from ..findings.graph import trace_findings, unreached
 from ..findings.located import located
 from ..findings.passes import pass_findings
 from ..findings.recorded import findings_of
 from ..gcpause import gc_paused
-from ..model.facts import Detached, Fact, NonFiniteBorn, SavedChanged, Stopped
+from ..model.facts import Detached, Fact, NonFiniteBorn, NoRoot, SavedChanged, Stopped
 from ..model.records import (
     BACKWARD_HOOK_NODE,
     LEAF,
@@ -126,7 +128,17 @@ def build_trace(c: Captured) -> Trace:
     found = trace_findings(trace, c.updated, c.handed, c.reduced,
                            _waiting(named, trace, lost, set(detached.values())) if lost else {},
                            carried=carried, fresh=c.fresh)
-    return replace(trace, findings=located(trace, (*trace.findings, *found)))
+    findings = located(trace, (*trace.findings, *found))
+    if c.source is not None:  # the code's lines tell where tensors were bound and cut
+        findings = with_cuts(findings, c.source.file, c.source.bound_at, c.source.cuts(
+            lost, c.updated, trace.nodes, trace.edges) if lost else [], trace.scenario)
+    return replace(trace, findings=findings)
+
+
+def no_graph(label: str | None, fact: NoRoot) -> NoGraph:
+    """The error of a recording with nothing to build: no named tensor has a graph, and
+    nothing else was recorded (why, as the no-graph finding says it)."""
+    return NoGraph(label, why_no_root(fact), fact.line)
 
 
 @gc_paused

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from ..model.facts import Fact
+from ..model.facts import CodeCut, Fact, LeafCut
 from ..model.records import (
+    Edge,
     GradChange,
     GradSummary,
+    Node,
     PassBy,
     PassKind,
     Ranks,
@@ -82,6 +84,23 @@ class RawCall:
     kwargs: dict[str, Any]
 
 
+class SourceCuts(Protocol):
+    """What the code's own lines tell of a graph lost, asked once the graph is built (capture's
+    naming/cuts.py answers from the statements that ran)."""
+
+    @property
+    def file(self) -> str:
+        """The file whose statements bound the named tensors."""
+
+    def bound_at(self, tensor: str) -> int | None:
+        """The line of file that bound tensor (model for model.fc.weight), if one did."""
+
+    def cuts(self, lost: Sequence[str], copies: frozenset[str], nodes: Sequence[Node],
+             edges: Sequence[Edge]) -> list[LeafCut | CodeCut]:
+        """The lines that took a value of the lost leaves (no root reaches them; copies were
+        cut on purpose) without its graph, told where the graph shown uses it."""
+
+
 @dataclass(frozen=True)
 class Captured:
     """What one recording gathered, whole: build_trace's one argument.
@@ -133,6 +152,7 @@ class Captured:
     costs: RawCosts | None = None
     root_pass: RawPass | None = None  # the pass whose roots are the outputs, when the
     # code let go of them (its graph frozen, or held still)
+    source: SourceCuts | None = None  # the code's lines, where a file holds them
 
     def optimized_steps(self) -> Steps | None:
         """The steps, each leaf marked held by a stepping optimizer or not (when one did)."""

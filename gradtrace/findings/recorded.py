@@ -30,12 +30,12 @@ from ..model.facts import (
 )
 from ..model.labels import line_at, without_comment
 from ..model.records import Finding
-from . import births, training
+from . import births, cuts, training
+from .cuts import why_no_root
 from .registry import (
     DETACHED,
     GRADCHECK,
     GRADCHECK_FAILED,
-    GRAPH_CUT,
     GRAPH_FREED,
     INPLACE_MODIFIED,
     NO_GRAPH,
@@ -162,66 +162,14 @@ def _capped(fact: PassesCapped, home: str | None = None) -> Finding:
 
 def _no_root(fact: NoRoot, home: str | None = None) -> Finding:
     if fact.instead == "passes":
-        return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, line=fact.line, tensor=fact.tensor)
+        return NO_GRAPH.finding(NO_GRAPH_LEAD + why_no_root(fact), line=fact.line,
+                                tensor=fact.tensor)
     if fact.instead == "calls":
         return NO_GRAPH.finding(
             "no named tensor has a grad_fn, so there is no graph to show; "
             "the scenario's gradcheck and Function calls are reported instead",
             severity="info")
-    return NO_GRAPH.finding(NO_GRAPH_LEAD + fact.why, severity="info", line=fact.line)
-
-
-def _pass_cut(fact: PassCut, home: str | None = None) -> Finding:
-    return GRAPH_CUT.finding(
-        f"pass {fact.number}: {fact.tensor} has no graph because line {fact.line} "
-        f"`{fact.code}` made it so: {fact.why}", tensor=fact.tensor, line=fact.line,
-        hint=next((f"at line {fact.line}, {fix}" for cause, fix in _CUT_FIXES
-                   if cause in fact.why),
-                  "compute it with tensor ops outside no_grad, from tensors that require grad "
-                  "(keep .detach(), .item() and torch.tensor() out of it)"))
-
-
-# The fix for each way a line loses the graph, by the words its why says it with.
-_CUT_FIXES = (
-    (".data", "use the tensor itself, not its .data (its values without the graph)"),
-    (".detach()", "drop .detach() where the gradient must flow through"),
-    ("Python number", "keep it a tensor: .item() leaves autograd"),
-    ("torch.tensor(...)", "compute it from the tensors themselves: torch.tensor(...) copies "
-                          "their values into a new leaf"),
-    ("inside torch.", "compute it outside the no_grad (or inference_mode) block"),
-)
-
-
-def _leaf_cut(fact: LeafCut, home: str | None = None) -> Finding:
-    leaves = fact.leaves
-    via = "it" if fact.through == leaves[0] else f"{fact.through} (computed from {fact.owner})"
-    return _cut_off(leaves, f"{_reach(leaves, f' of {fact.owner}')} no root because line "
-                    f"{fact.line} `{fact.code}` took {via} without its graph: {fact.why}",
-                    fact.file, fact.line, "use the tensor itself where the loss needs its "
-                    "gradient; detach only what should not learn", fact.node)
-
-
-def _code_cut(fact: CodeCut, home: str | None = None) -> Finding:
-    inside = fact.function + (f" of {fact.module}" if fact.module else "")
-    return _cut_off(fact.leaves, f"{_reach(fact.leaves, '')} no root, and "
-                    f"{line_at(fact.file, fact.line, home)} `{fact.code}` in {inside} took a "
-                    f"value without its graph: {fact.why}",
-                    fact.file, fact.line, "in forward(), keep the tensor itself where later "
-                    "layers must learn through it; detach only what should not learn (a "
-                    "target, a stop-gradient)", fact.node)
-
-
-def _reach(leaves: tuple[str, ...], of: str) -> str:
-    """`w reaches` or `3 tensors of model (model.0.weight, …) reach`."""
-    if len(leaves) == 1:
-        return f"{leaves[0]} reaches"
-    return f"{len(leaves)} tensors{of} ({leaves[0]}, …) reach"
-
-
-def _cut_off(leaves: tuple[str, ...], message: str, file: str, line: int, hint: str,
-             node: str | None = None) -> Finding:
-    return GRAPH_CUT.finding(message, severity="warning", tensor=leaves[0], file=file,
-                             line=line, hint=hint, node=node)
+    return NO_GRAPH.finding(NO_GRAPH_LEAD + why_no_root(fact), severity="info", line=fact.line)
 
 
 def _detached(fact: Detached, home: str | None = None) -> Finding:
@@ -239,9 +187,9 @@ _PHRASED: dict[type, Callable[[Any, str | None], Finding | None]] = {
     Stopped: _stopped,
     PassesCapped: _capped,
     NoRoot: _no_root,
-    PassCut: _pass_cut,
-    LeafCut: _leaf_cut,
-    CodeCut: _code_cut,
+    PassCut: cuts.pass_cut,
+    LeafCut: cuts.leaf_cut,
+    CodeCut: cuts.code_cut,
     Detached: _detached,
     GradDiscarded: training.grad_discarded,
     StepWithoutGradient: training.step_without_gradient,

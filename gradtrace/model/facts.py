@@ -64,10 +64,27 @@ class PassesCapped(NamedTuple):
     line: int | None
 
 
-class NoRoot(NamedTuple):
-    """No named tensor has a graph: why, and what else was recorded instead."""
+class Cut(NamedTuple):
+    """How a line took a value without its graph: a call or attribute (`.detach()`, `.item()`,
+    `.data`, `torch.tensor(...)` …), a block that turns gradients off and that it ran inside
+    (`with torch.no_grad():`), or such a decorator on the function it is in."""
 
-    why: str
+    kind: Literal["call", "block", "decorator"]
+    name: str  # detach, item, data, tensor, argmax …; no_grad, inference_mode, set_grad_enabled
+    line: int | None = None  # the block's or the call's own line, where it is told
+    function: str | None = None  # the function a decorator turns gradients off in
+
+
+class NoRoot(NamedTuple):
+    """No named tensor has a graph: why (the tensors that require grad, the calls that turned
+    gradients off or detached, a result bound to no name), and what else was recorded
+    instead."""
+
+    wanting: tuple[str, ...]  # the named tensors that require grad
+    cutters: tuple[Cut, ...]  # each no_grad, inference_mode, set_grad_enabled or detach
+    # call that ran, at its line
+    unbound: int | None  # a line that computed from them, its result bound to no name
+    code: str | None  # that line's code
     line: int | None
     tensor: str | None
     instead: Literal["passes", "calls", "nothing"]
@@ -80,7 +97,7 @@ class PassCut(NamedTuple):
     tensor: str
     line: int
     code: str
-    why: str
+    cut: Cut
 
 
 class LeafCut(NamedTuple):
@@ -90,7 +107,7 @@ class LeafCut(NamedTuple):
     owner: str  # the name they share: model for model.0.weight
     line: int
     code: str
-    why: str
+    cut: Cut
     through: str  # the tensor the line took: a leaf, or one computed from them
     file: str
     node: str | None = None  # the node of the graph shown where the cut value is used
@@ -103,7 +120,7 @@ class CodeCut(NamedTuple):
     leaves: tuple[str, ...]
     line: int
     code: str
-    why: str
+    cut: Cut
     file: str
     function: str  # Block.forward
     module: str | None  # the module whose forward it is, when the nodes tell

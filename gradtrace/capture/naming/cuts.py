@@ -1,22 +1,23 @@
-"""Where a graph was lost, told by the lines that ran: the line that left a pass's root
-without a graph, the line that bound a leaf, and the line that cut leaves off every root."""
+"""Where a graph was lost, told by the lines that ran, as facts (findings/cuts.py phrases
+them): the line that left a pass's root without a graph, the line that bound a leaf, and the
+line that cut leaves off every root."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import linecache
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
+from types import FrameType
 from typing import NamedTuple
 
 from ...extract.captured import RawPass
-from ...findings.graph import unreached
-from ...findings.recorded import findings_of
 from ...model.facts import CodeCut, LeafCut, PassCut
-from ...model.labels import line_at
-from ...model.records import Trace
+from ...model.records import Edge, Node
 from .forward_cuts import function_cuts
-from .statements import Statement, bound_at, graph_cut, leaf_cut
+from .statements import Statement, bound_at, graph_cut, leaf_cut, ran_to, statements_run
 
 Statements = list[Statement]
 
@@ -53,9 +54,9 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
         for name in dict.fromkeys(n for n in p.root_names if n):
             cut = graph_cut(name, _before(statements(), ran_first, p.line), from_values=rebuilt)
             if cut is not None:
-                line, why = cut
+                line, how = cut
                 found.setdefault((name, line),
-                                 PassCut(number, name, line, lines[line - 1].strip(), why))
+                                 PassCut(number, name, line, lines[line - 1].strip(), how))
     return list(found.values())
 
 
@@ -68,59 +69,83 @@ def _before(statements: Statements, ran_first: RanFirst | None, backward: int | 
     return [s for s in statements if early((ran_first.path, s.line))]
 
 
-def place_leaf_findings(trace: Trace, path: str, lines: list[str],
-                        statements: Callable[[], Statements],
-                        ran: Sequence[tuple[str, int]] = (),
-                        paths_of: Callable[[str], list[str]] = lambda qualname: [],
-                        ran_first: RanFirst | None = None, backward: int | None = None,
-                        copies: Callable[[], frozenset[str]] = frozenset) -> Trace:
-    """Findings about a leaf told where: the line that bound it, and for leaves no root
-    reaches, the line that took a value computed from them without its graph: at the
-    script's top level, else inside a function that ran (a module's forward; ran: the
-    (file, line) of each own line that ran, in any file; paths_of(class) the paths of the
-    scenario's modules of that class). Only lines that first ran before the backward at
-    line `backward` cut (ran_first tells); leaves in copies() (a target or EMA copy, which
-    updated-copy tells) were cut on purpose."""
-    lost = unreached(trace)
-    if not lost and not any(f.tensor and f.line is None for f in trace.findings):
-        return trace  # the common case: no scan of the lines that ran
-    placed = [replace(f, file=path, line=line)
-              if f.tensor and f.line is None and (line := bound_at(f.tensor, statements()))
-              else f for f in trace.findings]
-    copied = copies() if lost else frozenset()
-    cuts: list[LeafCut] = []
-    by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
-    for leaf in lost:
-        if leaf not in copied:
-            by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
-    early = _before(statements(), ran_first, backward) if by_name else []
-    unexplained: list[str] = []
-    for name, leaves in by_name.items():
-        cut = leaf_cut(name, early)
-        if cut is None:
-            unexplained += leaves
-            continue
-        line, why, through = cut
-        cuts.append(LeafCut(tuple(leaves), name, line, lines[line - 1].strip(), why, through,
-                            path, _used_at(trace, path, _users(early, line))))
-    if unexplained and ran_first is not None:
-        before = ran_first.before(backward)
-        ran = [place for place in ran if before(place)]
-    in_code = code_cuts(trace, tuple(unexplained), ran, paths_of) if unexplained else []
-    if in_code:  # the cause first: the unreached-leaf finding then points to it
-        first = next((i for i, f in enumerate(placed) if f.code == "unreached-leaf"),
-                     len(placed))
-        lead = in_code[0]
-        see = f"{line_at(lead.file, lead.line, trace.scenario)} cut their graph in " \
-            f"{lead.function}: see the graph-cut finding"
-        placed = [*placed[:first], *findings_of(in_code, trace.scenario),
-                  *(replace(f, hint=see) if f.code == "unreached-leaf" else f
-                    for f in placed[first:])]
-    return replace(trace, findings=(*placed, *findings_of(cuts, trace.scenario)))
+@dataclass(frozen=True)
+class LineCuts:
+    """The code's own lines, which build_trace asks (extract's SourceCuts) once the graph is
+    built: the line that bound a tensor, and for leaves no root reaches, the line that took a
+    value computed from them without its graph: at the file's top level, else inside a
+    function that ran (a module's forward). Only lines that first ran before the backward at
+    line `backward` cut (ran_first tells)."""
+
+    file: str  # the file whose statements these are
+    lines: list[str]
+    statements: Callable[[], Statements]
+    # the (file, line) of each own line that ran, in any file (none known: no function cut)
+    ran: Callable[[], Sequence[tuple[str, int]]] = tuple
+    # the paths of the code's modules of a class (Block: model.0, model.1)
+    paths_of: Callable[[str], list[str]] = lambda qualname: []
+    ran_first: RanFirst | None = None
+    backward: int | None = None
+
+    def bound_at(self, tensor: str) -> int | None:
+        """The first line that ran and bound tensor (model for model.fc.weight)."""
+        return bound_at(tensor, self.statements())
+
+    def cuts(self, lost: Sequence[str], copies: frozenset[str], nodes: Sequence[Node],
+             edges: Sequence[Edge]) -> list[LeafCut | CodeCut]:
+        """The cuts of the lost leaves (not copies: a target or EMA copy, which updated-copy
+        tells, was cut on purpose): each owner's line of the file, else the lines inside
+        functions that cut the leaves no line of the file explains."""
+        by_name: dict[str, list[str]] = {}  # model -> model.0.weight, model.0.bias, …
+        for leaf in lost:
+            if leaf not in copies:
+                by_name.setdefault(leaf.partition(".")[0], []).append(leaf)
+        early = _before(self.statements(), self.ran_first, self.backward) if by_name else []
+        found: list[LeafCut | CodeCut] = []
+        unexplained: list[str] = []
+        for name, leaves in by_name.items():
+            cut = leaf_cut(name, early)
+            if cut is None:
+                unexplained += leaves
+                continue
+            line, how, through = cut
+            found.append(LeafCut(tuple(leaves), name, line, self.lines[line - 1].strip(), how,
+                                 through, self.file,
+                                 _used_at(nodes, edges, self.file, _users(early, line))))
+        if not unexplained:
+            return found
+        ran = self.ran()
+        if self.ran_first is not None:
+            before = self.ran_first.before(self.backward)
+            ran = [place for place in ran if before(place)]
+        return [*code_cuts(nodes, edges, tuple(unexplained), ran, self.paths_of), *found]
 
 
-def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, int]],
-              paths_of: Callable[[str], list[str]]) -> list[CodeCut]:
+def caller_cuts(frame: FrameType) -> LineCuts | None:
+    """The lines of the caller's file for trace(tensors) (None: code with no file). No line
+    log ran: the lines that ran are those each frame of that file on the stack passed
+    through straight (not a branch, loop or handler that may not have run); which lines of
+    other files and functions ran is not known, so no cut inside a forward is told."""
+    path = frame.f_code.co_filename
+    lines = "".join(linecache.getlines(path)).splitlines()  # as a scenario's are read
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    ran: set[int] = set()
+    at: FrameType | None = frame
+    while at is not None:
+        if at.f_code.co_filename == path:
+            ran |= ran_to(tree, at.f_lineno)
+        at = at.f_back
+    if not ran:
+        return None
+    return LineCuts(path, lines, functools.cache(functools.partial(statements_run, lines, ran)))
+
+
+def code_cuts(nodes: Sequence[Node], edges: Sequence[Edge], leaves: tuple[str, ...],
+              ran: Sequence[tuple[str, int]], paths_of: Callable[[str], list[str]]
+              ) -> list[CodeCut]:
     """The cuts inside functions that ran (a module's forward: `h.detach()`), as the likely
     reason leaves reach no root: each line that cut, with the module whose forward holds it
     (of the scenario's modules of its class, the one the nodes its lines made tell). A value
@@ -134,25 +159,26 @@ def code_cuts(trace: Trace, leaves: tuple[str, ...], ran: Sequence[tuple[str, in
         lines = linecache.getlines(file)
         for cut in function_cuts([line.rstrip("\n") for line in lines], lines_run):
             owner = cut.function.rpartition(".")[0]
-            module = _module_of(trace, file, cut.first, cut.last, paths_of(owner) if owner
+            module = _module_of(nodes, file, cut.first, cut.last, paths_of(owner) if owner
                                 else [])
             if cut.reads and not (module and any(
                     leaf == f"{module}.{a}" or leaf.startswith(f"{module}.{a}.")
                     for a in cut.reads for leaf in leaves)):
                 continue  # a value of another tensor (a count, a logged number)
-            found.append(CodeCut(leaves, cut.line, lines[cut.line - 1].strip(), cut.why, file,
-                                 cut.function, module, _used_at(trace, file, {cut.line})))
+            found.append(CodeCut(leaves, cut.line, lines[cut.line - 1].strip(), cut.cut, file,
+                                 cut.function, module, _used_at(nodes, edges, file,
+                                                                {cut.line})))
     return found
 
 
-def _module_of(trace: Trace, file: str, first: int, last: int, paths: list[str]
+def _module_of(nodes: Sequence[Node], file: str, first: int, last: int, paths: list[str]
                ) -> str | None:
     """The module whose forward runs lines first…last of file. Of paths (the scenario's
     modules of the forward's class): the one around the modules of the nodes those lines
     made (a child's, when they called a child: model.head is inside model), or the only
     one. Without paths: the one around those modules (two at least, so that it is not one
     of them)."""
-    modules = {n.module for n in trace.nodes if n.module and n.source is not None
+    modules = {n.module for n in nodes if n.module and n.source is not None
                and n.source.file == file and first <= n.source.line <= last}
     if paths:
         around = [p for p in paths if any(m == p or m.startswith(p + ".") for m in modules)]
@@ -170,17 +196,18 @@ def _users(statements: Statements, line: int) -> set[int]:
     return {line} | {s.line for s in statements if s.line > line and bound.intersection(s.read)}
 
 
-def _used_at(trace: Trace, file: str, lines: set[int]) -> str | None:
+def _used_at(nodes: Sequence[Node], edges: Sequence[Edge], file: str, lines: set[int]
+             ) -> str | None:
     """The node of the graph shown where a cut value is used: of the ops those lines of file
     made, the first made (the last found from the roots) with an input that needs no
     gradient before one that does (autograd leaves no edge where an input has no graph:
     `self.ln(h.detach())`), else the first made of them."""
-    made = [n.id for n in trace.nodes if n.kind != "leaf" and n.source is not None
+    made = [n.id for n in nodes if n.kind != "leaf" and n.source is not None
             and n.source.file == file and n.source.line in lines]
     if not made:
         return None
     slots: dict[str, set[int]] = {node: set() for node in made}
-    for e in trace.edges:
+    for e in edges:
         if e.dst in slots:
             slots[e.dst].add(e.dst_input)
     gapped = [n for n in made if slots[n] and len(slots[n]) <= max(slots[n])]

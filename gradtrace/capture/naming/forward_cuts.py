@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from .statements import CUT_BY, called_name, grad_free
+from ...model.facts import Cut
+from .statements import called_name, grad_free
 
 
 class FunctionCut(NamedTuple):
@@ -15,7 +16,7 @@ class FunctionCut(NamedTuple):
     or .data in it, it ran inside a no_grad block, or it took a value of self's tensor."""
 
     line: int
-    why: str
+    cut: Cut
     function: str  # Block.forward
     first: int  # the function's lines
     last: int
@@ -67,21 +68,22 @@ def _decorated_cut(node: ast.FunctionDef | ast.AsyncFunctionDef,
     if called is None or not any(line in ran for line in range(node.body[0].lineno, last + 1)):
         return None
     line = next(d.lineno for d in node.decorator_list if called_name(d) == called)
-    return FunctionCut(line, f"@torch.{called}() turns gradients off in all of {node.name}(): "
-                       "nothing it returns has a graph", node.name, node.lineno, last)
+    return FunctionCut(line, Cut("decorator", called, function=node.name), node.name,
+                       node.lineno, last)
 
 
-def _function_cut(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
-    """(why, the attributes of self a value was taken of) for a cut in forward()."""
-    if isinstance(node, (ast.Call, ast.Attribute)) and called_name(node) in ("detach", "data"):
-        return CUT_BY[called_name(node) or ""], ()
+def _function_cut(node: ast.AST) -> tuple[Cut, tuple[str, ...]] | None:
+    """(the cut, the attributes of self a value was taken of) for a cut in forward()."""
+    if isinstance(node, (ast.Call, ast.Attribute)) and \
+            (called := called_name(node)) in ("detach", "data"):
+        return Cut("call", called), ()
     if isinstance(node, ast.With) and (called := grad_free(node)) is not None:
-        return f"it ran inside torch.{called}()", ()
+        return Cut("block", called), ()
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr in ("item", "tolist", "numpy"):
         reads = tuple(dict.fromkeys(n.attr for n in ast.walk(node.func.value)
                                     if isinstance(n, ast.Attribute)
                                     and isinstance(n.value, ast.Name) and n.value.id == "self"))
-        return (CUT_BY[node.func.attr], reads) if reads else None
+        return (Cut("call", node.func.attr), reads) if reads else None
     return None
 

@@ -8,11 +8,13 @@ from typing import Any
 import torch
 
 from ...errors import ScenarioError
+from ...extract.build import no_graph
 from ...extract.tensors import Named
 from ...extract.walk import readable_grad
+from ...model.facts import Fact
 from .reach import is_module, is_tensor
 from .sharded import Pairs, fsdp_pairs, grad_holder
-from .statements import why_no_grad_fn
+from .statements import no_root
 
 
 def named_tensors(namespace: dict[str, Any], pairs: Pairs | None = None) -> Named:
@@ -112,10 +114,17 @@ def choose_outputs(
         if t.grad_fn is None:
             raise ScenarioError(
                 f"output {name!r} has no grad_fn, so there is no graph to walk from it: "
-                + why_no_grad_fn(t),
+                + _why_no_grad_fn(t),
                 "choose a tensor computed from inputs that require grad",
             )
     return picked, reason
+
+
+def _why_no_grad_fn(t: torch.Tensor) -> str:
+    """Why a tensor asked for as a root has no grad_fn."""
+    if t.requires_grad:
+        return "it is a leaf (created by you, not computed)"
+    return "it does not require grad"
 
 
 def nothing_to_trace(label: str | None, spawned: list[str], passes: bool, named: Named,
@@ -139,3 +148,17 @@ def nothing_to_trace(label: str | None, spawned: list[str], passes: bool, named:
             f"{label} names no tensors",
             "assign tensors to module-level names, call backward() in the functions "
             "that make them, or run one function with FILE::FUNC")
+
+
+def no_root_facts(label: str | None, named: Named, lines: list[str], ran: set[int] | None,
+                  passes: bool, recorded: bool, empty_ok: bool) -> list[Fact]:
+    """Why there is no root, as a fact when something else was recorded (passes; recorded:
+    Function calls or facts) or empty_ok, else the NoGraph error (ran: the lines that ran)."""
+    why = no_root(named, lines, ran, passes)
+    if passes:
+        return [why._replace(tensor=next(iter(why.wanting), None), instead="passes")]
+    if recorded:
+        return [why._replace(line=None, instead="calls")]
+    if empty_ok:
+        return [why]
+    raise no_graph(label, why)

@@ -1,65 +1,42 @@
 """The statements of the scenario that ran, read with ast: which cut a graph (no_grad,
-.detach(), .item() …), which bound a name, and why no tensor has a graph — in words a learner
-can act on."""
+.detach(), .item() …), which bound a name, and why no tensor has a graph — as facts
+(findings/cuts.py phrases them)."""
 
 from __future__ import annotations
 
 import ast
 from typing import NamedTuple
 
-import torch
-
 from ...extract.tensors import Named
+from ...model.facts import Cut, NoRoot
 
-_GRAD_CUTTERS = {
-    "no_grad": "torch.no_grad()",
-    "inference_mode": "torch.inference_mode()",
-    "set_grad_enabled": "torch.set_grad_enabled()",
-    "detach": ".detach()",
-}
+_GRAD_CUTTERS = ("no_grad", "inference_mode", "set_grad_enabled", "detach")
 
 
-def why_no_grad_fn(t: torch.Tensor) -> str:
-    """Why a tensor asked for as a root has no grad_fn."""
-    if t.requires_grad:
-        return "it is a leaf (created by you, not computed)"
-    return "it does not require grad"
-
-
-def why_no_root(named: Named, lines: list[str], ran: set[int] | None = None,
-                passes_ran: bool = False) -> tuple[str, int | None]:
+def no_root(named: Named, lines: list[str], ran: set[int] | None = None,
+            passes_ran: bool = False) -> NoRoot:
     """Why no named tensor has a grad_fn, and the first line that cut the graph — citing only
     lines that ran, when that is known (a no_grad in a function never called cuts nothing)."""
-    wanting = [n for n, t in named if t.requires_grad]
+    wanting = tuple(n for n, t in named if t.requires_grad)
     if not wanting:
-        return ("no tensor requires grad; create the inputs with requires_grad=True, "
-                "e.g. torch.tensor(5.0, requires_grad=True)", None)
+        return NoRoot((), (), None, None, None, None, "nothing")
     try:  # it compiled once; parsed to find the cutters
         nodes = list(ast.walk(ast.parse("\n".join(lines))))
     except SyntaxError:
         nodes = []
-    calls: dict[str, list[int]] = {}
-    for node in nodes:
-        if isinstance(node, ast.Call):
-            called = called_name(node)
-            if called in _GRAD_CUTTERS and (ran is None or node.lineno in ran):
-                calls.setdefault(_GRAD_CUTTERS[called], []).append(node.lineno)
-    if not calls and not passes_ran and \
+    cutters = tuple(Cut("call" if called == "detach" else "block", called, node.lineno)
+                    for node in nodes if isinstance(node, ast.Call)
+                    and (called := called_name(node)) in _GRAD_CUTTERS
+                    and (ran is None or node.lineno in ran))
+    if not cutters and not passes_ran and \
             (unbound := _unbound_result(nodes, wanting, ran)) is not None:
-        return (f"{', '.join(wanting)} require grad, and line {unbound} "
-                f"`{lines[unbound - 1].strip()}` computed from them, but its result was bound "
-                f"to no name and no backward ran on it: bind it (loss = …) or call "
-                f".backward() on it", unbound)
-    causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
-              for what, at in calls.items()]
-    told = f" ({'; '.join(causes)})" if causes else ""
-    first = min((line for at in calls.values() for line in at), default=None)
-    return (f"{', '.join(wanting)} require grad, but nothing was computed from them with "
-            f"gradients enabled: the computation ran under torch.no_grad() or was "
-            f"detached{told}", first)
+        return NoRoot(wanting, (), unbound, lines[unbound - 1].strip(), unbound, None,
+                      "nothing")
+    first = min((cutter.line or 0 for cutter in cutters), default=None)
+    return NoRoot(wanting, cutters, None, None, first, None, "nothing")
 
 
-def _unbound_result(nodes: list[ast.AST], wanting: list[str],
+def _unbound_result(nodes: list[ast.AST], wanting: tuple[str, ...],
                     ran: set[int] | None) -> int | None:
     """The first line that ran arithmetic on a tensor that wants grad as a statement of its
     own (`(x * 3).sum()`): a result no name keeps (model.train() computes nothing)."""
@@ -71,31 +48,23 @@ def _unbound_result(nodes: list[ast.AST], wanting: list[str],
                         for n in ast.walk(node.value))), default=None)
 
 
-# What, in a statement that ran, makes a tensor with no graph (method, function or attribute).
-CUT_BY = {
-    "detach": ".detach() cuts it from the graph",
-    "item": ".item() turns it into a Python number",
-    "tolist": ".tolist() turns it into Python numbers",
-    "numpy": ".numpy() leaves autograd",
-    "data": ".data is the tensor without its graph",
-    "tensor": "torch.tensor(...) makes a new leaf from values, without a graph",
-    "argmax": "argmax has no gradient (its result is an index)",
-    "argmin": "argmin has no gradient (its result is an index)",
-    "round": "round has a zero gradient almost everywhere and no graph of its own here",
-}
+# What, in a statement that ran, makes a tensor with no graph (method, function or
+# attribute): findings/cuts.py's CUT_BY says why each does
+CUTTING = frozenset(("detach", "item", "tolist", "numpy", "data", "tensor", "argmax", "argmin",
+                    "round"))
 
 
 _MODULES = {"torch", "np", "numpy", "math"}  # names a statement reads that hold no values
 
 
 class Statement(NamedTuple):
-    """An assignment that ran: its line, the names it bound and read, and why the value it
-    bound has no graph (None when nothing in it cuts one)."""
+    """An assignment that ran: its line, the names it bound and read, and how the value it
+    bound lost its graph (None when nothing in it cuts one)."""
 
     line: int
     bound: frozenset[str]
     read: tuple[str, ...]
-    cut: str | None
+    cut: Cut | None
 
 
 def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
@@ -104,11 +73,11 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
         tree = ast.parse("\n".join(lines))
     except SyntaxError:
         return []
-    regions: list[tuple[int, int, str]] = []  # (first, last line, what) of grad-free blocks
+    regions: list[tuple[int, int, Cut]] = []  # (first, last line, cut) of grad-free blocks
     for node in ast.walk(tree):
         if isinstance(node, ast.With) and (called := grad_free(node)) is not None:
             regions.append((node.lineno, node.end_lineno or node.lineno,
-                            f"torch.{called}() (line {node.lineno})"))
+                            Cut("block", called, node.lineno)))
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or \
@@ -117,15 +86,14 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         bound = frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
         read = tuple(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
-        why = next((f"it ran inside {what}" for first, last, what in regions
-                    if first < node.lineno <= last), None)
+        why = next((cut for first, last, cut in regions if first < node.lineno <= last), None)
         if why is None:
             # a call or attribute only (a variable called `data` or `tensor` cuts nothing),
             # and only of a value: torch.tensor([2.0, 3.0]) in `x * torch.tensor([2.0, 3.0])`
             # makes a constant, and x keeps its graph
-            why = next((CUT_BY[c] for n in ast.walk(node.value)
+            why = next((Cut("call", c) for n in ast.walk(node.value)
                         if isinstance(n, (ast.Call, ast.Attribute)) and (c := called_name(n))
-                        in CUT_BY and _cuts_a_value(n)), None)
+                        in CUTTING and _cuts_a_value(n)), None)
         found.append(Statement(node.lineno, bound, read, why))
     return sorted(found)
 
@@ -202,8 +170,8 @@ def changes_something_in_place(code: str) -> bool:
 
 
 def graph_cut(name: str, statements: list[Statement],
-              from_values: bool = False) -> tuple[int, str] | None:
-    """(line, why) for the last statement that ran and bound name where its graph was lost:
+              from_values: bool = False) -> tuple[int, Cut] | None:
+    """(line, cut) for the last statement that ran and bound name where its graph was lost:
     inside a no_grad/inference_mode block, or through .detach(), .item(), .data,
     torch.tensor(...), argmax…; None when no such statement ran. from_values: only one that
     read another name's values (`torch.tensor(loss.item())`, not `torch.tensor(2.0)`)."""
@@ -212,8 +180,8 @@ def graph_cut(name: str, statements: list[Statement],
     return max(found, default=None)
 
 
-def leaf_cut(leaf: str, statements: list[Statement]) -> tuple[int, str, str] | None:
-    """(line, why, through) for the first statement that ran and took a value computed from
+def leaf_cut(leaf: str, statements: list[Statement]) -> tuple[int, Cut, str] | None:
+    """(line, cut, through) for the first statement that ran and took a value computed from
     leaf (through that name) without its graph; None when none did.
 
     Follows the names each statement binds from the names it reads, in line order.
@@ -278,3 +246,45 @@ def loop_targets(path: str | None) -> frozenset[str]:
             names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         todo.extend(ast.iter_child_nodes(node))
     return frozenset(names)
+
+
+def ran_to(tree: ast.Module, line: int) -> set[int]:
+    """The lines of the statements that surely ran before the one at line, in the function
+    around it (or the module): those before it in each block that holds it, and inside the
+    with-blocks among them; not those of a branch, loop or handler that may not have run."""
+    scope: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and node.lineno >= getattr(scope, "lineno", 0):
+            scope = node
+    ran: set[int] = set()
+    body: list[ast.stmt] = scope.body
+    while body:
+        holder = next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)),
+                      None)
+        ran.update(*(_straight(s) for s in body if (s.end_lineno or s.lineno) < line))
+        if holder is None:
+            break
+        body = next((block for block in _blocks(holder) if block and block[0].lineno <= line
+                     <= (block[-1].end_lineno or block[-1].lineno)), [])
+    return ran
+
+
+def _straight(node: ast.stmt) -> set[int]:
+    """The lines of a statement that ran whole, where it surely ran whole: a simple
+    statement's, a with-block's statements; none for a branch, loop, try or definition."""
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return set().union(*map(_straight, node.body))
+    if any(isinstance(getattr(node, field, None), list) for field in ("body", "cases")):
+        return set()
+    return {node.lineno}
+
+
+def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The blocks of statements a compound statement holds: its body, else, finally, each
+    handler's and each case's."""
+    blocks = [getattr(node, field, None) for field in ("body", "orelse", "finalbody")]
+    blocks += [h.body for h in getattr(node, "handlers", ())]
+    blocks += [c.body for c in getattr(node, "cases", ())]
+    return [block for block in blocks if isinstance(block, list)]
