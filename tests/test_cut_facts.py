@@ -7,8 +7,9 @@ from pathlib import Path
 
 from helpers import module_from, write_script
 
-from gradtrace.capture.naming.statements import CUTTING
-from gradtrace.findings.cuts import CUT_BY
+from gradtrace.capture.naming.statements import CUTTING, GRAD_CUTTERS
+from gradtrace.findings.cuts import CUT_BY, why_no_root
+from gradtrace.model.facts import Cut, NoRoot
 from gradtrace.model.records import Finding
 
 CUT = """import torch
@@ -85,3 +86,7 @@ def test_a_cut_in_a_branch_not_known_to_have_run_is_not_blamed(tmp_path: Path) -
 
 def test_every_cutting_name_has_its_words() -> None:
     assert set(CUT_BY) == CUTTING
+    for name in GRAD_CUTTERS:
+        cutters = (Cut("call" if name == "detach" else "block", name, 3),)
+        why = why_no_root(NoRoot(("w",), cutters, None, None, 3, None, "nothing"))
+        assert why.endswith(f"{name}() on line 3)")

@@ -25,7 +25,7 @@ CUT_BY = {
 }
 
 # The calls that keep a whole computation off the graph, as the no-root message names them.
-GRAD_CUTTERS = {
+_CUTTER_WORDS = {
     "no_grad": "torch.no_grad()",
     "inference_mode": "torch.inference_mode()",
     "set_grad_enabled": "torch.set_grad_enabled()",
@@ -69,7 +69,7 @@ def why_no_root(fact: NoRoot) -> str:
                 f"bind it (loss = …) or call .backward() on it")
     calls: dict[str, list[int]] = {}
     for cutter in fact.cutters:
-        calls.setdefault(GRAD_CUTTERS[cutter.name], []).append(cutter.line or 0)
+        calls.setdefault(_CUTTER_WORDS[cutter.name], []).append(cutter.line or 0)
     causes = [f"{what} on line {', '.join(map(str, sorted(set(at))))}"
               for what, at in calls.items()]
     told = f" ({'; '.join(causes)})" if causes else ""

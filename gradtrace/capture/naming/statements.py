@@ -10,7 +10,8 @@ from typing import NamedTuple
 from ...extract.tensors import Named
 from ...model.facts import Cut, NoRoot
 
-_GRAD_CUTTERS = ("no_grad", "inference_mode", "set_grad_enabled", "detach")
+# the calls that keep a whole computation off the graph (findings/cuts.py names them)
+GRAD_CUTTERS = ("no_grad", "inference_mode", "set_grad_enabled", "detach")
 
 
 def no_root(named: Named, lines: list[str], ran: set[int] | None = None,
@@ -26,7 +27,7 @@ def no_root(named: Named, lines: list[str], ran: set[int] | None = None,
         nodes = []
     cutters = tuple(Cut("call" if called == "detach" else "block", called, node.lineno)
                     for node in nodes if isinstance(node, ast.Call)
-                    and (called := called_name(node)) in _GRAD_CUTTERS
+                    and (called := called_name(node)) in GRAD_CUTTERS
                     and (ran is None or node.lineno in ran))
     if not cutters and not passes_ran and \
             (unbound := _unbound_result(nodes, wanting, ran)) is not None:
