@@ -15,9 +15,10 @@ import torch
 from helpers import ROOT, SCENARIOS, code_files, invoke, show_without, trace_numbers, write_script
 from plain_python import run_gradtrace
 
-import gradtrace.compat.cpython
+# each compat module declares its probes as it is imported
+import gradtrace.compat.cpython  # noqa: F401
 import gradtrace.compat.torch
-import gradtrace.compat.typer  # noqa: F401  (each compat module declares its probes)
+import gradtrace.compat.typer  # noqa: F401
 from gradtrace import compat
 from gradtrace.compat.torch import error_kind
 

@@ -267,6 +267,8 @@ ROOT = typer.Option(None, "--root", metavar="NAME",
                     "grad_fn.")
 NO_BACKWARD = typer.Option(False, "--no-backward",
                            help="Do not run backward when the scenario runs none.")
+
+
 def tolerance_option(default: float, flag: str, help: str) -> Any:
     """--atol / --rtol: a number, 0 or more (the range refuses nan too), alike in every
     command."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -28,9 +29,23 @@ from .core import (
     tolerance_option,
 )
 from .files import absolute, input_file, write_atomic
-from .inputs import RunChoices, load_trace
+from .inputs import Loaded, load_trace
+from .options import RunOptions
 from .output import stderr_console, stdout_console, write_stdout
 from .ranked import quiet_unless_shown, rank_file
+
+
+@dataclass(frozen=True)
+class DiffOptions(RunOptions):
+    """What `gradtrace diff` was asked."""
+
+    a: str
+    b: str
+    rtol: float
+    atol: float
+    as_json: bool
+    out_format: str
+    show_all: bool
 
 
 @app.command(
@@ -82,28 +97,29 @@ def diff(
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Compare two graphs: nodes, edges, modules, tensors, gradients, findings and costs."""
+    compare_sides(DiffOptions.given(locals()))
+
+
+def compare_sides(asked: DiffOptions) -> None:
+    """`gradtrace diff`: run or read both sides, print what differs (and draw it to -o
+    FILE), and exit as they ended, and as they differ or the --fail-on rules say."""
     from ..diff.compare import compare
     from ..diff.kernels import device_neutral
     from ..diff.match import match_nodes
-    from ..render.diffs import diff_annotations, diff_json, diff_report
+    from ..render.diffs import diff_json
 
-    rules = None if fail_on is None else fail_on_rules(fail_on, slower=True)
-    profile = profile or (rules is not None and rules.slower is not None)
-    printed = printed_as(out_format, as_json)
-    sources = [input_file(a), input_file(b)]
-    out = rank_file(out)
+    rules = None if asked.fail_on is None else fail_on_rules(asked.fail_on, slower=True)
+    printed = printed_as(asked.out_format, asked.as_json)
+    sources = [input_file(asked.a), input_file(asked.b)]
+    out = rank_file(asked.out)
     target = None if out is None else absolute(out)
     quiet_unless_shown()
     chosen = None if out is None else find_format(out, None)
     if chosen is not None and chosen.name != "json" and chosen.draw is None:
         raise GradtraceError(f"diff -o: {chosen.name} is not made for a diff",
                              "use a picture (.svg, .png, .pdf, .dot, .mmd) or .json")
-    # the script's arguments after --: for each side that is a script (a saved trace has none)
-    loaded = [load_trace(side, root or [], backward=not no_backward, saved=False,
-                         run=RunChoices(None if side.endswith(".json") else script_args,
-                                        passes, timeout),
-                         lean=True, profile=profile)
-              for side in (a, b)]
+    loaded = _load_sides(asked, asked.profile or (rules is not None
+                                                  and rules.slower is not None))
     endings = [side.ending() for side in loaded]
     for side, ending in zip(loaded, endings, strict=True):
         if ending is not None and not side.trace.nodes:
@@ -111,13 +127,8 @@ def diff(
     # a trace made on a GPU and one made on a CPU name some kernels apart: as one
     trace_a, trace_b = device_neutral(loaded[0].trace, loaded[1].trace)
     matching = match_nodes(trace_a, trace_b)
-    result = compare(trace_a, trace_b, a, b, rtol, atol, matching)
-    if printed == "json":
-        write_stdout(diff_json(result))
-    elif printed == "github":
-        write_stdout(diff_annotations(result))
-    else:
-        stdout_console().print(diff_report(result, every=show_all))
+    result = compare(trace_a, trace_b, asked.a, asked.b, asked.rtol, asked.atol, matching)
+    _print(result, printed, asked.show_all)
     if target is not None and chosen is not None:
         if chosen.draw is None:  # .json
             data = diff_json(result).encode("utf-8")
@@ -136,6 +147,28 @@ def diff(
             raise typer.Exit(ExitCode.FAILED)
     elif not result.same:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _load_sides(asked: DiffOptions, profile: bool) -> list[Loaded]:
+    """Both sides, each run (or read) alone; the script's arguments after -- go to each side
+    that is a script (a saved trace has none)."""
+    run = asked.run()
+    return [load_trace(side, asked.roots, backward=not asked.no_backward, saved=False,
+                       run=run._replace(args=None) if side.endswith(".json") else run,
+                       lean=True, profile=profile)
+            for side in (asked.a, asked.b)]
+
+
+def _print(result: TraceDiff, printed: str, every: bool) -> None:
+    """The diff on stdout: JSON, annotations (github) or the report (text)."""
+    from ..render.diffs import diff_annotations, diff_json, diff_report
+
+    if printed == "json":
+        write_stdout(diff_json(result))
+    elif printed == "github":
+        write_stdout(diff_annotations(result))
+    else:
+        stdout_console().print(diff_report(result, every=every))
 
 
 def _rules_fail(result: TraceDiff, rules: FailOn) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -9,6 +10,8 @@ from rich.console import Console
 
 from ..errors import ExportError, GradtraceError
 from ..model.labels import led_by_library
+from ..model.profile import CostMeasure
+from ..model.records import Trace
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
 from ..render.report import finding_lines
@@ -33,12 +36,30 @@ from .core import (
     library_leads,
 )
 from .files import absolute, input_file, write_atomic
-from .inputs import RunChoices, load_trace, pick_pass, told_after
+from .inputs import load_trace, pick_pass, told_after
+from .options import GraphOptions
 from .output import stderr_console, write_stdout
 from .ranked import quiet_unless_shown, rank_file
 
 RANKDIRS = ("TB", "BT", "LR", "RL")
 HEATS = ("time", "memory")
+
+
+@dataclass(frozen=True)
+class DotOptions(GraphOptions):
+    """What `gradtrace dot` was asked."""
+
+    to: str | None
+    old_format: str | None
+    grads: bool
+    heat_by: str | None
+    rankdir: str
+    source_lines: bool
+    no_fold: bool
+    focus: str | None
+    radius: int
+    module_depth: int | None
+    quiet: bool
 
 
 @app.command(
@@ -109,52 +130,72 @@ def dot(
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Export the autograd graph: DOT, SVG, PNG, PDF, JSON, Mermaid or an interactive page."""
-    failing = fail_on_codes(fail_on)  # checked before the scenario runs
-    library_first = library_leads(lead_with)
-    source = input_file(scenario)
-    out = rank_file(out)
+    export_graph(DotOptions.given(locals()))
+
+
+def export_graph(asked: DotOptions) -> None:
+    """`gradtrace dot`: run or read the scenario, write its graph in the format asked, say
+    its findings on stderr, and exit as it ended and as its findings say."""
+    failing = fail_on_codes(asked.fail_on)  # checked before the scenario runs
+    library_first = library_leads(asked.lead_with)
+    source = input_file(asked.scenario)
+    out = rank_file(asked.out)
     target = None if out is None else absolute(out)
     shown = quiet_unless_shown()
-    if rankdir.upper() not in RANKDIRS:
-        raise GradtraceError(f"--rankdir {rankdir!r}: use {', '.join(RANKDIRS)}")
-    if heat_by is not None and heat_by not in HEATS:
-        raise GradtraceError(f"--heat {heat_by!r}: use time or memory",
-                             "time: each node's backward time; memory: the bytes it allocated")
-    profile = profile or heat_by is not None
-    chosen = _export_format(out, _old_format(to, old_format))
-    if out is None and chosen.binary:
-        raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
-                          f"add -o graph{chosen.suffixes[0]}")
+    chosen = _checked_format(asked, out)
     # saved tensors and gradient flow cost time on big graphs: only when they are shown, or
     # when findings decide the exit code (nan-gradient is found in the flow, as in show)
-    loaded = load_trace(scenario, root or [], backward=not no_backward,
-                        saved=saved or chosen.whole_trace,
-                        flow=grads or chosen.whole_trace or strict or bool(failing),
-                        run=RunChoices(script_args, passes, timeout, pass_number),
-                        profile=profile)
+    loaded = load_trace(asked.scenario, asked.roots, backward=not asked.no_backward,
+                        saved=asked.saved or chosen.whole_trace,
+                        flow=asked.grads or chosen.whole_trace or asked.strict
+                        or bool(failing),
+                        run=asked.run(asked.pass_number),
+                        profile=asked.profile or asked.heat_by is not None)
     trace, ending = loaded.trace, loaded.ending(picture=True)
     if library_first and chosen.name != "json":  # a JSON trace keeps both lines as they are
         trace = led_by_library(trace)
     if ending is not None and not trace.nodes:
         raise ending  # never an empty picture
-    options = DrawOptions(saved=saved, grads=pick_pass(trace, pass_number) if grads else None,
-                          max_nodes=max_nodes, fold=not no_fold, focus=focus, radius=radius,
-                          module_depth=module_depth, lines=source_lines,
-                          heat="time" if heat_by == "time" else "memory" if heat_by else None)
-    data = chosen.export(trace, options, rankdir.upper())
+    data = chosen.export(trace, _draw_options(asked, trace), asked.rankdir.upper())
     if target is None:
         write_stdout(data)
     else:
         write_atomic(target, data, protected=[source])
-    said = None if quiet or not shown else finding_lines(trace.findings)
+    said = None if asked.quiet or not shown else finding_lines(trace.findings)
     if said is not None:
         stderr_console().print(said)
-    if not quiet:
-        told_after(scenario, loaded, script_args, target, chosen.name == "json")
+    if not asked.quiet:
+        told_after(asked.scenario, loaded, asked.script_args, target, chosen.name == "json")
     if ending is not None:
         raise ending
-    if findings_fail(trace.findings, strict, failing):
+    if findings_fail(trace.findings, asked.strict, failing):
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _checked_format(asked: DotOptions, out: Path | None) -> ExportFormat:
+    """The export format asked (--to, --format, the suffix of -o FILE), once --rankdir and
+    --heat are known good; a binary format is refused on stdout."""
+    if asked.rankdir.upper() not in RANKDIRS:
+        raise GradtraceError(f"--rankdir {asked.rankdir!r}: use {', '.join(RANKDIRS)}")
+    if asked.heat_by is not None and asked.heat_by not in HEATS:
+        raise GradtraceError(f"--heat {asked.heat_by!r}: use time or memory",
+                             "time: each node's backward time; memory: the bytes it allocated")
+    chosen = _export_format(out, _old_format(asked.to, asked.old_format))
+    if out is None and chosen.binary:
+        raise ExportError(f"{chosen.name.upper()} is binary: write it to a file",
+                          f"add -o graph{chosen.suffixes[0]}")
+    return chosen
+
+
+def _draw_options(asked: DotOptions, trace: Trace) -> DrawOptions:
+    """How the picture is drawn, as asked (--grads: the gradients of the pass shown)."""
+    heat: CostMeasure | None = "time" if asked.heat_by == "time" \
+        else "memory" if asked.heat_by else None
+    return DrawOptions(saved=asked.saved,
+                       grads=pick_pass(trace, asked.pass_number) if asked.grads else None,
+                       max_nodes=asked.max_nodes, fold=not asked.no_fold, focus=asked.focus,
+                       radius=asked.radius, module_depth=asked.module_depth,
+                       lines=asked.source_lines, heat=heat)
 
 
 def _old_format(to: str | None, old: str | None) -> str | None:

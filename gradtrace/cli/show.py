@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import typer
 from rich.console import Console
@@ -35,9 +37,33 @@ from .core import (
     printed_as,
 )
 from .files import absolute, input_file, is_stream, write_atomic
-from .inputs import RunChoices, load_trace, pick_pass, told_after
+from .inputs import Loaded, load_trace, pick_pass, told_after
+from .options import GraphOptions
 from .output import stderr_console, stdout_beside_stderr, stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
+
+
+@dataclass(frozen=True)
+class ShowOptions(GraphOptions):
+    """What `gradtrace show` was asked."""
+
+    as_json: bool
+    max_depth: int
+    show_all: bool
+    by_module: bool
+    tree: bool
+    derivative_order: int
+    out_format: str
+    ranks: str
+
+
+class Output(NamedTuple):
+    """Where show's output goes: what is printed (json, github or text), the file written
+    (None: stdout), and the scenario's own file, never written over."""
+
+    printed: str
+    target: Path | None
+    source: Path
 
 
 @app.command(
@@ -102,34 +128,34 @@ def show(
     debug_flag: bool = DEBUG,  # read by the error boundary
 ) -> None:
     """Run a scenario and show its autograd graph, tensors, passes and findings."""
-    failing = fail_on_codes(fail_on)  # checked before the scenario runs
-    library_first = library_leads(lead_with)
-    printed = _printed(out_format, as_json, out)
-    ranked = RankedShow(ranks, out, printed)
+    show_trace(ShowOptions.given(locals()))
+
+
+def show_trace(asked: ShowOptions) -> None:
+    """`gradtrace show`: run or read the scenario, show it as asked (this rank's part of it
+    under torchrun), and exit as it ended and as its findings say."""
+    failing = fail_on_codes(asked.fail_on)  # checked before the scenario runs
+    library_first = library_leads(asked.lead_with)
+    printed = _printed(asked.out_format, asked.as_json, asked.out)
+    ranked = RankedShow(asked.ranks, asked.out, printed)
     target = None if ranked.target is None else absolute(ranked.target)  # before any chdir
-    source = input_file(scenario)  # the script's folder may be gone after its run
-    try:
-        loaded = load_trace(scenario, root or [],
-                            backward=not no_backward, derivative_order=derivative_order,
-                            saved=saved or printed == "json" or by_module,
-                            run=RunChoices(script_args, passes, timeout, pass_number),
-                            profile=profile)
-    except GradtraceError as exc:
-        ranked.tell(None, exc.message.splitlines()[0])
-        raise
+    # the script's folder may be gone after its run
+    output = Output(printed, target, input_file(asked.scenario))
+    loaded = _load(asked, output, ranked)
     trace = loaded.trace
-    shown_pass = pick_pass(trace, pass_number)
+    shown_pass = pick_pass(trace, asked.pass_number)
     from ..render.report import summarised
 
     # a big model's report leads with its modules, unless the tree is asked for
-    tree = tree or show_all or max_nodes is not None or saved
-    modules = by_module or (not tree and printed == "text" and summarised(trace))
+    tree = asked.tree or asked.show_all or asked.max_nodes is not None or asked.saved
+    modules = asked.by_module or (not tree and printed == "text" and summarised(trace))
     # the report's panel shows what the scenario printed; JSON, annotations and a file do
     # not (a rank that prints no report keeps its output in its trace, not on stderr)
     on_screen = printed == "text" and target is None
     # the report's stopped-pass finding is seen beside the error line only where stdout
     # goes where stderr goes (not `show x.py > report.txt`)
-    ending = loaded.ending(printed_shown=not ranked.prints or on_screen and not by_module,
+    ending = loaded.ending(printed_shown=not ranked.prints
+                           or on_screen and not asked.by_module,
                            findings_shown=ranked.prints and on_screen
                            and stdout_beside_stderr())
     ranked.tell(trace, None if ending is None else ending.message.splitlines()[0])
@@ -137,56 +163,69 @@ def show(
     if shows:
         with ranked.in_turn():
             _show(led_by_library(trace) if library_first and printed != "json" else trace,
-                  shown_pass, printed, target, source, ranked.heading(),
-                  (by_module, modules), show_all, max_nodes, max_depth, saved, profile)
+                  shown_pass, asked, output, ranked.heading(), modules)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
     if shows:
-        told_after(scenario, loaded, script_args, target, printed == "json")
+        told_after(asked.scenario, loaded, asked.script_args, target, printed == "json")
     if ending is not None:
         if not ranked.prints and ranked.said:  # the shown rank's line for it says why
             raise typer.Exit(ExitCode.USAGE)
         raise ending
-    if findings_fail(trace.findings, strict, failing):
+    if findings_fail(trace.findings, asked.strict, failing):
         raise typer.Exit(ExitCode.FAILED)
 
 
-def _show(trace: Trace, shown_pass: Pass | None, printed: str, target: Path | None,
-          source: Path, heading: str | None, modules: tuple[bool, bool], show_all: bool,
-          max_nodes: int | None, max_depth: int, saved: bool, profile: bool = False) -> None:
-    """Print or write the trace as asked: JSON, annotations, a module table (modules: asked
-    for, shown) or the report."""
+def _load(asked: ShowOptions, output: Output, ranked: RankedShow) -> Loaded:
+    """The scenario run (or its saved trace read) for show; an error that stops it is told
+    to the other ranks first."""
+    try:
+        return load_trace(asked.scenario, asked.roots, backward=not asked.no_backward,
+                          derivative_order=asked.derivative_order,
+                          saved=asked.saved or output.printed == "json" or asked.by_module,
+                          run=asked.run(asked.pass_number), profile=asked.profile)
+    except GradtraceError as exc:
+        ranked.tell(None, exc.message.splitlines()[0])
+        raise
+
+
+def _show(trace: Trace, shown_pass: Pass | None, asked: ShowOptions, output: Output,
+          heading: str | None, modules: bool) -> None:
+    """Print or write the trace as asked: JSON, annotations, a module table (modules: shown)
+    or the report."""
+    printed, target = output.printed, output.target
     console = stdout_console() if target is None else _file_console()
     if heading is not None and printed == "text" and target is None:
         console.rule(heading)
     if printed == "json":
         from ..render.json import json_chunks
 
-        _emit(json_chunks(trace), target, source)
+        _emit(json_chunks(trace), output)
     elif printed == "github":
         from ..render.github import github_annotations
 
-        _emit(github_annotations(trace.findings), target, source)
-    elif modules[1]:
+        _emit(github_annotations(trace.findings), output)
+    elif modules:
         from ..render.report import module_report
 
-        console.print(module_report(trace, shown_pass, every=show_all, chosen=modules[0]))
+        console.print(module_report(trace, shown_pass, every=asked.show_all,
+                                    chosen=asked.by_module))
     else:
         from ..render.report import Budget, report
 
-        budget = Budget.everything() if show_all else Budget()
-        if max_nodes is not None:
-            budget = budget._replace(tree_lines=max_nodes)
+        budget = Budget.everything() if asked.show_all else Budget()
+        if asked.max_nodes is not None:
+            budget = budget._replace(tree_lines=asked.max_nodes)
         # --all: long lines in full (the terminal wraps them); else cut at its width, with …
-        console.print(report(trace, shown_pass, max_depth, budget, saved,
-                             cut=not show_all), crop=not show_all)
-    if profile and printed == "text":
+        console.print(report(trace, shown_pass, asked.max_depth, budget, asked.saved,
+                             cut=not asked.show_all), crop=not asked.show_all)
+    if asked.profile and printed == "text":
         from ..render.profile import cost_view
 
-        console.print(cost_view(trace, every=show_all), crop=not show_all)
+        console.print(cost_view(trace, every=asked.show_all), crop=not asked.show_all)
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
-        _emit(console.file.getvalue(), target, source)
+        _emit(console.file.getvalue(), output)
 
 
 def _emit_lines(lines: list[str], to_stdout: bool) -> None:
@@ -221,10 +260,10 @@ def _file_console() -> Console:
                                    highlight=False))
 
 
-def _emit(data: str | Iterable[str], target: Path | None, source: Path) -> None:
+def _emit(data: str | Iterable[str], output: Output) -> None:
     """Output to stdout, or atomically to -o FILE (never over the scenario's file)."""
-    if target is None:
+    if output.target is None:
         write_stdout(data)
     else:
         text = data if isinstance(data, str) else "".join(data)
-        write_atomic(target, text.encode("utf-8"), protected=[source])
+        write_atomic(output.target, text.encode("utf-8"), protected=[output.source])
