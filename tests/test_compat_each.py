@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from helpers import show_without, trace_numbers
 
-import gradtrace.compat.cpython
-import gradtrace.compat.torch
-import gradtrace.compat.typer  # noqa: F401  (each compat module declares its probes)
+# each compat module declares its probes as it is imported
+import gradtrace.compat.cpython  # noqa: F401
+import gradtrace.compat.torch  # noqa: F401
+import gradtrace.compat.typer  # noqa: F401
 from gradtrace import compat
 
 pytestmark = pytest.mark.slow

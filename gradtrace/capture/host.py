@@ -22,6 +22,7 @@ from .naming.roots import named_tensors
 from .naming.sharded import module_objects
 from .observers.base import InplaceModule
 from .passes.recorder import Recorder
+from .script.ranks import launched
 
 
 class ScriptHost:
@@ -104,7 +105,7 @@ class ScriptHost:
 
     def captured(self, named: Named, every: dict[str, Any]) -> Captured:
         """The capture record's names, modules and their hooks (objects: the (name, object)
-        pairs of the modules and objects named, earlier ones too)."""
+        pairs of the modules and objects named, earlier ones too), and the process's rank."""
         earlier, earlier_modules = self.names.earlier(named, every)
         modules = [*every.items(), *earlier_modules]
         hooks = self.module_hooks.labels(every) if self.module_hooks is not None else {}
@@ -112,7 +113,7 @@ class ScriptHost:
             scenario=None, named=named, outputs=[], root_reason="", earlier=earlier,
             modules=module_paths(modules, self.tracker), hooks=hooks,
             reduced=self.reducers.named(named), leaf_aliases=unsharded_aliases(modules),
-            objects=modules)
+            objects=modules, ranks=launched())
 
     def clear(self, namespace: bool) -> None:
         """Let go of every torch object held (namespace: the code's globals too)."""

@@ -8,7 +8,6 @@ gradtrace.record() and the pytest plugin.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -16,21 +15,16 @@ from types import FrameType
 from typing import Any
 
 from ..errors import ScenarioError, ScenarioStopped
+from ..extract.captured import RawPass, SourceCuts
 from ..extract.tensors import Named
 from ..model.facts import Fact, Stopped
 from ..model.records import Trace
 from .host import ScriptHost
-from .modules.tracker import (
-    paths_of_class,
-)
-from .naming.bindings import binding_facts
-from .naming.cuts import LineCuts, RanFirst, Statements, pass_cuts
-from .naming.roots import choose_outputs, named_tensors, no_root_facts, nothing_to_trace
-from .naming.statements import statements_run
+from .naming.roots import choose_outputs, named_tensors, nothing_to_trace
 from .options import CaptureOptions
+from .own_lines import OwnLines
 from .passes.patches import patched
 from .passes.recorder import Recorder, Script
-from .script.ranks import launched
 from .script.scenario_thread import StopWindow
 
 # (name or None, tensor) roots, and why they are the roots
@@ -45,7 +39,7 @@ class CaptureSession:
     """What one recording holds: torch is patched only inside recording(); finish() builds
     the Trace; close() lets go of every torch object."""
 
-    caller_cuts: LineCuts | None = None  # trace(tensors)'s: the caller's lines that ran
+    caller_cuts: SourceCuts | None = None  # trace(tensors)'s: the caller's lines that ran
 
     def __init__(self, path: str | None, lines: list[str], namespace: dict[str, Any],
                  options: CaptureOptions, window: StopWindow | None = None) -> None:
@@ -81,7 +75,8 @@ class CaptureSession:
         stopped says the code stopped part-way), and gradtrace's own backward when the code
         ran none. outputs: roots given by the caller, used as they are. empty_ok: code that
         made no graph at all gives a trace saying so (a with-block), not an error. exited:
-        the code ended with sys.exit(0) (a script's --help, before any tensor)."""
+        the code ended with sys.exit(0) (a script's --help, before any tensor). printed:
+        what the code printed, read as the record is made."""
         recorder = self.recorder
         recorder.let_go.stop()  # the code ended: what is held now is the trace's
         every = self.names.merged()
@@ -89,75 +84,48 @@ class CaptureSession:
         if stopped is not None and not (recorder.passes or recorder.calls or recorder.facts
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
-        # the default roots, when the code let go of them: their pass's graph
-        root_pass = recorder.default_roots().let_go \
-            if outputs is None and not default_roots[0] and not self.options.roots \
-            and "OUTPUT" not in self.names.namespace else None
-        if outputs is None and root_pass is None:
-            outputs, reason = self._outputs(label, named, default_roots, empty_ok, exited)
-        else:
-            outputs, reason = outputs or [], default_roots[1]
-        statements = functools.cache(self._statements)
-        facts: list[Fact] = self._no_root(label, named, empty_ok) \
-            if not outputs and root_pass is None else []
-        if stopped is not None:  # after an error, only what the code itself did is shown
-            facts.append(Stopped(stopped.message, stopped.hint, stopped.line))
-        if recorder.gate.capped is not None:
-            facts.append(recorder.gate.capped)
-        recorder.end(outputs, named, stopped is not None)
-        facts.extend(recorder.facts)
-        facts.extend(pass_cuts(recorder.passes, self.lines, statements, self._ran_first()))
-        facts.extend(self._binding_facts(named, statements))
+        own_lines = OwnLines(self.path, self.lines, self.host, recorder, self.caller_cuts)
+        outputs, reason, root_pass = self._roots(label, named, default_roots, outputs,
+                                                 empty_ok, exited)
+        facts = self._ending(label, named, bool(outputs or root_pass), stopped, empty_ok,
+                             own_lines)
+        recorder.end(outputs, named, stopped is not None)  # gradtrace's own backward, if any
         given = self.host.captured(named, every)
-        modules = list(given.objects)
         trace = recorder.trace(replace(
-            given, scenario=label, outputs=outputs, root_reason=reason, facts=facts,
-            stdout=printed(), root_pass=root_pass, ranks=launched(),
-            source=self._source(statements, modules)))
+            given, scenario=label, outputs=outputs, root_reason=reason,
+            facts=[*facts, *recorder.facts, *own_lines.facts(named)], stdout=printed(),
+            root_pass=root_pass, source=own_lines.cuts(given.objects)))
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)
         return trace
 
-    def _ran_first(self) -> RanFirst | None:
-        return None if self.path is None else RanFirst(self.host.line_log.first_ran, self.path)
-
-    def _source(self, statements: Callable[[], Statements], modules: list[tuple[str, Any]]
-                ) -> LineCuts | None:
-        """The code's lines, for the trace's leaf findings and the cuts of leaves no root
-        reaches: lines that ran before the default graph's backward (trace(tensors): the
-        lines of the caller's file that ran to its call)."""
-        if self.path is None:
-            return self.caller_cuts
-        return LineCuts(self.path, self.lines, statements, self.host.line_log.own_places,
-                        functools.partial(paths_of_class, modules), self._ran_first(),
-                        self.recorder.default_roots().line)
-
-    def _outputs(self, label: str | None, named: Named, default_roots: Roots, empty_ok: bool,
-                 exited: bool) -> tuple[Named, str]:
-        """The roots of the trace's graph, and why: an error when there is nothing to trace."""
+    def _roots(self, label: str | None, named: Named, default_roots: Roots,
+               outputs: Named | None, empty_ok: bool, exited: bool
+               ) -> tuple[Named, str, RawPass | None]:
+        """The roots of the trace's graph and why; or, when the code let go of the default
+        roots, their pass (its graph frozen, or held still). An error when there is nothing
+        to trace."""
+        root_pass = self.recorder.default_roots().let_go \
+            if outputs is None and not default_roots[0] and not self.options.roots \
+            and "OUTPUT" not in self.names.namespace else None
+        if outputs is not None or root_pass is not None:
+            return outputs or [], default_roots[1], root_pass
         nothing_to_trace(label, self.recorder.spawned, bool(self.recorder.passes), named,
                          empty_ok, exited)
-        return choose_outputs(label or "", self.names.namespace, named, self.options.roots,
-                              default_roots)
+        return (*choose_outputs(label or "", self.names.namespace, named, self.options.roots,
+                                default_roots), None)
 
-    def _binding_facts(self, named: Named, statements: Callable[[], Statements]) -> list[Fact]:
-        """What the script's own lines say of its names (see naming/bindings.py)."""
-        if self.path is None:
-            return []
-        return binding_facts(named, self.names.briefs_of_dead(), self.recorder.passes,
-                             self.lines, statements(), self.host.line_log.lines_run(self.path))
-
-    def _statements(self) -> Statements:
-        ran = self.host.line_log.lines_run(self.path) if self.path is not None else None
-        return statements_run(self.lines, ran or set())
-
-    def _no_root(self, label: str | None, named: Named, empty_ok: bool) -> list[Fact]:
-        """Why there is no root: a fact when something else was recorded (or empty_ok),
-        else an error."""
-        return no_root_facts(label, named, self.lines,
-                             self.host.line_log.lines_run(self.path or ""),
-                             bool(self.recorder.passes),
-                             bool(self.recorder.calls or self.recorder.facts), empty_ok)
+    def _ending(self, label: str | None, named: Named, rooted: bool,
+                stopped: ScenarioError | None, empty_ok: bool, own_lines: OwnLines
+                ) -> list[Fact]:
+        """The session's own facts, first: why there is no root, where the code stopped,
+        where --passes stopped it."""
+        facts = [] if rooted else own_lines.no_root(label, named, empty_ok)
+        if stopped is not None:  # after an error, only what the code itself did is shown
+            facts.append(Stopped(stopped.message, stopped.hint, stopped.line))
+        if self.recorder.gate.capped is not None:
+            facts.append(self.recorder.gate.capped)
+        return facts
 
     def close(self) -> None:
         """Drop every torch object held (the captured graph dies with its session)."""

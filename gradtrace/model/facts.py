@@ -134,8 +134,6 @@ class Detached(NamedTuple):
     source: str
 
 
-
-
 class GradDiscarded(NamedTuple):
     """A zero_grad() line that reset gradients a backward made before any optimizer step
     used them: micro-batches thrown away, or a reset between backward and step."""

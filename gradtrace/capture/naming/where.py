@@ -54,6 +54,7 @@ def gradtrace_file(filename: str) -> bool:
     """Whether filename is one of gradtrace's own files."""
     return absolute(filename).startswith(_OURS + os.sep)
 
+
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 

@@ -104,10 +104,6 @@ class Recorder:
         """--profile's timer of module forwards (None: not profiling)."""
         return self._observer(Profile).clock
 
-    def updated(self, named: Named) -> frozenset[str]:
-        """The named leaves whose values changed during the run (a target or EMA copy)."""
-        return self._observer(StepLog).changed(named)
-
     def default_roots(self) -> DefaultRoots:
         """The roots of the graph shown by default, as they stand now."""
         return self._observer(RootsSeen).default()
