@@ -43,8 +43,8 @@ def trace_tensors(outputs: list[Any], names: dict[str, Any], backward: bool,
     # No big-stack thread here: the caller holds the graph, so nothing gradtrace drops can
     # free a deep chain (and release() drops node references root first).
     session = CaptureSession(None, [], dict(names), CaptureOptions(
-        backward=backward, saved=saved or profile, profile=profile))
-    session.caller_cuts = None if caller is None else caller_cuts(caller)
+        backward=backward, saved=saved or profile, profile=profile),
+        caller=None if caller is None else caller_cuts(caller))
     try:
         name_of = {id(t): n for n, t in reversed(named_tensors(names))}
         picked = [(name_of.get(id(t), f"output{i}"), t) for i, t in enumerate(outputs)]

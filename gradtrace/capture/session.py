@@ -39,11 +39,11 @@ class CaptureSession:
     """What one recording holds: torch is patched only inside recording(); finish() builds
     the Trace; close() lets go of every torch object."""
 
-    caller_cuts: SourceCuts | None = None  # trace(tensors)'s: the caller's lines that ran
-
     def __init__(self, path: str | None, lines: list[str], namespace: dict[str, Any],
-                 options: CaptureOptions, window: StopWindow | None = None) -> None:
+                 options: CaptureOptions, window: StopWindow | None = None,
+                 caller: SourceCuts | None = None) -> None:
         self.path = path  # the file whose lines are traced and cited (None: none)
+        self.caller = caller  # trace(tensors)'s: the lines of its caller's file that ran
         self.lines = lines
         self.options = options
         self.window = window or StopWindow()  # a time limit's: none for a live recording
@@ -84,7 +84,7 @@ class CaptureSession:
         if stopped is not None and not (recorder.passes or recorder.calls or recorder.facts
                                         or any(t.grad_fn for _, t in named)):
             raise stopped  # nothing recorded: the error alone says it all
-        own_lines = OwnLines(self.path, self.lines, self.host, recorder, self.caller_cuts)
+        own_lines = OwnLines(self.path, self.lines, self.host, recorder, self.caller)
         outputs, reason, root_pass = self._roots(label, named, default_roots, outputs,
                                                  empty_ok, exited)
         facts = self._ending(label, named, bool(outputs or root_pass), stopped, empty_ok,
