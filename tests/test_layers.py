@@ -40,7 +40,7 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "diff": {"base", "model", "findings", "diff"},
     "render": {"base", "model", "findings", "diff", "render"},
     "extract": {"base", "compat", "model", "findings", "extract"},
-    "capture": {"base", "compat", "model", "findings", "extract", "capture"},
+    "capture": {"base", "compat", "model", "extract", "capture"},  # facts, never findings
     "check": {"base", "compat", "model", "findings", "extract", "capture", "check"},
     "api": {"base", "compat", "model", "findings", "render", "extract", "capture", "api"},
     "cli": {"base", "compat", "model", "findings", "diff", "render", "extract", "capture",
@@ -290,6 +290,8 @@ def test_nothing_edits_a_trace_after_build_trace(tmp_path: Path,
                         "out.backward()\n")
     trace = run_scenario(printing)
     assert trace is built[-1] and "hello" in trace.stdout and trace.ranks is not None
+    assert [(f.code, f.line) for f in trace.findings] == [("unreached-leaf", 2),
+                                                          ("graph-cut", 3)]
     stopping = tmp_path / "stopping.py"
     stopping.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n"
                         "(x * 2).sum().backward()\nprint('before')\nraise ValueError('no')\n")
@@ -299,6 +301,9 @@ def test_nothing_edits_a_trace_after_build_trace(tmp_path: Path,
     x = __import__("torch").ones(2, requires_grad=True)
     view = gradtrace.trace((x * 2).sum())
     assert view.trace is built[-1]
+    with gradtrace.record() as block:
+        (x * 3).sum().backward()
+    assert block.trace is built[-1] and len(block.trace.passes) == 1
 
 
 def _subclasses(cls: type) -> list[type]:

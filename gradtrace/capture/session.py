@@ -1,5 +1,5 @@
-"""One capture session: the recorder, module tracker, line log and names of one recording,
-and the one place a Trace and all its findings are built from what was recorded.
+"""One capture session: the host (names, line log, modules) and the recorder of one
+recording, and the one place its Trace and all its findings are built, once.
 
 Every entry point goes through it: scenario runs (show, dot, diff, check), gradtrace.trace(),
 gradtrace.record() and the pytest plugin.
@@ -87,8 +87,8 @@ class CaptureSession:
         own_lines = OwnLines(self.path, self.lines, self.host, recorder, self.caller)
         outputs, reason, root_pass = self._roots(label, named, default_roots, outputs,
                                                  empty_ok, exited)
-        facts = self._ending(label, named, bool(outputs or root_pass), stopped, empty_ok,
-                             own_lines)
+        facts = self._session_facts(label, named, bool(outputs or root_pass), stopped,
+                                    empty_ok, own_lines)
         recorder.end(outputs, named, stopped is not None)  # gradtrace's own backward, if any
         given = self.host.captured(named, every)
         trace = recorder.trace(replace(
@@ -105,7 +105,7 @@ class CaptureSession:
         """The roots of the trace's graph and why; or, when the code let go of the default
         roots, their pass (its graph frozen, or held still). An error when there is nothing
         to trace."""
-        root_pass = self.recorder.default_roots().let_go \
+        root_pass = self.recorder.default_roots().released \
             if outputs is None and not default_roots[0] and not self.options.roots \
             and "OUTPUT" not in self.names.namespace else None
         if outputs is not None or root_pass is not None:
@@ -115,7 +115,7 @@ class CaptureSession:
         return (*choose_outputs(label or "", self.names.namespace, named, self.options.roots,
                                 default_roots), None)
 
-    def _ending(self, label: str | None, named: Named, rooted: bool,
+    def _session_facts(self, label: str | None, named: Named, rooted: bool,
                 stopped: ScenarioError | None, empty_ok: bool, own_lines: OwnLines
                 ) -> list[Fact]:
         """The session's own facts, first: why there is no root, where the code stopped,

@@ -98,6 +98,7 @@ def build_trace(c: Captured) -> Trace:
         filled = {ch.tensor for p in trace_passes for ch in p.grad_changes
                   if ch.after is not None}
         detached = detached_sources(named)
+        facts = (*c.facts, *c.optimizer_facts)
         trace = Trace(
             scenario=c.scenario, gradtrace_version=__version__, torch_version=torch.__version__,
             outputs=tuple(dict.fromkeys([*map(node_ids.of, output_nodes),
@@ -110,9 +111,9 @@ def build_trace(c: Captured) -> Trace:
                                 t, fragments) for name, t in named), *fragments.tensors),
             passes=tuple(trace_passes),
             findings=(*findings_of((_with_module(f, c.modules, node_ids, fragments)
-                                    for f in c.facts
+                                    for f in facts
                                     if not isinstance(f, Stopped)), c.scenario),
-                      *pass_findings(c.passes, c.facts),
+                      *pass_findings(c.passes, facts),
                       *findings_of(Detached(name, source) for name, source in detached.items())),
             functions=tuple(FunctionCall(
                 call.function.__name__, node_ids.node(call.node) if call.node is not None

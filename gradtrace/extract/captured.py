@@ -108,16 +108,16 @@ class Captured:
     saved_before holds saved tensors read before a backward freed them; None means saved
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
-    recomputed holds the nodes (by id) made inside
-    torch.utils.checkpoint regions; hooks the module backward hooks that run on a node (by
-    id); source_of(node) is the scenario line that made a node (library_source_of(node) the
-    line of an installed library's model code below it, if one did). walked: a pass's walk, used
-    again when it starts from the same roots. grad_graph tells the nodes made while a
-    create_graph pass ran. earlier: leaves named in passes under names the code bound again
-    since: they label their nodes, and have rows when the graph shows them. updated: the
-    leaves whose values changed during the run; handed: those given to
-    torch.autograd.functional; reduced: those DistributedDataParallel averages: over how
-    many ranks, and whether it waits for their gradients (find_unused_parameters off).
+    recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions; hooks the
+    module backward hooks that run on a node (by id); source_of(node) is the scenario line
+    that made a node (library_source_of(node) the line of an installed library's model code
+    below it, if one did). walked: a pass's walk, used again when it starts from the same
+    roots. grad_graph tells the nodes made while a create_graph pass ran. earlier: leaves
+    named in passes under names the code bound again since: they label their nodes, and have
+    rows when the graph shows them. updated: the leaves whose values changed during the run;
+    handed: those given to torch.autograd.functional; reduced: those DistributedDataParallel
+    averages: over how many ranks, and whether it waits for their gradients
+    (find_unused_parameters off).
     """
 
     scenario: str | None
@@ -125,6 +125,7 @@ class Captured:
     outputs: Named
     root_reason: str
     facts: Sequence[Fact] = ()
+    optimizer_facts: Sequence[Fact] = ()  # what optimizers did: told after the others
     passes: Sequence[RawPass] = ()
     calls: Sequence[RawCall] = ()
     graph_passes: Sequence[RawPass] | None = None  # the passes shown (None: every one)

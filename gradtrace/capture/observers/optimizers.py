@@ -62,10 +62,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class OptimizersPart(Part):
-    """The facts, with what optimizers did with the gradients; id() of the leaves stepping
+    """What optimizers did with the gradients, as facts; id() of the leaves stepping
     optimizers hold (None: none stepped, or they hold shards)."""
 
-    facts: tuple[Fact, ...]
+    optimizer_facts: tuple[Fact, ...]
     held: frozenset[int] | None
 
 
@@ -240,7 +240,7 @@ class OptimizerUse(Observer):
 
     def captured(self, given: Any) -> OptimizersPart:
         held = self.held
-        return OptimizersPart((*given.facts, *self.facts(), *coverage_facts(
+        return OptimizersPart((*self.facts(), *coverage_facts(
             held, given.named, given.objects, self.recorder.script.lines)),
             frozenset(held.ids) if held.steps and not held.sharded else None)
 

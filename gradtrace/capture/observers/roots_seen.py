@@ -23,7 +23,7 @@ class DefaultRoots(NamedTuple):
     roots: list[tuple[str | None, Any]]  # (name, tensor), while every one lives
     asked: bool  # --pass N's (else the latest pass's)
     line: int | None  # the scenario's line of that pass
-    let_go: RawPass | None  # that pass, when the code let go of its roots (frozen or held)
+    released: RawPass | None  # that pass, when the code let go of its roots (frozen or held)
 
 
 class RootsSeen(Observer):

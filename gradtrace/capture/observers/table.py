@@ -31,13 +31,16 @@ OBSERVERS: tuple[type[Observer], ...] = (
     GradGraph,  # the nodes create_graph passes make (last: its span is the call's alone)
 )
 
-# (earlier, later, why): the order the table must keep (tests/test_layers.py holds it). No
-# other observer reads what one writes: each writes only its own fields of the pass's record.
+# (earlier, later, why): the order the table must keep (tests/test_layers.py holds it). Each
+# observer writes only its own fields of the pass's record; these are the only places one
+# reads what another wrote, or tells its facts before or after another's.
 ORDER: tuple[tuple[type[Observer], type[Observer], str], ...] = (
     (Profile, GradientFlow, "Profile may wrap p.call in a timed step that runs plain "
                             "(p.plain): the flow then sets no hooks"),
     (NonFiniteBirths, GradientFlow, "the birth search reads the graph before the flow's "
                                     "hooks are on it"),
+    (SavedTensors, NonFiniteBirths, "as the code ends (in reverse), a NaN's birth is told "
+                                    "before the saved tensors changed in place"),
     *((kind, GradGraph, "the span of a create_graph pass holds the call alone, nothing of "
                         "gradtrace's around it") for kind in OBSERVERS if kind is not GradGraph),
 )

@@ -82,6 +82,7 @@ class Recorder:
         return self._observers[kind]  # type: ignore[return-value]  # keyed by its class
 
     def tell(self, fact: Fact) -> None:
+        """One more fact of the recording's (an observer's, a wrapper's), in the order met."""
         self.facts.append(fact)
 
     @contextlib.contextmanager
