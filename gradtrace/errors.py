@@ -51,6 +51,10 @@ class TraceFileError(GradtraceError):
     """A saved trace JSON file is unreadable or not a gradtrace trace."""
 
 
+class RunLogError(TraceFileError):
+    """A run log (`watch --log`) is unreadable, not a gradtrace log, or has an invalid line."""
+
+
 class ExportError(GradtraceError):
     """An export cannot be made or written: unknown format, unwritable path, no Graphviz."""
 

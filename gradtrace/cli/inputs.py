@@ -1,4 +1,5 @@
-"""What a command reads: a Trace from a scenario (run now) or a saved JSON trace; a pass."""
+"""What a command reads: a Trace from a scenario (run now), a saved JSON trace or a run's log;
+a pass."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from ..capture.script.target import parse_target
-from ..errors import GradtraceError, NoGraph, ScenarioError, TraceFileError
+from ..errors import GradtraceError, NoGraph, RunLogError, ScenarioError, TraceFileError
 from ..findings.registry import NO_GRAPH, NO_GRAPH_LEAD
 from ..gcpause import collector_paused
 from ..model.codec import trace_from_dict
 from ..model.labels import label_file
 from ..model.records import Pass, Trace
+from ..model.run_log import RunLog, read_log, starts_run_log
 from .files import is_stream
 from .output import tell
 
@@ -26,6 +28,7 @@ class Loaded(NamedTuple):
     trace: Trace
     stopped: ScenarioError | None = None
     seconds: float | None = None  # how long the script ran (None: a saved trace, read)
+    log: RunLog | None = None  # the run's log the trace was read from
 
     def ending(self, printed_shown: bool = False, picture: bool = False,
                findings_shown: bool = False) -> ScenarioError | None:
@@ -98,33 +101,24 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
                saved: bool = True, flow: bool = True,
                run: RunChoices = RunChoices(), lean: bool = False,
                profile: bool = False) -> Loaded:
-    """A Trace from a scenario .py file or FILE::FUNC (run now) or a saved .json trace
-    (lean: only what `diff` compares, see trace_from_dict). profile: time each backward node
+    """A Trace from a scenario .py file or FILE::FUNC (run now), a saved .json trace (lean: only
+    what `diff` compares, see trace_from_dict) or a run's log. profile: time each backward node
     (a saved trace must hold costs already)."""
     passes = pass_limit(run.passes)
     shown = pass_choice(run.shown_pass)
-    if source.endswith(".json"):
+    run_log = is_run_log(source)
+    if source.endswith(".json") or run_log:
         if roots or run.args:
             raise GradtraceError("--root and script arguments apply to scenarios, not to "
                                  "saved traces",
                                  f"drop them, or pass the scenario instead of {source}")
         _refuse_run_options(source, backward, derivative_order, passes, run.timeout)
-        try:
-            with collector_paused():  # 100,000s of dicts, none in a cycle
-                data = json.loads(Path(source).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise TraceFileError(f"no such file: {source}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TraceFileError(f"{source} is not readable JSON: {exc}") from exc
-        except RecursionError:
-            raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
-                                 "regenerate it with `gradtrace show SCENARIO --json`") from None
-        with collector_paused():
-            trace = trace_from_dict(data, lean)
-        if profile and trace.costs is None:
+        log = _read_log(source) if run_log else None
+        loaded = Loaded(_read_trace(source, lean) if log is None else log.trace(), log=log)
+        if profile and loaded.trace.costs is None:
             raise GradtraceError(f"--profile: {source} holds no costs",
                                  "record them with `gradtrace show SCENARIO --profile --json`")
-        return Loaded(trace)
+        return loaded
     from ..capture.options import CaptureOptions  # imports torch below
     from ..capture.runner import run_scenario
     from ..errors import ScenarioStopped
@@ -137,6 +131,54 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
     except ScenarioStopped as stop:
         return Loaded(stop.trace, stop, time.perf_counter() - started)
     return Loaded(trace, None, time.perf_counter() - started)
+
+
+def _read_trace(source: str, lean: bool) -> Trace:
+    """The Trace a saved .json trace holds (lean: see trace_from_dict)."""
+    try:
+        with collector_paused():  # 100,000s of dicts, none in a cycle
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFileError(f"no such file: {source}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceFileError(f"{source} is not readable JSON: {exc}") from exc
+    except RecursionError:
+        raise TraceFileError(f"{source} is nested too deeply to be a gradtrace trace",
+                             "regenerate it with `gradtrace show SCENARIO --json`") from None
+    with collector_paused():
+        return trace_from_dict(data, lean)
+
+
+HEADER_BYTES = 1 << 20  # a log's header line is read whole up to this size to tell a log
+
+
+def is_run_log(source: str) -> bool:
+    """Whether source is a file whose first line is a run log's header (`watch --log`),
+    whatever its name."""
+    path = Path(source)
+    try:
+        if not path.is_file():  # FILE::FUNC, example:NAME, a missing file, a FIFO
+            return False
+        with path.open("rb") as file:
+            return starts_run_log(file.readline(HEADER_BYTES))
+    except OSError:
+        return False  # what reads it next says why it cannot be read
+
+
+def _read_log(source: str) -> RunLog:
+    """What a run's log holds (its header at least)."""
+    try:
+        data = Path(source).read_bytes()
+    except OSError as exc:
+        raise RunLogError(f"{source} cannot be read: {exc}") from exc
+    try:
+        log = read_log(data)
+    except RunLogError as exc:
+        raise RunLogError(f"{source}: {exc.message}", exc.hint) from None
+    if log.header is None:
+        raise RunLogError(f"{source}: its header line is cut short",
+                          "the run was killed as it started; run it again")
+    return log
 
 
 SLOW_RUN = 10.0  # seconds: a script this slow is better recorded once and read many times

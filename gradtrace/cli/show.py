@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import io
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from ..errors import GradtraceError
 from ..model.labels import led_by_library
 from ..model.records import Pass, Trace
+from ..model.run_log import RunLog
 from ..render.escape import visible_console
 from .core import (
     DEBUG,
@@ -163,7 +165,7 @@ def show_trace(asked: ShowOptions) -> None:
     if shows:
         with ranked.in_turn():
             _show(led_by_library(trace) if library_first and printed != "json" else trace,
-                  shown_pass, asked, output, ranked.heading(), modules)
+                  shown_pass, asked, output, ranked.heading(), modules, loaded.log)
     if others := ranked.others():
         _emit_lines(others, to_stdout=target is None and printed == "text")
     if shows:
@@ -190,9 +192,9 @@ def _load(asked: ShowOptions, output: Output, ranked: RankedShow) -> Loaded:
 
 
 def _show(trace: Trace, shown_pass: Pass | None, asked: ShowOptions, output: Output,
-          heading: str | None, modules: bool) -> None:
-    """Print or write the trace as asked: JSON, annotations, a module table (modules: shown)
-    or the report."""
+          heading: str | None, modules: bool, log: RunLog | None) -> None:
+    """Print or write the trace as asked: JSON, annotations, a run log's report (log: the
+    trace was read from one), a module table (modules: shown) or the report."""
     printed, target = output.printed, output.target
     console = stdout_console() if target is None else _file_console()
     if heading is not None and printed == "text" and target is None:
@@ -205,6 +207,8 @@ def _show(trace: Trace, shown_pass: Pass | None, asked: ShowOptions, output: Out
         from ..render.github import github_annotations
 
         _emit(github_annotations(trace.findings), output)
+    elif log is not None:
+        console.print(_log_report(log, trace, asked))
     elif modules:
         from ..render.report import module_report
 
@@ -226,6 +230,31 @@ def _show(trace: Trace, shown_pass: Pass | None, asked: ShowOptions, output: Out
     if target is not None and printed == "text":
         assert isinstance(console.file, io.StringIO)
         _emit(console.file.getvalue(), output)
+
+
+def _log_report(log: RunLog, trace: Trace, asked: ShowOptions) -> Group:
+    """A run log's report: what ran and how it ended, its steps and its findings (a log
+    holds no graph, tensors or passes' detail)."""
+    from ..render.report import findings_view
+    from ..render.steps import ROWS, steps_view
+
+    assert log.header is not None  # read_log's caller refuses a log without one
+    text = Text()
+    text.append("run log ", style="dim")
+    text.append(shlex.join([log.header.script, *log.header.argv]), style="bold")
+    text.append(f"  ·  started {log.header.started}"
+                + (f"  ·  {log.outcome}" if log.ended else ""), style="dim")
+    if not log.ended:
+        text.append("\nno end line: the run goes on, or was killed"
+                    + ("; its last line, cut short, is skipped" if log.torn else ""),
+                    style="yellow")
+    parts: list[RenderableType] = [text]
+    steps = steps_view(trace, asked.by_module, None if asked.show_all else ROWS, min_passes=1)
+    parts.append(steps if steps is not None else Text("no step rows yet", style="dim"))
+    findings = findings_view(trace)
+    if findings is not None:
+        parts += [Text("\nfindings", style="bold"), findings]
+    return Group(*parts)
 
 
 def _emit_lines(lines: list[str], to_stdout: bool) -> None:

@@ -123,14 +123,7 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             edges=_edges_from(data["edges"]),
             tensors=tuple(_tensor_from(t) for t in data["tensors"]),
             passes=tuple(_pass_from(p, gradients) for p in data["passes"]),
-            findings=tuple(
-                Finding(
-                    code=f["code"], severity=f["severity"], message=f["message"],
-                    tensor=f.get("tensor"), node=f.get("node"), hint=f.get("hint"),
-                    file=f.get("file"), line=f.get("line"),
-                )
-                for f in data["findings"]
-            ),
+            findings=tuple(map(finding_from, data["findings"])),
             functions=tuple(
                 FunctionCall(function=c["function"], node=c.get("node"), line=c.get("line"),
                              inputs=tuple(c["inputs"]))
@@ -138,7 +131,7 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             ),
             stdout=data.get("stdout", ""),
             second_order=_second_order_from(data.get("second_order")),
-            steps=_steps_from(data.get("steps")),
+            steps=steps_from(data.get("steps")),
             ranks=None if data.get("ranks") is None else Ranks(data["ranks"]["rank"],
                                                                  data["ranks"]["world"]),
             saved_read=data.get("saved_read", True) and not lean,
@@ -429,8 +422,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "modules": list(s.modules),
         "loss": [json_float(x) for x in s.loss],
         "optimizer_steps": list(s.optimizer_steps),
-        "grads": [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite,
-                                           g.kept] for g in row] for row in s.grads],
+        "grads": leaf_steps_json(s.grads),
         "optimizer_steps_after": s.optimizer_steps_after,
         "loss_scale": [json_float(x) for x in s.loss_scale],
         "loss_divisor": [json_float(x) for x in s.loss_divisor],
@@ -438,7 +430,14 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
     }
 
 
-def _steps_from(d: dict[str, Any] | None) -> Steps | None:
+def leaf_steps_json(grads: tuple[tuple[LeafStep | None, ...], ...]) -> list[Any]:
+    """Rows of leaves' .grad in brief as JSON data: each [norm, max_abs, finite, kept] or null."""
+    return [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite, g.kept]
+             for g in row] for row in grads]
+
+
+def steps_from(d: dict[str, Any] | None) -> Steps | None:
+    """Inverse of the steps section's dict (validated)."""
     if d is None:
         return None
     return Steps(
@@ -506,11 +505,19 @@ def costs_from(d: dict[str, Any] | None) -> Costs | None:
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
+    """A Finding as JSON data: the keys it has a value for."""
     d: dict[str, Any] = {"code": f.code, "severity": f.severity, "message": f.message}
     for key in ("tensor", "node", "hint", "file", "line"):
         if getattr(f, key) is not None:
             d[key] = getattr(f, key)
     return d
+
+
+def finding_from(d: dict[str, Any]) -> Finding:
+    """Inverse of finding_dict (validated)."""
+    return Finding(code=d["code"], severity=d["severity"], message=d["message"],
+                   tensor=d.get("tensor"), node=d.get("node"), hint=d.get("hint"),
+                   file=d.get("file"), line=d.get("line"))
 
 
 def _norm(x: float | str | None) -> float:

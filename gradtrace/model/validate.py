@@ -533,3 +533,31 @@ def _pass_upgraded(p: dict[str, Any], path: str, table: _Table) -> dict[str, Any
                          if isinstance(f.get(key), list)}}
         out[node] = f
     return {**p, "flow": out}
+
+
+def steps_problem(raw: Any, passes: int) -> str | None:
+    """What breaks the contract in a steps section of `passes` rows (its path first), or
+    None: a run log's rows are checked as the trace's are."""
+    try:
+        _steps(raw, "", passes)
+    except _Invalid as exc:
+        return _said(exc)
+    return None
+
+
+def finding_problem(raw: Any) -> str | None:
+    """What breaks the contract in a finding (its path first), or None; its node is only
+    checked as a name: a run log holds no graph for it to point into."""
+    try:
+        node = raw.get("node") if isinstance(raw, dict) else None
+        _str(node, "node", null=True)
+        _finding(raw, set() if node is None else {node})
+    except _Invalid as exc:
+        return _said(exc)
+    return None
+
+
+def _said(problem: _Invalid) -> str:
+    """A problem as told: its path (without the dot a path under "" starts with), then what."""
+    path = problem.path.removeprefix(".")
+    return f"{path}: {problem.problem}" if path else problem.problem

@@ -1,0 +1,364 @@
+"""A run's log (`watch --log`), schema gradtrace.log/1: JSON Lines appended as the run goes,
+read back whole, still growing, or cut by a kill at any byte."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, Literal, get_args
+
+from ..errors import RunLogError
+from .codec import finding_dict, finding_from, leaf_steps_json, steps_from
+from .records import Finding, LeafStep, Pass, Steps, Trace
+from .validate import finding_problem, steps_problem
+from .values import json_float
+
+SCHEMA = "gradtrace.log/1"
+_FAMILY, _MAJOR = SCHEMA.split("/")
+Outcome = Literal["finished", "stopped", "failed"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+_HINT = "a run log is what `gradtrace watch --log FILE` writes: one JSON object a line"
+
+
+@dataclass(frozen=True, slots=True)
+class LogHeader:
+    """The log's first line: who wrote it, for which script, and when."""
+
+    gradtrace: str
+    torch: str
+    script: str
+    argv: tuple[str, ...]
+    started: str  # ISO 8601, UTC (started_now())
+
+    @staticmethod
+    def started_now() -> str:
+        """Now, as a header's `started`: 2026-11-28T05:21:31+00:00."""
+        return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class LogLeaves:
+    """Named leaves first seen: the step rows' columns from index `first` on."""
+
+    first: int
+    names: tuple[str, ...]
+    modules: tuple[str | None, ...]  # the nn.Module path of each, else None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSteps:
+    """Consecutive step rows, the first of them pass number `first` (from 1); a row may
+    be shorter than the columns: those added later are None in it."""
+
+    first: int
+    loss: tuple[float | None, ...]
+    optimizer_steps: tuple[int, ...]
+    grads: tuple[tuple[LeafStep | None, ...], ...]
+    loss_scale: tuple[float | None, ...] = ()  # empty: no row's gradients were scaled
+    loss_divisor: tuple[float | None, ...] = ()  # empty: no row's loss was divided
+
+
+@dataclass(frozen=True, slots=True)
+class LogFinding:
+    """A finding as it fired, and the pass it fired at (None: the run's, not a step's)."""
+
+    step: int | None
+    finding: Finding
+
+
+@dataclass(frozen=True, slots=True)
+class LogEnd:
+    """The last line of a run that ended (a killed run has none)."""
+
+    steps: int
+    optimizer_steps_after: int
+    outcome: Outcome
+
+
+LogRecord = LogHeader | LogLeaves | LogSteps | LogFinding | LogEnd
+
+
+def log_line(record: LogRecord) -> str:
+    """One line of the log: the record as JSON, ASCII only (valid under any locale), ending
+    in a newline. Non-finite numbers are the strings "nan", "inf", "-inf", as in a trace."""
+    return json.dumps(_ENCODERS[type(record)](record), ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _header_json(h: Any) -> dict[str, Any]:
+    return {"kind": "header", "schema": SCHEMA, "gradtrace": h.gradtrace, "torch": h.torch,
+            "script": h.script, "argv": list(h.argv), "started": h.started}
+
+
+def _leaves_json(r: Any) -> dict[str, Any]:
+    return {"kind": "leaves", "first": r.first, "names": list(r.names),
+            "modules": list(r.modules)}
+
+
+def _steps_json(r: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"kind": "steps", "first": r.first,
+                         "loss": [json_float(x) for x in r.loss],
+                         "optimizer_steps": list(r.optimizer_steps),
+                         "grads": leaf_steps_json(r.grads)}
+    for key in ("loss_scale", "loss_divisor"):
+        if getattr(r, key):  # left out when no row has one, as the trace's steps leave it empty
+            d[key] = [json_float(x) for x in getattr(r, key)]
+    return d
+
+
+def _finding_json(r: Any) -> dict[str, Any]:
+    return {"kind": "finding", "step": r.step, **finding_dict(r.finding)}
+
+
+def _end_json(r: Any) -> dict[str, Any]:
+    return {"kind": "end", "steps": r.steps, "optimizer_steps_after": r.optimizer_steps_after,
+            "outcome": r.outcome}
+
+
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    LogHeader: _header_json, LogLeaves: _leaves_json, LogSteps: _steps_json,
+    LogFinding: _finding_json, LogEnd: _end_json,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunLog:
+    """What a log holds: its complete lines read, a cut last line skipped."""
+
+    header: LogHeader | None  # None: not even the header's line is complete yet
+    steps: Steps | None  # None: no step row yet
+    findings: tuple[LogFinding, ...]
+    end: LogEnd | None  # None: the run goes on, or was killed
+    complete_lines: int  # the lines read (each ends in a newline)
+    torn: bool  # the last line was cut (a run killed mid-write) and is skipped
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return None if self.end is None else self.end.outcome
+
+    def trace(self) -> Trace:
+        """The log as a Trace without a graph: its steps, a light pass per step row (only
+        its statistics kept) and its findings, for the commands that read a saved trace."""
+        h = self.header
+        return Trace(
+            scenario=None if h is None else h.script,
+            gradtrace_version="" if h is None else h.gradtrace,
+            torch_version="" if h is None else h.torch,
+            outputs=(), output_names=(), root_reason="", nodes=(), edges=(), tensors=(),
+            passes=(_LIGHT_PASS,) * (0 if self.steps is None else len(self.steps.loss)),
+            # a finding's node is one of a graph the log does not hold
+            findings=tuple(replace(f.finding, node=None) for f in self.findings),
+            steps=self.steps)
+
+
+# a step row's pass: one record for all, as none holds anything of its own
+_LIGHT_PASS = Pass("backward", (), retain_graph=False, create_graph=False, error=None,
+                   light=True)
+
+
+def starts_run_log(first_line: str | bytes) -> bool:
+    """Whether a file's first line is a run log's header (of any schema version): a log is
+    known by what it holds, not by its name."""
+    try:
+        head = json.loads(first_line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return False
+    return (isinstance(head, dict) and head.get("kind") == "header"
+            and isinstance(head.get("schema"), str)
+            and head["schema"].startswith(_FAMILY + "/"))
+
+
+def read_log(source: str | bytes | Iterable[str | bytes]) -> RunLog:
+    """The log in source: its text, its bytes, or its lines each with its newline (a file
+    open for reading). Raises RunLogError naming the line of the first invalid one; a last
+    line without a newline, or the last line not being JSON, is a cut one, skipped."""
+    reading = _Reading()
+    torn = False
+    for number, (line, last) in enumerate(_with_last(_lines(source)), 1):
+        complete = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
+        data = _parsed(line) if complete else _CUT
+        if data is _CUT and last:
+            torn = True
+            break
+        if data is _CUT:
+            raise RunLogError(f"line {number}: " + ("not a line of JSON" if complete else
+                                                    "cut short (no newline at its end)"), _HINT)
+        reading.take(data, number)
+    return reading.log(torn)
+
+
+_CUT = object()  # what a line that is not whole JSON reads as
+
+
+def _parsed(line: str | bytes) -> Any:
+    """The JSON value of a line, or _CUT."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, a number of 5,000 digits
+        return _CUT
+
+
+def _lines(source: str | bytes | Iterable[str | bytes]) -> Iterable[str | bytes]:
+    """source's lines, each with its newline but a last one cut short."""
+    if isinstance(source, str):
+        return io.StringIO(source, newline="\n")  # "\n" alone ends a line, as the writer's
+    if isinstance(source, bytes):
+        return io.BytesIO(source)
+    return source
+
+
+def _with_last(items: Iterable[Any]) -> Iterator[tuple[Any, bool]]:
+    """Each item, and whether it is the last (known once the next is read)."""
+    held, have = None, False
+    for item in items:
+        if have:
+            yield held, False
+        held, have = item, True
+    if have:
+        yield held, True
+
+
+class _Reading:
+    """A log's records taken line by line; the step rows kept as the trace's JSON has them."""
+
+    def __init__(self) -> None:
+        self.header: LogHeader | None = None
+        self.end: LogEnd | None = None
+        self.lines = 0
+        self.findings: list[LogFinding] = []
+        self.columns: list[Any] = [[], []]  # names, modules
+        self.rows: dict[str, list[Any]] = {key: [] for key in _ROW_KEYS}
+
+    def take(self, data: Any, number: int) -> None:
+        """Take one complete line's JSON value (number: its line, from 1)."""
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if not isinstance(kind, str):
+            raise _problem(number, "expected an object with a \"kind\"")
+        if self.header is None and kind != "header":
+            raise _problem(number, "not a gradtrace run log: its first line is not a header")
+        if self.header is not None and kind in _TAKERS and self.end is not None:
+            raise _problem(number, f"a {kind} line after the run's end")
+        self.lines += 1
+        taker = _TAKERS.get(kind)
+        if taker is not None:  # an unknown kind is a later gradtrace's: skipped
+            problem = taker(self, data)
+            if problem is not None:
+                raise _problem(number, f"invalid {kind} line: {problem}")
+
+    def _header(self, d: dict[str, Any]) -> str | None:
+        if self.header is not None:
+            return "a second header: give each run a log of its own"
+        schema = d.get("schema")
+        if not isinstance(schema, str) or not schema.startswith(_FAMILY + "/"):
+            return f"schema: expected {SCHEMA}, found {schema!r:.60}"
+        if schema.removeprefix(_FAMILY + "/").split(".")[0] != _MAJOR:
+            raise RunLogError(f"line 1: the log's schema is {schema!r:.60}; this gradtrace "
+                              f"reads {SCHEMA}", "read it with the gradtrace that wrote it")
+        problem = (_texts(d, ("gradtrace", "torch", "script", "started"))
+                   or _text_list(d.get("argv"), "argv"))
+        if problem is None:
+            self.header = LogHeader(d["gradtrace"], d["torch"], d["script"], tuple(d["argv"]),
+                                    d["started"])
+        return problem
+
+    def _leaves(self, d: dict[str, Any]) -> str | None:
+        names, modules = self.columns
+        problem = _first(d, len(names), "the columns so far")
+        if problem is not None or not isinstance(d.get("names"), list):
+            return problem or f"names: expected a list, found {d.get('names')!r:.40}"
+        added = d.get("modules") or [None] * len(d["names"])  # null: no module known
+        problem = steps_problem({"leaves": d["names"], "modules": added, "loss": [],
+                                 "optimizer_steps": [], "grads": []}, 0)
+        if problem is None:
+            names.extend(d["names"])
+            modules.extend(added)
+        return problem
+
+    def _steps(self, d: dict[str, Any]) -> str | None:
+        rows = self.rows
+        problem = _first(d, len(rows["loss"]) + 1, "the pass after the rows so far")
+        loss = d.get("loss")
+        count = len(loss) if isinstance(loss, list) else 0
+        batch = {key: d[key] for key in _ROW_KEYS if key in d}
+        problem = problem or steps_problem(
+            {**batch, "leaves": self.columns[0], "modules": self.columns[1]}, count)
+        if problem is None:
+            for key in _ROW_KEYS:
+                rows[key].extend(d.get(key) or [None] * count)  # left out: none in the batch
+        return problem
+
+    def _finding(self, d: dict[str, Any]) -> str | None:
+        step = d.get("step")
+        if step is not None and (type(step) is not int or step < 1):
+            return f"step: expected a pass number (1 or more) or null, found {step!r:.40}"
+        problem = finding_problem(d)
+        if problem is None:
+            self.findings.append(LogFinding(step, finding_from(d)))
+        return problem
+
+    def _end(self, d: dict[str, Any]) -> str | None:
+        for key in ("steps", "optimizer_steps_after"):
+            if type(d.get(key)) is not int or d[key] < 0:
+                return f"{key}: expected a whole number ≥ 0, found {d.get(key)!r:.40}"
+        if d.get("outcome") not in OUTCOMES:
+            return f"outcome: expected one of {', '.join(OUTCOMES)}, found {d.get('outcome')!r:.40}"
+        self.end = LogEnd(d["steps"], d["optimizer_steps_after"], d["outcome"])
+        return None
+
+    def log(self, torn: bool) -> RunLog:
+        """The RunLog of the lines taken."""
+        return RunLog(self.header, self._made_steps(), tuple(self.findings), self.end,
+                      self.lines, torn)
+
+    def _made_steps(self) -> Steps | None:
+        """The rows as the model's Steps (None without a row), each as wide as the columns."""
+        rows, (names, modules) = self.rows, self.columns
+        if not rows["loss"]:
+            return None
+        return steps_from({
+            "leaves": names, "modules": modules, "loss": rows["loss"],
+            "optimizer_steps": rows["optimizer_steps"],
+            "grads": [row + [None] * (len(names) - len(row)) for row in rows["grads"]],
+            "optimizer_steps_after": 0 if self.end is None else self.end.optimizer_steps_after,
+            # as a trace's steps: empty unless a row has one
+            **{key: rows[key] if any(x is not None for x in rows[key]) else []
+               for key in ("loss_scale", "loss_divisor")}})
+
+
+_ROW_KEYS = ("loss", "optimizer_steps", "grads", "loss_scale", "loss_divisor")
+_TAKERS: dict[str, Callable[[_Reading, dict[str, Any]], str | None]] = {
+    "header": _Reading._header, "leaves": _Reading._leaves, "steps": _Reading._steps,
+    "finding": _Reading._finding, "end": _Reading._end,
+}
+
+
+def _problem(number: int, problem: str) -> RunLogError:
+    return RunLogError(f"line {number}: {problem}", _HINT)
+
+
+def _first(d: dict[str, Any], expected: int, what: str) -> str | None:
+    """The problem with d's `first`, which must be expected (what: what that number is)."""
+    if d.get("first") != expected or type(d.get("first")) is not int:
+        return f"first: expected {expected} ({what}), found {d.get('first')!r:.40}"
+    return None
+
+
+def _texts(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The problem with the first of d's keys that is not a string, or None."""
+    for key in keys:
+        if not isinstance(d.get(key), str):
+            return f"{key}: expected a string, found {d.get(key)!r:.40}"
+    return None
+
+
+def _text_list(value: Any, key: str) -> str | None:
+    """The problem with a value that should be a list of strings, or None."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return f"{key}: expected a list of strings, found {value!r:.40}"
+    return None
