@@ -87,17 +87,17 @@ def log_line(record: LogRecord) -> str:
     return json.dumps(_ENCODERS[type(record)](record), ensure_ascii=True, allow_nan=False) + "\n"
 
 
-def _header_json(h: Any) -> dict[str, Any]:
+def _header_json(h: LogHeader) -> dict[str, Any]:
     return {"kind": "header", "schema": SCHEMA, "gradtrace": h.gradtrace, "torch": h.torch,
             "script": h.script, "argv": list(h.argv), "started": h.started}
 
 
-def _leaves_json(r: Any) -> dict[str, Any]:
+def _leaves_json(r: LogLeaves) -> dict[str, Any]:
     return {"kind": "leaves", "first": r.first, "names": list(r.names),
             "modules": list(r.modules)}
 
 
-def _steps_json(r: Any) -> dict[str, Any]:
+def _steps_json(r: LogSteps) -> dict[str, Any]:
     d: dict[str, Any] = {"kind": "steps", "first": r.first,
                          "loss": [json_float(x) for x in r.loss],
                          "optimizer_steps": list(r.optimizer_steps),
@@ -108,11 +108,11 @@ def _steps_json(r: Any) -> dict[str, Any]:
     return d
 
 
-def _finding_json(r: Any) -> dict[str, Any]:
+def _finding_json(r: LogFinding) -> dict[str, Any]:
     return {"kind": "finding", "step": r.step, **finding_dict(r.finding)}
 
 
-def _end_json(r: Any) -> dict[str, Any]:
+def _end_json(r: LogEnd) -> dict[str, Any]:
     return {"kind": "end", "steps": r.steps, "optimizer_steps_after": r.optimizer_steps_after,
             "outcome": r.outcome}
 
@@ -136,10 +136,12 @@ class RunLog:
 
     @property
     def ended(self) -> bool:
+        """Whether the run ended (its end line was written)."""
         return self.end is not None
 
     @property
     def outcome(self) -> Outcome | None:
+        """How the run ended (None: it has not, or was killed)."""
         return None if self.end is None else self.end.outcome
 
     def trace(self) -> Trace:
@@ -175,9 +177,8 @@ def starts_run_log(first_line: str | bytes) -> bool:
 
 
 def read_log(source: str | bytes | Iterable[str | bytes]) -> RunLog:
-    """The log in source: its text, its bytes, or its lines each with its newline (a file
-    open for reading). Raises RunLogError naming the line of the first invalid one; a last
-    line without a newline, or the last line not being JSON, is a cut one, skipped."""
+    """The log in source (its text, bytes, or lines as a file gives them); a cut last line is
+    skipped, and any other invalid line raises RunLogError naming its number."""
     reading = _Reading()
     torn = False
     for number, (line, last) in enumerate(_with_last(_lines(source)), 1):
@@ -232,7 +233,8 @@ class _Reading:
         self.end: LogEnd | None = None
         self.lines = 0
         self.findings: list[LogFinding] = []
-        self.columns: list[Any] = [[], []]  # names, modules
+        self.names: list[str] = []  # the columns
+        self.modules: list[str | None] = []
         self.rows: dict[str, list[Any]] = {key: [] for key in _ROW_KEYS}
 
     def take(self, data: Any, number: int) -> None:
@@ -242,7 +244,7 @@ class _Reading:
             raise _problem(number, "expected an object with a \"kind\"")
         if self.header is None and kind != "header":
             raise _problem(number, "not a gradtrace run log: its first line is not a header")
-        if self.header is not None and kind in _TAKERS and self.end is not None:
+        if self.end is not None and kind in _TAKERS:
             raise _problem(number, f"a {kind} line after the run's end")
         self.lines += 1
         taker = _TAKERS.get(kind)
@@ -268,16 +270,15 @@ class _Reading:
         return problem
 
     def _leaves(self, d: dict[str, Any]) -> str | None:
-        names, modules = self.columns
-        problem = _first(d, len(names), "the columns so far")
+        problem = _first(d, len(self.names), "the columns so far")
         if problem is not None or not isinstance(d.get("names"), list):
             return problem or f"names: expected a list, found {d.get('names')!r:.40}"
         added = d.get("modules") or [None] * len(d["names"])  # null: no module known
         problem = steps_problem({"leaves": d["names"], "modules": added, "loss": [],
                                  "optimizer_steps": [], "grads": []}, 0)
         if problem is None:
-            names.extend(d["names"])
-            modules.extend(added)
+            self.names.extend(d["names"])
+            self.modules.extend(added)
         return problem
 
     def _steps(self, d: dict[str, Any]) -> str | None:
@@ -287,7 +288,7 @@ class _Reading:
         count = len(loss) if isinstance(loss, list) else 0
         batch = {key: d[key] for key in _ROW_KEYS if key in d}
         problem = problem or steps_problem(
-            {**batch, "leaves": self.columns[0], "modules": self.columns[1]}, count)
+            {**batch, "leaves": self.names, "modules": self.modules}, count)
         if problem is None:
             for key in _ROW_KEYS:
                 rows[key].extend(d.get(key) or [None] * count)  # left out: none in the batch
@@ -318,13 +319,13 @@ class _Reading:
 
     def _made_steps(self) -> Steps | None:
         """The rows as the model's Steps (None without a row), each as wide as the columns."""
-        rows, (names, modules) = self.rows, self.columns
+        rows, width = self.rows, len(self.names)
         if not rows["loss"]:
             return None
         return steps_from({
-            "leaves": names, "modules": modules, "loss": rows["loss"],
+            "leaves": self.names, "modules": self.modules, "loss": rows["loss"],
             "optimizer_steps": rows["optimizer_steps"],
-            "grads": [row + [None] * (len(names) - len(row)) for row in rows["grads"]],
+            "grads": [row + [None] * (width - len(row)) for row in rows["grads"]],
             "optimizer_steps_after": 0 if self.end is None else self.end.optimizer_steps_after,
             # as a trace's steps: empty unless a row has one
             **{key: rows[key] if any(x is not None for x in rows[key]) else []
