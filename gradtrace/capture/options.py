@@ -3,7 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
+
+from ..model.facts import Fact
+from ..model.records import Steps
+
+
+class RunListener(Protocol):
+    """Told while the code runs (gradtrace watch): facts as they are met, and the steps'
+    rows as their numbers are read (in batches: never a device synchronisation of its own).
+    Called on the code's own thread, between its passes."""
+
+    def told(self, fact: Fact, passes: int) -> str | None:
+        """A fact, met when the code had run that many passes. A finding code returned
+        stops the code at its next pass (--stop-on)."""
+
+    def read(self, first: int, rows: Steps) -> str | None:
+        """Rows read since the last call: rows.grads[0] is pass first's (1-based); the
+        leaves are every column so far. A finding code returned stops the code too."""
 
 
 @dataclass(frozen=True)
@@ -20,3 +37,4 @@ class CaptureOptions:
     # last step); N, pass N's; "all", every pass's (their detail all kept)
     graph_pass: int | Literal["all"] | None = None
     profile: bool = False  # time and measure the memory of each backward node (--profile)
+    listener: RunListener | None = None  # told while the code runs (gradtrace watch)

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..compat.cpython import exit_status, run_exit_handlers
-from . import check, diff, dot, examples, show, steps  # noqa: F401  (each module registers its command)
+from . import check, diff, dot, examples, show, steps, watch  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
 from .output import flush_streams, main_thread_streams
 

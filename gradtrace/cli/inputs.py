@@ -7,7 +7,7 @@ import json
 import shlex
 import time
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ..capture.script.target import parse_target
 from ..errors import GradtraceError, NoGraph, RunLogError, ScenarioError, TraceFileError
@@ -19,6 +19,9 @@ from ..model.records import Pass, Trace
 from ..model.run_log import RunLog, read_log, starts_run_log
 from .files import is_stream
 from .output import tell
+
+if TYPE_CHECKING:  # (capture imports torch when it runs)
+    from ..capture.options import RunListener
 
 
 class Loaded(NamedTuple):
@@ -100,7 +103,7 @@ def _number_or_all(text: str, message: str, hint: str) -> int | None:
 def load_trace(source: str, roots: list[str], backward: bool, derivative_order: int = 1,
                saved: bool = True, flow: bool = True,
                run: RunChoices = RunChoices(), lean: bool = False,
-               profile: bool = False) -> Loaded:
+               profile: bool = False, listener: RunListener | None = None) -> Loaded:
     """A Trace from a scenario .py file or FILE::FUNC (run now), a saved .json trace (lean: only
     what `diff` compares, see trace_from_dict) or a run's log. profile: time each backward node
     (a saved trace must hold costs already)."""
@@ -124,7 +127,7 @@ def load_trace(source: str, roots: list[str], backward: bool, derivative_order: 
     from ..errors import ScenarioStopped
 
     options = CaptureOptions(tuple(roots), backward, derivative_order, saved or profile, flow,
-                             passes, shown, profile)
+                             passes, shown, profile, listener)
     started = time.perf_counter()
     try:
         trace = run_scenario(parse_target(source, run.args or ()), options, timeout=run.timeout)

@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import typer
 from rich.console import Console, Group, RenderableType
@@ -43,6 +43,9 @@ from .inputs import Loaded, load_trace, pick_pass, told_after
 from .options import GraphOptions
 from .output import stderr_console, stdout_beside_stderr, stdout_console, write_stdout
 from .ranked import RANKS, RankedShow
+
+if TYPE_CHECKING:  # (capture imports torch when it runs)
+    from ..capture.options import RunListener
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,10 @@ def show(
     show_trace(ShowOptions.given(locals()))
 
 
-def show_trace(asked: ShowOptions) -> None:
+def show_trace(asked: ShowOptions, listener: RunListener | None = None) -> None:
     """`gradtrace show`: run or read the scenario, show it as asked (this rank's part of it
-    under torchrun), and exit as it ended and as its findings say."""
+    under torchrun), and exit as it ended and as its findings say (listener: told while the
+    scenario runs, as `gradtrace watch` asks)."""
     failing = fail_on_codes(asked.fail_on)  # checked before the scenario runs
     library_first = library_leads(asked.lead_with)
     printed = _printed(asked.out_format, asked.as_json, asked.out)
@@ -143,7 +147,7 @@ def show_trace(asked: ShowOptions) -> None:
     target = None if ranked.target is None else absolute(ranked.target)  # before any chdir
     # the script's folder may be gone after its run
     output = Output(printed, target, input_file(asked.scenario))
-    loaded = _load(asked, output, ranked)
+    loaded = _load(asked, output, ranked, listener)
     trace = loaded.trace
     shown_pass = pick_pass(trace, asked.pass_number)
     from ..render.report import summarised
@@ -178,14 +182,16 @@ def show_trace(asked: ShowOptions) -> None:
         raise typer.Exit(ExitCode.FAILED)
 
 
-def _load(asked: ShowOptions, output: Output, ranked: RankedShow) -> Loaded:
+def _load(asked: ShowOptions, output: Output, ranked: RankedShow,
+          listener: RunListener | None) -> Loaded:
     """The scenario run (or its saved trace read) for show; an error that stops it is told
     to the other ranks first."""
     try:
         return load_trace(asked.scenario, asked.roots, backward=not asked.no_backward,
                           derivative_order=asked.derivative_order,
                           saved=asked.saved or output.printed == "json" or asked.by_module,
-                          run=asked.run(asked.pass_number), profile=asked.profile)
+                          run=asked.run(asked.pass_number), profile=asked.profile,
+                          listener=listener)
     except GradtraceError as exc:
         ranked.tell(None, exc.message.splitlines()[0])
         raise

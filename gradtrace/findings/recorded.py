@@ -155,6 +155,11 @@ def _stopped(fact: Stopped, home: str | None = None) -> Finding:
 
 
 def _capped(fact: PassesCapped, home: str | None = None) -> Finding:
+    if fact.by is not None:
+        return PASSES_CAPPED.finding(
+            f"stopped after {fact.limit} backward passes, at the next one ({fact.at}): "
+            f"{fact.by} fired", hint=f"without --stop-on {fact.by} the script runs on",
+            line=fact.line)
     return PASSES_CAPPED.finding(
         f"stopped after {fact.limit} backward passes, at the next one ({fact.at})",
         hint="without --passes the script runs to its end", line=fact.line)

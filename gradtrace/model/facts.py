@@ -57,11 +57,12 @@ class Stopped(NamedTuple):
 
 
 class PassesCapped(NamedTuple):
-    """--passes N stopped the code at its next pass."""
+    """--passes N stopped the code at its next pass (or --stop-on CODE, once it fired)."""
 
     limit: int | None
     at: str  # "line 12 `loss.backward()`"
     line: int | None
+    by: str | None = None  # the finding code --stop-on stopped it at
 
 
 class Cut(NamedTuple):

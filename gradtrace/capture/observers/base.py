@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple, Protocol
 
 from ...extract.captured import Captured, RawPass
@@ -148,3 +148,10 @@ class Observer:
 
     def release(self) -> None:
         """Let go of every torch object held."""
+
+
+def with_parts(given: Captured, *parts: Part | None) -> Captured:
+    """given, with the observers' parts set on it (each part's fields are Captured's)."""
+    return replace(given, **{f.name: getattr(part, f.name) for part in parts
+                             if part is not None for f in fields(part)})
+

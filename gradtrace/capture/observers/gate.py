@@ -20,6 +20,7 @@ class Gate:
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit  # the scenario's passes to record (--passes N; None: all)
+        self.stopped_by: str | None = None  # the finding code that set the limit (--stop-on)
         self.scenario_passes = 0
         self.capped: PassesCapped | None = None  # where the limit stopped the code
         # the thread whose pass is being recorded (backward calls within are not passes);
@@ -47,10 +48,15 @@ class Gate:
         """Whether this call comes from a thread the recording does not follow."""
         return self.only is not None and threading.get_ident() != self.only
 
+    def stop_at_next(self, by: str) -> None:
+        """The scenario's next pass raises PassLimit: a finding --stop-on asks for fired."""
+        if self.stopped_by is None:
+            self.limit, self.stopped_by = self.scenario_passes, by
+
     def count(self, line: int | None, code: str | None) -> None:
         """One more of the scenario's passes: PassLimit when it is past the limit."""
         if self.scenario_passes == self.limit:
             at = f"line {line} `{code}`" if line else "outside its own lines"
-            self.capped = PassesCapped(self.limit, at, line)
+            self.capped = PassesCapped(self.limit, at, line, self.stopped_by)
             raise PassLimit
         self.scenario_passes += 1

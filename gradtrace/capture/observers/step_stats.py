@@ -14,7 +14,6 @@ import torch
 
 from ...compat.torch import foreach_norms, local_shard, saved_value, tensor_version
 from ...extract.blocks import norm64, norms64, sum64
-from ...model.records import LeafStep
 
 # A leaf's .grad as a pass begins or ends: the tensor (weakly: never kept alive for this)
 # and its version counter.
@@ -28,10 +27,6 @@ Fingerprint = list[Any]
 # GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
 # float64 copy on the scale's device)
 Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
-
-# A row's entry while its numbers are on the device, and one that repeats the row before's
-PENDING = object()
-SAME = object()
 
 
 def loss_of(roots: Sequence[Any], scaled: Scaled | None
@@ -242,18 +237,25 @@ def fill_sums(first: list[list[Any]], values: list[float]) -> None:
         first_seen[2] = repr(total)
 
 
-def resolved(entry: Any, before: LeafStep | None, scale: float | None) -> LeafStep | None:
-    """A row's entry as read, divided by the pass's loss scale: SAME is the row before's,
-    not kept."""
-    if entry is SAME:
-        return None if before is None else before._replace(kept=False)
-    if entry is PENDING:
-        return None
-    if entry is None or scale is None:
-        return entry
-    return entry._replace(norm=entry.norm / scale, max_abs=entry.max_abs / scale)
-
-
 def grad_state(g: torch.Tensor) -> GradState:
     """A .grad as it is now: a weak reference and its version."""
     return weakref.ref(g), tensor_version(g)
+
+
+def as_left(leaves: list[tuple[str, torch.Tensor]], at_end: dict[str, GradState]
+        ) -> tuple[list[GradState], list[tuple[str, torch.Tensor]]]:
+    """Each leaf's .grad as this pass begins, when nothing changed it since the last pass
+    ended (no zero_grad, no reset; else None); and, by name, the .grads the last pass
+    left that the code changed in place since (clipped, unscaled, zeroed)."""
+    states: list[GradState] = []
+    changed: list[tuple[str, torch.Tensor]] = []
+    for name, t in leaves:
+        g, end = t.grad, at_end.get(name)
+        if g is None or end is None or end[0]() is not g:  # reset, or a new tensor
+            states.append(None)
+        elif end[1] == tensor_version(g):
+            states.append(grad_state(g))
+        else:
+            states.append(None)
+            changed.append((name, g))
+    return states, changed

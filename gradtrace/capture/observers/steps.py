@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,15 +23,13 @@ from ...model.records import LeafStep, Steps
 from . import step_stats
 from .base import Observer, Part, PassState, Recording
 from .readback import Readback
+from .step_rows import PENDING, SAME, resolved_rows, row_finite
 from .step_stats import (
-    PENDING,
-    SAME,
     Carried,
     Fingerprint,
     GradState,
     Scaled,
     grad_state,
-    resolved,
 )
 
 
@@ -75,10 +73,13 @@ class StepLog(Observer):
             ([], [], {})
         self._carried: dict[int, bool] = {}
         self._slots = 0
+        self._unread: list[int] = []  # per row, its vectors not read yet
+        self._settled = 0  # the rows told as read (RunListener.read)
+        self._settled_last: tuple[LeafStep | None, ...] = ()  # the last of them
 
     def start(self, p: PassState) -> None:
         leaves = self.leaves_of(p.named)
-        untouched, changed = self.as_left(leaves)
+        untouched, changed = step_stats.as_left(leaves, self._at_end)
         self._pass = leaves, untouched, self.carried(changed)
         one = p.roots[0] if len(p.roots) == 1 and not p.record.batched else None
         self._divided = step_stats.undivided(one, self.recorder.marks.packed) \
@@ -146,24 +147,6 @@ class StepLog(Observer):
                                 partial(step_stats.fill_sums, [first for first, _ in sums]))
         return leaves
 
-    def as_left(self, leaves: list[tuple[str, torch.Tensor]]
-                ) -> tuple[list[GradState], list[tuple[str, torch.Tensor]]]:
-        """Each leaf's .grad as this pass begins, when nothing changed it since the last pass
-        ended (no zero_grad, no reset; else None); and, by name, the .grads the last pass
-        left that the code changed in place since (clipped, unscaled, zeroed)."""
-        states: list[GradState] = []
-        changed: list[tuple[str, torch.Tensor]] = []
-        for name, t in leaves:
-            g, end = t.grad, self._at_end.get(name)
-            if g is None or end is None or end[0]() is not g:  # reset, or a new tensor
-                states.append(None)
-            elif end[1] == tensor_version(g):
-                states.append(grad_state(g))
-            else:
-                states.append(None)
-                changed.append((name, g))
-        return states, changed
-
     def carried(self, chosen: list[tuple[str, torch.Tensor]]) -> Carried:
         """The .grads the last pass left and the code changed in place since (clipping,
         GradScaler.unscale_, zero_()): by name, the tensor, its version and a slot that says,
@@ -189,6 +172,7 @@ class StepLog(Observer):
         later (a .grad untouched since the last pass ended, and by this one, keeps its last
         row's statistics)."""
         row: list[Any] = [None] * len(self.columns)
+        self._unread.append(0)
         last = self.rows[-1] if self.rows else []
         read: list[tuple[int, torch.Tensor, bool | int]] = []  # (column, .grad, kept)
         for (name, t), start in zip(leaves, untouched, strict=True):
@@ -218,16 +202,27 @@ class StepLog(Observer):
         self.loss_divisor.append(None if divided is None else divided[1])
         loss = loss if divided is None else divided[0].reshape(())
         if scale is not None:  # the row's norms are divided by it
-            self.readback.later(scale, partial(step_stats.fill_scale, self.loss_scale,
-                                               len(self.rows) - 1))
+            self._later(scale, partial(step_stats.fill_scale, self.loss_scale,
+                                       len(self.rows) - 1))
         for values, indices, with_loss in step_stats.briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
                 row[column] = PENDING
-            self.readback.later(values, partial(self._fill_row, row, chosen, self.loss
-                                                if with_loss else None, len(self.rows) - 1))
+            self._later(values, partial(self._fill_row, row, chosen, self.loss
+                                        if with_loss else None, len(self.rows) - 1))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
+
+    def _later(self, values: Any, reader: Callable[[list[float]], None]) -> None:
+        """reader gets the values once read; the latest row waits for them."""
+        at = len(self.rows) - 1
+        self._unread[at] += 1
+
+        def read(numbers: list[float]) -> None:
+            reader(numbers)
+            self._unread[at] -= 1
+
+        self.readback.later(values, read)
 
     def _fill_row(self, row: list[Any], chosen: list[tuple[int, bool | int]],
                   losses: list[float | None] | None, at: int, values: list[float]) -> None:
@@ -264,13 +259,7 @@ class StepLog(Observer):
         if not self.rows:
             return None
         self.readback.read()
-        width = len(self.columns)
-        grads: list[tuple[LeafStep | None, ...]] = []
-        last: tuple[LeafStep | None, ...] = ()
-        for row, scale in zip(self.rows, self.loss_scale, strict=True):
-            last = tuple(resolved(entry, last[column] if column < len(last) else None, scale)
-                         for column, entry in enumerate(row)) + (None,) * (width - len(row))
-            grads.append(last)
+        grads = resolved_rows(self.rows, self.loss_scale, (), len(self.columns))
         return Steps(
             leaves=tuple(self.columns), modules=tuple(  # a module that died: its name's
                 modules.get(i, o if self._first[n][0]() is None else None)
@@ -280,15 +269,25 @@ class StepLog(Observer):
             loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else (),
             loss_divisor=tuple(self.loss_divisor) if any(self.loss_divisor) else ())
 
+    def read_since(self) -> tuple[int, Steps] | None:
+        """The rows whose numbers were read since the last call, as Steps (their modules
+        as their names say), and the 0-based row of the first; None: none."""
+        end = self._settled
+        while end < len(self.rows) and not self._unread[end]:
+            end += 1
+        if end == self._settled:
+            return None
+        first, self._settled = self._settled, end
+        part = slice(first, end)
+        grads = resolved_rows(self.rows[part], self.loss_scale[part], self._settled_last,
+                              len(self.columns))
+        self._settled_last = grads[-1]
+        return first, Steps(tuple(self.columns), tuple(self._owners), tuple(self.loss[part]),
+                            tuple(self.optimizer_steps[part]), tuple(grads),
+                            self._stepped - self._stepped_at_last_pass,
+                            loss_scale=tuple(self.loss_scale[part]),
+                            loss_divisor=tuple(self.loss_divisor[part]))
+
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
-        finite = True
-        for column, entry in enumerate(self.rows[row]):
-            back = row
-            while entry is SAME:  # the row before's (a row of the first pass is none)
-                back -= 1
-                entry = self.rows[back][column]
-            if entry is PENDING:
-                return None
-            finite = finite and (not isinstance(entry, LeafStep) or entry.finite)
-        return finite
+        return row_finite(self.rows, row)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 import torch
@@ -28,7 +28,7 @@ from ...model.records import PassBy, PassKind, Trace
 from ..naming.names import ScenarioNames
 from ..naming.roots import named_tensors, names_of
 from ..naming.where import running_line, scenario_line
-from ..observers.base import Ending, Host, Observer, Part, PassState, Patch
+from ..observers.base import Ending, Host, Observer, PassState, Patch, with_parts
 from ..observers.gate import Gate
 from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
@@ -84,6 +84,18 @@ class Recorder:
     def tell(self, fact: Fact) -> None:
         """One more fact of the recording's (an observer's, a wrapper's), in the order met."""
         self.facts.append(fact)
+        if self.options.listener is not None:
+            self._stop_if(self.options.listener.told(fact, len(self.passes)))
+
+    def _tell_rows(self) -> None:
+        """The listener gets the steps' rows read since it last did."""
+        read = self._observer(StepLog).read_since()
+        if read is not None and self.options.listener is not None:
+            self._stop_if(self.options.listener.read(read[0] + 1, read[1]))
+
+    def _stop_if(self, code: str | None) -> None:
+        if code is not None:  # the listener's --stop-on fired: stop at the next pass
+            self.gate.stop_at_next(code)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -206,6 +218,8 @@ class Recorder:
             release(self.last_walk.order)
         self.last_walk = walked
         self.plan.ended(record, p.number, new_graph, bool(self.marks.hooked))
+        if self.options.listener is not None:
+            self._tell_rows()
         if self._observer(Profile).samples is None:  # --profile times a graph it holds
             self.let_go.watch(record, p.roots)
 
@@ -214,7 +228,7 @@ class Recorder:
         its roots, and python frees what only the graph holds."""
         with unseen_by_modes():  # the code's torch function modes see none of it
             c = self._given(self.host.captured_now(), [p])
-            c = _with_parts(replace(c, passes=[p], graph_passes=[p], walked=None),
+            c = with_parts(replace(c, passes=[p], graph_passes=[p], walked=None),
                             self._observer(SavedTensors).captured(c),
                             self._observer(GradGraph).captured(c))
             p.frozen = frozen_graph(c)
@@ -240,9 +254,11 @@ class Recorder:
         outputs and its facts): the observers add theirs."""
         walked, self.last_walk = self.last_walk, None  # build_trace releases its nodes
         self._observer(StepLog).readback.read()  # the passes' numbers, in one batch
+        if self.options.listener is not None:
+            self._tell_rows()
         self.plan.settle()
         given = replace(self._given(given, self.plan.shown(self.passes)), walked=walked)
-        return build_trace(_with_parts(given, *(observer.captured(given)
+        return build_trace(with_parts(given, *(observer.captured(given)
                                                 for observer in self._observers.values())))
 
     def _given(self, given: Captured, shown: list[RawPass]) -> Captured:
@@ -266,12 +282,6 @@ class Recorder:
         for observer in self._observers.values():
             observer.release()
         self.marks.clear()
-
-
-def _with_parts(given: Captured, *parts: Part | None) -> Captured:
-    """given, with the observers' parts set on it (each part's fields are Captured's)."""
-    return replace(given, **{f.name: getattr(part, f.name) for part in parts
-                             if part is not None for f in fields(part)})
 
 
 def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:

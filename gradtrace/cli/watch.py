@@ -1,0 +1,143 @@
+"""`gradtrace watch`: run a scenario as `show` does, telling each finding as it fires (with
+its step) and a heartbeat on stderr, appending steps and findings to a run log, and ending
+the run at a finding asked for; then the report `show` prints."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from ..errors import GradtraceError
+from ..model.run_log import Outcome, starts_run_log
+from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
+from .live_report import LiveReport
+from .options import RunOptions
+from .show import ShowOptions, show_trace
+
+
+@dataclass(frozen=True)
+class WatchOptions(RunOptions):
+    """What `gradtrace watch` was asked."""
+
+    scenario: str
+    log: Path | None
+    stop_on: str | None
+    heartbeat: float
+    strict: bool
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  gradtrace watch train.py --log run.jsonl\n\n"
+    "  gradtrace watch train.py --stop-on nan-value,exploding-gradient -o stopped.json\n\n"
+    "  gradtrace steps run.jsonl   (from another terminal, as the run goes)\n\n"
+    "Exit codes: 0 the run ended; 1 --stop-on stopped it, or a --strict or --fail-on "
+    "finding appeared; 2 bad usage, or a scenario that cannot run.",
+)
+def watch(
+    scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC or a bundled "
+                                   "example:NAME.", metavar="SCENARIO"),
+    script_args: list[str] | None = SCRIPT_ARGS,
+    log: Path | None = typer.Option(None, "--log", metavar="FILE",
+                                    help="Write the run's steps and findings to FILE as JSON "
+                                    "Lines while it runs: a run killed at any moment leaves "
+                                    "every complete line valid. Read it with `gradtrace "
+                                    "steps FILE` or `gradtrace show FILE`."),
+    stop_on: str | None = typer.Option(None, "--stop-on", metavar="CODE[,CODE]",
+                                       help="End the run at its next backward pass once a "
+                                       "finding with one of these codes fires, show it, "
+                                       "and exit 1."),
+    heartbeat: float = typer.Option(5.0, "--heartbeat", min=0.1, metavar="SECONDS",
+                                    help="Print the step, loss and global gradient norm on "
+                                    "stderr this often."),
+    out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
+                                    help="Write the trace (a .json FILE: as --json) or the "
+                                    "report to this file at the end."),
+    timeout: float | None = TIMEOUT,
+    strict: bool = STRICT,
+    fail_on: str | None = FAIL_ON,
+    debug_flag: bool = DEBUG,  # read by the error boundary
+) -> None:
+    """Run a scenario and tell its findings as they fire, then show it."""
+    watch_run(WatchOptions(script_args, None, out, False, timeout, "all", False, fail_on,
+                           scenario, log, stop_on, heartbeat, strict))
+
+
+def watch_run(asked: WatchOptions) -> None:
+    """Run the scenario with a live report, end its log, show it; exit 1 when --stop-on
+    stopped it."""
+    stop_on = _codes(asked.stop_on)
+    _check_log(asked)
+    # stderr as it is now: while the script runs, descriptors 1 and 2 are its captured output
+    terminal = os.fdopen(os.dup(2), "w", encoding=sys.stderr.encoding or "utf-8",
+                         errors="replace")
+
+    def say(line: str) -> None:
+        terminal.write(line + "\n")
+        terminal.flush()
+
+    report = LiveReport(asked.scenario, list(asked.script_args or []),
+                        importlib.metadata.version("torch"), asked.log, stop_on,
+                        asked.heartbeat, say)
+    outcome: Outcome = "failed"
+    try:
+        show_trace(_shown(asked), listener=report)
+        outcome = "finished"
+    except typer.Exit as exit_:
+        outcome = "finished" if exit_.exit_code == ExitCode.FAILED else "failed"
+        raise
+    finally:
+        report.end("stopped" if report.stopped is not None else outcome)
+        terminal.close()
+    if report.stopped is not None:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _shown(asked: WatchOptions) -> ShowOptions:
+    """The report `show` prints at the end, as `show SCENARIO` with the run's options."""
+    return ShowOptions(asked.script_args, None, asked.out, False, asked.timeout, "all", False,
+                       asked.fail_on, asked.scenario, saved=False, max_nodes=None,
+                       pass_number=None, lead_with="script", strict=asked.strict,
+                       as_json=False, max_depth=30, show_all=False, by_module=False,
+                       tree=False, derivative_order=1, out_format="text", ranks="0")
+
+
+def _codes(text: str | None) -> frozenset[str]:
+    """--stop-on CODE[,CODE]: each a finding code."""
+    from ..findings.registry import CODES
+
+    wanted = {code.strip() for code in (text or "").split(",") if code.strip()}
+    unknown = sorted(wanted - set(CODES))
+    if unknown:
+        raise GradtraceError(f"--stop-on: no finding has the code {', '.join(unknown)}",
+                             "codes: " + ", ".join(CODES))
+    return frozenset(wanted)
+
+
+def _check_log(asked: WatchOptions) -> None:
+    """--log FILE is written from the start: never the script, the -o file, or a file that
+    is not a run log already (a run log is written over: the same command run again)."""
+    log = asked.log
+    if log is None:
+        return
+    if log.is_dir():
+        raise GradtraceError(f"--log {log}: is a folder", "give a file name, e.g. run.jsonl")
+    same = [other for other in (asked.out, Path(asked.scenario.partition("::")[0]))
+            if other is not None and other.exists() and log.exists()
+            and log.resolve() == other.resolve()]
+    if same:
+        raise GradtraceError(f"--log {log}: would write over {same[0]}",
+                             "give the log a file of its own, e.g. run.jsonl")
+    if log.exists() and log.stat().st_size and not _is_log(log):
+        raise GradtraceError(f"--log {log}: the file exists and is not a gradtrace run log",
+                             "give a new file name, or remove the file first")
+
+
+def _is_log(path: Path) -> bool:
+    with path.open("rb") as file:
+        return starts_run_log(file.readline())

@@ -1,0 +1,122 @@
+"""`gradtrace watch`: findings told as they fire (in the run's own log, while it runs), a log
+a kill leaves readable, --stop-on at the right step, and a healthy run that tells nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+from helpers import SCENARIOS, invoke, write_script
+from plain_python import run_gradtrace, start_gradtrace
+
+# A tiny MLP loop whose inputs turn NaN at step 1,000; after each step it reads its own log
+# (argv[1]) and says at which step it first saw the NaN's finding there.
+NAN_AT_1000 = """\
+import json, sys
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+for step in range(1, 1101):
+    inputs = x * float("nan") if step >= 1000 else x
+    loss = ((model(inputs) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step >= 1000:
+        with open(sys.argv[1]) as log:
+            kinds = [json.loads(line) for line in log if line.endswith("\\n")]
+        if any(k["kind"] == "finding" and k["code"] == "nan-value" for k in kinds):
+            print(f"seen at step {step}")
+            break
+"""
+
+LONG_LOOP = """\
+import torch
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(10**7):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def _records(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_a_nan_at_step_1000_is_in_the_log_while_the_loop_still_runs(tmp_path: Path) -> None:
+    script = write_script(tmp_path, NAN_AT_1000)
+    log = tmp_path / "run.jsonl"
+    result = run_gradtrace("watch", script, "--log", log, "--", log, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "seen at step 1000" in result.stdout  # the step it was born at, not the end
+    (finding,) = [r for r in _records(log) if r["kind"] == "finding"
+                  and r["code"] == "nan-value"]
+    assert finding["step"] == 1000 and finding["line"] == 9
+    assert "step 1000: error [nan-value]" in result.stderr
+    assert _records(log)[-1] == {"kind": "end", "steps": 1000, "optimizer_steps_after": 1,
+                                 "outcome": "finished"}
+
+
+def test_a_killed_watch_leaves_a_log_steps_reads(tmp_path: Path) -> None:
+    script = write_script(tmp_path, LONG_LOOP)
+    log = tmp_path / "run.jsonl"
+    process = start_gradtrace("watch", script, "--log", log, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+            not log.exists() or log.read_text().count('"kind": "steps"') < 3):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert '"kind": "end"' not in log.read_text()  # killed: no end line
+    result = invoke("steps", log)
+    assert result.exit_code == 0, result.output
+    rows = sum(len(r["grads"]) for r in _records_complete(log) if r["kind"] == "steps")
+    assert rows >= 3 and f"{rows} passes" in result.output
+
+
+def _records_complete(log: Path) -> list[dict[str, object]]:
+    text = log.read_text()
+    return [json.loads(line) for line in text.split("\n")[:-1]]  # the last: cut or empty
+
+
+def test_stop_on_ends_the_run_at_the_pass_whose_loss_turned_nan(tmp_path: Path) -> None:
+    log, out = tmp_path / "run.jsonl", tmp_path / "stopped.json"
+    result = invoke("watch", SCENARIOS / "bugs" / "nan_masked_mean.py", "--log", log,
+                    "--stop-on", "nan-value", "-o", out)
+    assert result.exit_code == 1, result.output
+    trace = json.loads(out.read_text())
+    assert len(trace["passes"]) == 5  # the NaN's pass is the last, shown in full
+    capped = [f for f in trace["findings"] if f["code"] == "passes-capped"]
+    assert capped and capped[0]["message"].endswith("nan-value fired")
+    assert _records(log)[-1]["outcome"] == "stopped"
+    assert "step 5: error [nan-value]" not in trace["stdout"]  # told on stderr, not the script's
+
+
+def test_a_healthy_twin_tells_no_finding(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    result = invoke("watch", SCENARIOS / "bugs" / "nan_masked_mean_fixed.py", "--log", log,
+                    "--stop-on", "nan-value,exploding-gradient")
+    assert result.exit_code == 0, result.output
+    records = _records(log)
+    assert not [r for r in records if r["kind"] == "finding"]
+    assert records[0]["kind"] == "header" and records[-1]["outcome"] == "finished"
+    assert sum(len(r["grads"]) for r in records if r["kind"] == "steps") == 30
+
+
+def test_bad_input_is_refused_and_nothing_is_written_over(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    scenario = SCENARIOS / "chain_rule.py"
+    for args, said in [(("--stop-on", "nan-everything"), "no finding has the code"),
+                       (("--log", notes), "is not a gradtrace run log"),
+                       (("--log", scenario), "would write over")]:
+        result = invoke("watch", scenario, *args)
+        assert result.exit_code == 2 and said in result.output, result.output
+    assert notes.read_text() == "mine\n"
