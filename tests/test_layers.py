@@ -18,7 +18,7 @@ PACKAGE = ROOT / "gradtrace"
 # Each module's layer: the longest matching prefix wins.
 LAYER_OF = {
     "gradtrace._version": "base", "gradtrace.errors": "base", "gradtrace.gcpause": "base",
-    "gradtrace.atomic": "base",
+    "gradtrace.atomic": "base", "gradtrace.appending": "base",
     "gradtrace.compat": "compat",
     "gradtrace.model": "model",
     "gradtrace.findings": "findings",

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from ..errors import GradtraceError
+from ..findings.live import LiveFindings
 from ..model.run_log import Outcome, starts_run_log
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
 from .live_report import LiveReport
@@ -81,9 +82,9 @@ def watch_run(asked: WatchOptions) -> None:
         terminal.write(line + "\n")
         terminal.flush()
 
-    report = LiveReport(asked.scenario, list(asked.script_args or []),
-                        importlib.metadata.version("torch"), asked.log, stop_on,
-                        asked.heartbeat, say)
+    live = LiveFindings(asked.scenario, list(asked.script_args or []),
+                        importlib.metadata.version("torch"), stop_on)
+    report = LiveReport(live, asked.log, asked.heartbeat, say)
     outcome: Outcome = "failed"
     try:
         show_trace(_shown(asked), listener=report)
@@ -92,9 +93,9 @@ def watch_run(asked: WatchOptions) -> None:
         outcome = "finished" if exit_.exit_code == ExitCode.FAILED else "failed"
         raise
     finally:
-        report.end("stopped" if report.stopped is not None else outcome)
+        report.end(outcome)
         terminal.close()
-    if report.stopped is not None:
+    if live.stopped is not None:
         raise typer.Exit(ExitCode.FAILED)
 
 

@@ -1,0 +1,112 @@
+"""A watched run as it goes, in run-log records: the steps' rows as they are read, each
+finding once, as it fires (a fact's at its pass; the gradients' health as rows come), and the
+first of them a --stop-on code asks to stop at. Torch-free: `gradtrace watch` and the
+integrations write what it returns."""
+
+from __future__ import annotations
+
+import math
+
+from .._version import __version__
+from ..model.facts import Fact
+from ..model.records import Finding, LeafStep, Steps, Trace
+from ..model.run_log import LogEnd, LogFinding, LogHeader, LogLeaves, LogRecord, LogSteps, Outcome
+from .health import step_findings
+from .recorded import findings_of
+
+
+class LiveFindings:
+    """What a run told so far, and the records each new piece adds to its log."""
+
+    def __init__(self, script: str, argv: list[str], torch_version: str,
+                 stop_on: frozenset[str] = frozenset()) -> None:
+        self.script, self.torch_version, self.stop_on = script, torch_version, stop_on
+        self.header = LogHeader(__version__, torch_version, script, tuple(argv),
+                                LogHeader.started_now())
+        self.stopped: Finding | None = None  # the --stop-on finding that fired first
+        self._stop_asked = False
+        self._seen: set[tuple[str, str]] = set()  # (code, message) of the findings told
+        self._leaves: tuple[str, ...] = ()
+        self._modules: tuple[str | None, ...] = ()
+        self._loss: list[float | None] = []
+        self._optimizer_steps: list[int] = []
+        self._grads: list[tuple[LeafStep | None, ...]] = []
+        self._after = 0  # optimizer steps since the last row read
+
+    @property
+    def steps(self) -> int:
+        """The rows read so far."""
+        return len(self._grads)
+
+    def told(self, fact: Fact, passes: int) -> list[LogRecord]:
+        """A fact met at that many passes: its finding, when it is new."""
+        return self._fired(findings_of([fact], self.script), passes or None)
+
+    def read(self, first: int, rows: Steps) -> list[LogRecord]:
+        """Rows read (first: the first's pass): their columns first seen, the rows, and the
+        health findings the steps so far newly make."""
+        records: list[LogRecord] = []
+        if len(rows.leaves) > len(self._leaves):
+            records.append(LogLeaves(len(self._leaves), rows.leaves[len(self._leaves):],
+                                     rows.modules[len(self._leaves):]))
+            self._leaves, self._modules = rows.leaves, rows.modules
+        records.append(LogSteps(first, rows.loss, rows.optimizer_steps, rows.grads,
+                                rows.loss_scale if any(rows.loss_scale) else (),
+                                rows.loss_divisor if any(rows.loss_divisor) else ()))
+        self._loss.extend(rows.loss)
+        self._optimizer_steps.extend(rows.optimizer_steps)
+        self._grads.extend(rows.grads)
+        self._after = rows.optimizer_steps_after
+        return records + self._fired(step_findings(self._trace()), self.steps)
+
+    def stop(self) -> str | None:
+        """The --stop-on code that fired, the first time it is asked (the run stops once)."""
+        if self.stopped is None or self._stop_asked:
+            return None
+        self._stop_asked = True
+        return self.stopped.code
+
+    def end(self, outcome: Outcome) -> LogEnd:
+        """The log's last record: the run ended so."""
+        return LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)
+
+    def heartbeat(self, seconds: float) -> str:
+        """step N  loss L  |g| G  S steps/s: the latest row read, seconds into the run."""
+        if not self._grads:
+            return "step 0"
+        norms = [g.norm for g in self._grads[-1] if g is not None]
+        total = math.sqrt(sum(n * n for n in norms)) if norms else None
+        return (f"step {self.steps}  loss {_number(self._loss[-1])}  |g| {_number(total)}  "
+                f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
+
+    def _fired(self, findings: list[Finding], step: int | None) -> list[LogRecord]:
+        """Each finding not told before; the first --stop-on one is the run's stop."""
+        new: list[LogRecord] = []
+        for finding in findings:
+            key = (finding.code, finding.message)
+            if key not in self._seen:
+                self._seen.add(key)
+                new.append(LogFinding(step, finding))
+                if finding.code in self.stop_on and self.stopped is None:
+                    self.stopped = finding
+        return new
+
+    def _trace(self) -> Trace:
+        """The steps read so far, as the trace step_findings judges (no graph)."""
+        steps = Steps(self._leaves, self._modules, tuple(self._loss),
+                      tuple(self._optimizer_steps),
+                      tuple(row + (None,) * (len(self._leaves) - len(row))
+                            for row in self._grads))
+        return Trace(self.script, __version__, self.torch_version, (), (), "", (), (), (), (),
+                     (), steps=steps)
+
+
+def said(record: LogFinding) -> str:
+    """A finding as one line, as it fires: `step 5: error [nan-value] …`."""
+    finding = record.finding
+    at = "" if record.step is None else f"step {record.step}: "
+    return f"{at}{finding.severity} [{finding.code}] {finding.message}"
+
+
+def _number(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
