@@ -13,6 +13,8 @@ import pytest
 from helpers import ROOT, SCENARIOS, as_read, invoke, tensor, write_script
 from plain_python import forwarding_command, run_gradtrace, run_module
 
+from gradtrace.model.run_log import read_log
+
 CHAIN = SCENARIOS / "chain_rule.py"
 
 DISTRIBUTED = SCENARIOS / "distributed"
@@ -395,3 +397,22 @@ def test_the_whole_norm_adds_up_every_rank_s_shard_and_nothing_else() -> None:
     # a whole split among 2 of 4 ranks (one replica of two): no sum over its replicas
     four = [_shards_told({"w": [3.0, 2]}) for _ in range(4)]
     assert whole_norms_line(four, 0) is None
+
+
+@LAUNCHES
+def test_watch_writes_a_log_per_rank(tmp_path: Path) -> None:
+    """Each rank's own log ({rank} in the name): its steps, its findings, its end; no norm
+    is reduced across ranks (that would synchronise them)."""
+    run = torchrun("watch", "ddp_train.py", "--run-log", tmp_path / "run-{rank}.jsonl")
+    assert run.returncode == 0, run.stderr
+    logs = [read_log((tmp_path / f"run-{rank}.jsonl").read_text()) for rank in (0, 1)]
+    assert all(log.ended and log.steps is not None for log in logs)
+    assert len({len(log.steps.grads) for log in logs if log.steps is not None}) == 1
+
+
+def test_watch_under_several_ranks_wants_a_log_per_rank(tmp_path: Path) -> None:
+    result = invoke("watch", DISTRIBUTED / "ddp_train.py", "--log", tmp_path / "run.jsonl",
+                    env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert result.exit_code == 2
+    assert "each of the 2 ranks would write it" in result.output
+    assert not (tmp_path / "run.jsonl").exists()

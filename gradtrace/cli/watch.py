@@ -7,17 +7,19 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import typer
 
+from ..capture.script.ranks import launched
 from ..errors import GradtraceError
 from ..findings.live import LiveFindings
 from ..model.run_log import Outcome, starts_run_log
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
 from .live_report import LiveReport
 from .options import RunOptions
+from .ranked import rank_file
 from .show import ShowOptions, show_trace
 
 
@@ -44,11 +46,13 @@ def watch(
     scenario: str = typer.Argument(..., help="A scenario .py file, FILE::FUNC or a bundled "
                                    "example:NAME.", metavar="SCENARIO"),
     script_args: list[str] | None = SCRIPT_ARGS,
-    log: Path | None = typer.Option(None, "--log", metavar="FILE",
+    log: Path | None = typer.Option(None, "--log", "--run-log", metavar="FILE",
                                     help="Write the run's steps and findings to FILE as JSON "
                                     "Lines while it runs: a run killed at any moment leaves "
                                     "every complete line valid. Read it with `gradtrace "
-                                    "steps FILE` or `gradtrace show FILE`."),
+                                    "steps FILE` or `gradtrace show FILE`. Under torchrun "
+                                    "(whose own options take --log: write --run-log) put "
+                                    "{rank} in FILE: a log per rank."),
     stop_on: str | None = typer.Option(None, "--stop-on", metavar="CODE[,CODE]",
                                        help="End the run at its next backward pass once a "
                                        "finding with one of these codes fires, show it, "
@@ -73,13 +77,17 @@ def watch_run(asked: WatchOptions) -> None:
     """Run the scenario with a live report, end its log, show it; exit 1 when --stop-on
     stopped it."""
     stop_on = _codes(asked.stop_on)
+    # a log per rank under torchrun: reducing norms across ranks would synchronise them
+    asked = replace(asked, log=rank_file(asked.log, "--log"))
     _check_log(asked)
+    ranks = launched()
+    said_as = "" if ranks is None else f"rank {ranks.rank}: "
     # stderr as it is now: while the script runs, descriptors 1 and 2 are its captured output
     terminal = os.fdopen(os.dup(2), "w", encoding=sys.stderr.encoding or "utf-8",
                          errors="replace")
 
     def say(line: str) -> None:
-        terminal.write(line + "\n")
+        terminal.write(said_as + line + "\n")
         terminal.flush()
 
     live = LiveFindings(asked.scenario, list(asked.script_args or []),
