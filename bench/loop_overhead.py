@@ -2,12 +2,18 @@
 
 By default both of these, the loop's own time first:
 
-The loops themselves, in steady state: a 1,000-step MLP (64 wide, AdamW, clip_grad_norm_, a
-cosine learning rate) that times its steps after 50 warm-up steps with time.perf_counter and
-prints the seconds, and a GPT-style model (nanoGPT's layout, 4 layers 128 wide) timing 60
-steps after 10, each under `python` and under `gradtrace show`; torch's import and
-gradtrace's start and report are left out (whole processes dilute the loop's cost). The
-design's goals: 1.3× for the MLP, 1.5× for the GPT-style step. --in-loop: these only.
+The loops themselves, in steady state: gradtrace/examples/loops/mlp_1000_steps.py and a
+1,000-step MLP (64 wide, AdamW, clip_grad_norm_, a cosine learning rate), each timing its
+steps after 50 warm-up steps with time.perf_counter, and a GPT-style model (nanoGPT's layout,
+4 layers 128 wide) timing 60 steps after 10, each under `python`, `gradtrace show` and
+`gradtrace watch --log FILE`; torch's import and gradtrace's start and report are left out
+(whole processes dilute the loop's cost). The goals: 1.3× for the MLPs under show and watch,
+1.5× for the GPT-style step under show and 1.05× under watch. --in-loop: these only.
+
+--memory instead runs a model of 100 parameter tensors (50 Linear(4, 4) in a row, SGD) for
+2,000 and for 20,000 steps under `python` and under `watch --log FILE`, each a new process,
+and prints each one's peak RSS: the goal is that 20,000 steps under watch cost at most 30 MB
+more than 2,000 (about 3 minutes on a 2-core machine).
 
 Whole processes: gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 1,000 steps):
 `python mlp_1000_steps.py`, `gradtrace show mlp_1000_steps.py --passes all` and the same with
@@ -15,7 +21,8 @@ Whole processes: gradtrace/examples/loops/mlp_1000_steps.py (a small MLP, Adam, 
 machine hits all three), and its best time counts; ratios are against the plain script of the
 same run. The design's goal for recording every pass of a loop is 1.3× the plain script.
 
---profile instead runs `gradtrace show SCENARIO --passes all` in this process under cProfile
+--profile [show|watch] instead runs `gradtrace show SCENARIO --passes all` (or `watch
+SCENARIO --log FILE`) in this process under cProfile
 (every thread: the scenario runs in one of its own) and prints the 25 gradtrace functions with
 the largest cumulative time, then the largest self time. gradtrace's line log is a
 sys.settrace function, which cProfile does not see: its cost lands in the scenario's own
@@ -26,7 +33,8 @@ Tiny models on a shared 2-core machine run far slower with two OpenMP threads th
 gradtrace's cost: every command runs with OMP_NUM_THREADS=1 unless --threads says otherwise.
 
     PYTHONPATH=. .venv/bin/python bench/loop_overhead.py [--repeat N] [--threads N]
-                                                         [--in-loop] [--profile]
+                                                         [--in-loop] [--memory]
+                                                         [--profile [show|watch]]
                                                          [--scenario FILE]
 """
 
@@ -35,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import json
 import os
 import pstats
 import runpy
@@ -52,6 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "gradtrace" / "examples" / "loops" / "mlp_1000_steps.py"
 BUDGET = 1.3  # the design's goal: recording every pass costs at most 30% more than plain
 GPT_BUDGET = 1.5  # and a GPT-style model's step at most 50% more
+WATCH_GPT_BUDGET = 1.05  # issue 57: a GPT-style step under watch at most 5% more
+MEMORY_BUDGET_MB = 30  # issue 57: 20,000 steps under watch within 30 MB of 2,000
 OWN = r"[/\\]gradtrace[/\\]"  # pstats restriction: gradtrace's own files
 
 
@@ -88,8 +97,27 @@ def table(scenario: Path, repeat: int) -> None:
           f"JSON {json_bytes / 1024:.0f} KiB)")
 
 
-# A small MLP's loop: it times its own steps after WARM of them, and prints the seconds last.
-TIMED_LOOP = """import time
+# Each timed loop writes the seconds of its steps after WARM of them to the file named by its
+# first argument (its stdout is the report's under show and watch).
+SECONDS_TOLD = """
+with open(sys.argv[1], "w") as told:
+    told.write(str(time.perf_counter() - start))
+"""
+
+
+def timed_mlp_1000() -> str:
+    """mlp_1000_steps.py, timing its steps after the first 50."""
+    source = SCENARIO.read_text()
+    loop, last = "for _ in range(1000):\n", 'print(f"final loss {loss.item():.3g}")\n'
+    assert loop in source and source.endswith(last), "mlp_1000_steps.py changed its loop"
+    return source.replace(loop, "import sys\nimport time\nfor step in range(1000):\n"
+                          "    if step == 50:\n        start = time.perf_counter()\n"
+                          ).removesuffix(last) + SECONDS_TOLD
+
+
+# A small MLP's loop, as the design's goal for show has it.
+TIMED_LOOP = """import sys
+import time
 import torch
 import torch.nn as nn
 torch.manual_seed(0)
@@ -110,14 +138,14 @@ for step in range(1000):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     sched.step()
-print(time.perf_counter() - start)
-"""
+""" + SECONDS_TOLD
 
 
 # A GPT-style model's steps: nanoGPT's layout as gradtrace's gpt_tiny example has it, 4 layers
 # 128 wide, AdamW and clip_grad_norm_, 60 steps timed after 10 warm-up steps.
 GPT_SOURCE = (ROOT / "gradtrace" / "examples" / "real" / "gpt_tiny.py").read_text()
 TIMED_GPT = GPT_SOURCE[:GPT_SOURCE.index("torch.manual_seed(0)\nmodel = GPT()")] + """
+import sys
 import time
 torch.manual_seed(0)
 model = GPT(vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=128)
@@ -132,41 +160,89 @@ for step in range(70):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
-print(time.perf_counter() - start)
-"""
+""" + SECONDS_TOLD
 
 
 def in_loop(repeat: int) -> None:
-    """Each loop's own steady-state time under python and under gradtrace show, best of
-    repeat runs taken in turn."""
-    for label, text, steps, budget in (("MLP, 950 steps after 50 warm-up", TIMED_LOOP, 950,
-                                        BUDGET),
-                                       ("GPT-style, 60 steps after 10 warm-up", TIMED_GPT, 60,
-                                        GPT_BUDGET)):
-        plain, shown = timed_in_loop(text, repeat)
-        ratio = shown / plain
-        print(f"in-loop, {label} (best of {repeat}): python {plain:.2f} s, show "
-              f"{shown:.2f} s: {ratio:.2f}× ({(shown - plain) / steps * 1e3:.2f} ms a step of "
-              f"gradtrace's own); goal ≤ {budget}×: {'ok' if ratio <= budget else 'over'}")
+    """Each loop's own steady-state time under python, show and watch, best of repeat runs
+    taken in turn."""
+    for label, text, steps, goals in (
+            ("mlp_1000_steps.py, 950 steps after 50 warm-up", timed_mlp_1000(), 950,
+             {"show": BUDGET, "watch": BUDGET}),
+            ("MLP 64 wide, 950 steps after 50 warm-up", TIMED_LOOP, 950,
+             {"show": BUDGET, "watch": BUDGET}),
+            ("GPT-style, 60 steps after 10 warm-up", TIMED_GPT, 60,
+             {"show": GPT_BUDGET, "watch": WATCH_GPT_BUDGET})):
+        seconds = timed_in_loop(text, repeat)
+        plain = seconds["python"]
+        said = [f"{command} {seconds[command]:.2f} s: {seconds[command] / plain:.2f}× "
+                f"({(seconds[command] - plain) / steps * 1e3:.2f} ms a step of gradtrace's "
+                f"own), goal ≤ {goal}×: {'ok' if seconds[command] / plain <= goal else 'over'}"
+                for command, goal in goals.items()]
+        print(f"in-loop, {label} (best of {repeat}): python {plain:.2f} s; " + "; ".join(said))
 
 
-def timed_in_loop(text: str, repeat: int) -> tuple[float, float]:
-    """The best seconds a script that prints its loop's time last takes under python and
-    under gradtrace show, runs taken in turn."""
+def timed_in_loop(text: str, repeat: int) -> dict[str, float]:
+    """The best seconds a timed loop's steps take under python, show and watch --log, runs
+    taken in turn."""
     with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder) / "timed_loop.py"
+        script, told = Path(folder) / "timed_loop.py", Path(folder) / "seconds"
         script.write_text(text)
-        plain: list[float] = []
-        shown: list[float] = []
+        gradtrace = [sys.executable, "-m", "gradtrace"]
+        commands = {
+            "python": [sys.executable, str(script), str(told)],
+            "show": [*gradtrace, "show", str(script), "--", str(told)],
+            "watch": [*gradtrace, "watch", str(script), "--log", str(Path(folder) / "run.jsonl"),
+                      "--", str(told)],
+        }
+        runs: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(repeat):
-            out = subprocess.run([sys.executable, str(script)], capture_output=True,
-                                 text=True, check=True).stdout
-            plain.append(float(out.split()[-1]))
-            trace = json.loads(subprocess.run(
-                [sys.executable, "-m", "gradtrace", "show", str(script), "--json"],
-                capture_output=True, text=True, check=True).stdout)
-            shown.append(float(trace["stdout"].split()[-1]))
-    return min(plain), min(shown)
+            for name, command in commands.items():
+                subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               check=True)
+                runs[name].append(float(told.read_text()))
+    return {name: min(kept) for name, kept in runs.items()}
+
+
+# 50 Linear layers in a row, 100 parameter tensors, trained for as many steps as its argument.
+DEEP = """import sys
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(*(nn.Linear(4, 4) for _ in range(50)))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(16, 4)
+for _ in range(int(sys.argv[1])):
+    opt.zero_grad()
+    model(x).square().mean().backward()
+    opt.step()
+"""
+
+
+def memory() -> None:
+    """Peak RSS of 2,000 and 20,000 steps of a model of 100 parameter tensors under python
+    and under watch --log, each a new process."""
+    with tempfile.TemporaryDirectory() as folder:
+        script, log = Path(folder) / "deep.py", Path(folder) / "run.jsonl"
+        script.write_text(DEEP)
+        commands = {"python": [sys.executable, str(script)],  # the steps follow each
+                    "watch --log": [sys.executable, "-m", "gradtrace", "watch", str(script),
+                                    "--log", str(log), "--"]}
+        print(f"{'command':<12} {'steps':>6} {'wall s':>7} {'peak MB':>8} {'rc':>3}")
+        peaks: dict[str, list[float]] = {name: [] for name in commands}
+        for steps in (2000, 20000):
+            for name, command in commands.items():
+                code, seconds, mib = measured([*command, str(steps)])
+                peaks[name].append(mib * 1.048576)  # MiB to MB, as the goal counts
+                print(f"{name:<12} {steps:>6} {seconds:>7.1f} {peaks[name][-1]:>8.0f} "
+                      f"{code:>3}", flush=True)
+        log_mb = log.stat().st_size / 1e6
+    for name, (small, large) in peaks.items():
+        verdict = (f"; goal ≤ {MEMORY_BUDGET_MB} MB: "
+                   f"{'ok' if large - small <= MEMORY_BUDGET_MB else 'over'}"
+                   if name != "python" else "")
+        print(f"{name}: 20,000 steps take {large - small:.0f} MB more than 2,000{verdict}")
+    print(f"(the 20,000 steps' log: {log_mb:.1f} MB)")
 
 
 @contextlib.contextmanager
@@ -194,14 +270,16 @@ def every_thread_profiled(profiles: list[cProfile.Profile]):  # type: ignore[no-
         threading.Thread.run = run  # type: ignore[method-assign]
 
 
-def profile(scenario: Path, threads: int) -> None:
+def profile(scenario: Path, threads: int, command_name: str) -> None:
     import torch
 
     from gradtrace.cli import app
 
     torch.set_num_threads(threads)
-    command = ["show", str(scenario), "--passes", "all"]
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+    folder = tempfile.TemporaryDirectory()
+    command = (["show", str(scenario), "--passes", "all"] if command_name == "show"
+               else ["watch", str(scenario), "--log", str(Path(folder.name) / "run.jsonl")])
+    with folder, open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         runpy.run_path(str(scenario), run_name="__main__")  # warm up: the optimizer's imports
         start = time.perf_counter()
         runpy.run_path(str(scenario), run_name="__main__")
@@ -214,7 +292,7 @@ def profile(scenario: Path, threads: int) -> None:
         with every_thread_profiled(profiles):
             app(command, standalone_mode=False)
         traced = time.perf_counter() - start
-    print(f"in-process, imports done: plain script {plain:.2f} s; show --passes all "
+    print(f"in-process, imports done: plain script {plain:.2f} s; {command_name} "
           f"{unprofiled:.2f} s ({unprofiled / plain:.1f}×, exit {code or 0}); "
           f"{traced:.2f} s under cProfile, {len(profiles)} threads profiled (the totals below "
           "count the main thread's wait for the scenario's thread too)")
@@ -233,8 +311,11 @@ def main() -> None:
                         help="OMP_NUM_THREADS for every run (default 1: see the docstring)")
     parser.add_argument("--in-loop", action="store_true",
                         help="time only the loop itself, in steady state (see above)")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile show --passes all in this process instead")
+    parser.add_argument("--memory", action="store_true",
+                        help="peak RSS of 2,000 against 20,000 steps under watch instead")
+    parser.add_argument("--profile", nargs="?", const="show", choices=("show", "watch"),
+                        help="profile show --passes all (or watch --log) in this process "
+                        "instead")
     parser.add_argument("--scenario", type=Path, default=SCENARIO)
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read by torch as it is imported
@@ -242,7 +323,10 @@ def main() -> None:
     print(f"{scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT) else scenario}"
           f"  ·  OMP_NUM_THREADS={args.threads}")
     if args.profile:
-        profile(scenario, args.threads)
+        profile(scenario, args.threads, args.profile)
+        return
+    if args.memory:
+        memory()
         return
     in_loop(args.repeat)
     if not args.in_loop:
