@@ -10,6 +10,12 @@ from pathlib import Path
 
 from helpers import SCENARIOS, invoke, write_script
 from plain_python import run_gradtrace, start_gradtrace
+from steps_fixtures import loop_trace, steps_of
+
+from gradtrace.findings.health import step_findings
+from gradtrace.findings.live import REJUDGED_AFTER, LiveFindings
+from gradtrace.model.records import Steps
+from gradtrace.model.run_log import LogFinding
 
 # A tiny MLP loop whose inputs turn NaN at step 1,000; after each step it reads its own log
 # (argv[1]) and says at which step it first saw the NaN's finding there.
@@ -120,3 +126,25 @@ def test_bad_input_is_refused_and_nothing_is_written_over(tmp_path: Path) -> Non
         result = invoke("watch", scenario, *args)
         assert result.exit_code == 2 and said in result.output, result.output
     assert notes.read_text() == "mine\n"
+
+
+def test_health_is_judged_again_as_the_rows_grow_by_an_eighth_and_ends_as_the_report() -> None:
+    # model.0 vanishes against model.2 in every pass: the finding's message says in how many
+    leaves = {"model.0.weight": "model.0", "model.2.weight": "model.2"}
+    whole = steps_of({"model.0.weight": [1e-9] * 2000, "model.2.weight": [1.0] * 2000},
+                     dict(leaves), [1.0] * 2000)
+    live = LiveFindings("loop.py", [], "2.13")
+    records = []
+    for first in range(0, 2000, 64):  # read as capture reads them, 64 rows at a time
+        part = slice(first, first + 64)
+        records += live.read(first + 1, Steps(whole.leaves, whole.modules, whole.loss[part],
+                                              whole.optimizer_steps[part], whole.grads[part]))
+    records += live.end("finished")
+    told = [r for r in records if isinstance(r, LogFinding)]
+    steps = [r.step or 0 for r in told]
+    assert all(later - earlier >= max(64, earlier // REJUDGED_AFTER)  # the end's aside
+               for earlier, later in zip(steps[:-2], steps[1:-1], strict=True))
+    assert steps[-1] == 2000 and len(steps) < 2000 // 64  # fewer judgements than batches
+    report = step_findings(loop_trace(whole))
+    assert [(f.code, f.message) for f in report] == [
+        (r.finding.code, r.finding.message) for r in told if r.step == 2000]

@@ -37,7 +37,7 @@ class LiveReport:
 
     def end(self, outcome: Outcome) -> None:
         """The log's last line: the run ended so."""
-        self._log.write(log_line(self.live.end(outcome)))
+        self._tell(self.live.end(outcome))
         self._log.close()
 
     def _tell(self, records: list[LogRecord]) -> str | None:

@@ -14,6 +14,13 @@ from ..model.run_log import LogEnd, LogFinding, LogHeader, LogLeaves, LogRecord,
 from .health import step_findings
 from .recorded import findings_of
 
+# The steps' health is judged over every row so far, so it is judged again only once the rows
+# grew by an eighth since the last time (or more: every batch of a short run): a run's
+# judgements then cost about nine of its whole, not one per batch (quadratic in its length),
+# and a health finding is told at most an eighth of the run late. The run's end judges what
+# is left, so the log holds what the end-of-run report finds.
+REJUDGED_AFTER = 8
+
 
 class LiveFindings:
     """What a run told so far, and the records each new piece adds to its log."""
@@ -32,6 +39,7 @@ class LiveFindings:
         self._optimizer_steps: list[int] = []
         self._grads: list[tuple[LeafStep | None, ...]] = []
         self._after = 0  # optimizer steps since the last row read
+        self._judged = 0  # the rows the steps' health was last judged over
 
     @property
     def steps(self) -> int:
@@ -57,7 +65,9 @@ class LiveFindings:
         self._optimizer_steps.extend(rows.optimizer_steps)
         self._grads.extend(rows.grads)
         self._after = rows.optimizer_steps_after
-        return records + self._fired(step_findings(self._trace()), self.steps)
+        if self.steps - self._judged < self._judged // REJUDGED_AFTER:
+            return records
+        return records + self._judge()
 
     def stop(self) -> str | None:
         """The --stop-on code that fired, the first time it is asked (the run stops once)."""
@@ -66,9 +76,11 @@ class LiveFindings:
         self._stop_asked = True
         return self.stopped.code
 
-    def end(self, outcome: Outcome) -> LogEnd:
-        """The log's last record: the run ended so."""
-        return LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)
+    def end(self, outcome: Outcome) -> list[LogRecord]:
+        """The log's last records: the health findings of the rows not judged yet, and that
+        the run ended so."""
+        late = self._judge() if self._judged < self.steps else []
+        return [*late, LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)]
 
     def heartbeat(self, seconds: float) -> str:
         """step N  loss L  |g| G  S steps/s: the latest row read, seconds into the run."""
@@ -78,6 +90,11 @@ class LiveFindings:
         total = math.sqrt(sum(n * n for n in norms)) if norms else None
         return (f"step {self.steps}  loss {_number(self._loss[-1])}  |g| {_number(total)}  "
                 f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
+
+    def _judge(self) -> list[LogRecord]:
+        """The health findings the steps so far newly make (see REJUDGED_AFTER)."""
+        self._judged = self.steps
+        return self._fired(step_findings(self._trace()), self.steps)
 
     def _fired(self, findings: list[Finding], step: int | None) -> list[LogRecord]:
         """Each finding not told before; the first --stop-on one is the run's stop."""
