@@ -194,6 +194,38 @@ def read_log(source: str | bytes | Iterable[str | bytes]) -> RunLog:
     return reading.log(torn)
 
 
+class GrowingLog:
+    """A log read as it grows (`steps --follow`): each line is parsed once, when its newline
+    arrives, so a 100,000-line log is not read again for every new line."""
+
+    def __init__(self) -> None:
+        self._reading = _Reading()
+        self._waiting = b""  # the last line so far, its newline not yet written
+        self._number = 0  # the complete lines taken
+
+    def feed(self, appended: bytes) -> int:
+        """Take the bytes appended since the last feed: the number of lines they completed.
+        An invalid line raises RunLogError naming its number."""
+        *complete, self._waiting = (self._waiting + appended).split(b"\n")
+        for line in complete:
+            self._number += 1
+            data = _parsed(line)
+            if data is _CUT:
+                raise _problem(self._number, "not a line of JSON")
+            self._reading.take(data, self._number)
+        return len(complete)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run's end line was taken (cheaper than log().ended)."""
+        return self._reading.end is not None
+
+    def log(self) -> RunLog:
+        """What the complete lines so far hold (torn: a line waits for its newline); its
+        steps are made anew from every row."""
+        return self._reading.log(bool(self._waiting))
+
+
 _CUT = object()  # what a line that is not whole JSON reads as
 
 
