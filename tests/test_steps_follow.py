@@ -177,3 +177,20 @@ def test_follow_reads_only_logs(tmp_path: Path) -> None:
     log.write_text("".join(LINES))
     given = invoke("steps", log, "--follow", "--passes", "3")
     assert given.exit_code == 2 and "--passes apply to a script" in given.stderr
+
+
+def test_a_log_emptied_while_followed_is_a_new_runs(tmp_path: Path) -> None:
+    """watch --log writes a log over from its start: the follower says so (exit 2)."""
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(LINES[:3]))
+
+    def write_over() -> None:
+        time.sleep(1.0)
+        log.write_text(LINES[0][:10])  # a new run's header, cut short
+
+    writer = threading.Thread(target=write_over, daemon=True)
+    writer.start()
+    followed = invoke("steps", log, "--follow")
+    writer.join()
+    assert followed.exit_code == 2
+    assert f"error: {log} was emptied: a new run is writing it" in followed.stderr
