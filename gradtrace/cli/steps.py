@@ -198,7 +198,7 @@ class _Follower:
                     time.sleep(POLL)
 
     def _taken(self, growing: GrowingLog, appended: bytes) -> int:
-        """The lines appended completes, taken."""
+        """Take the lines appended completes: how many."""
         try:
             return growing.feed(appended) if appended else 0
         except RunLogError as exc:
@@ -227,9 +227,7 @@ class _Follower:
 
     def interrupted(self) -> Interrupted:
         """The error a Ctrl-C while following ends with: how far the log was read."""
-        log = self.latest
-        read = ("no complete line yet" if log is None else "no step yet" if log.steps is None
-                else f"{len(log.steps.loss):,} steps read")
+        read = "no complete line yet" if self.latest is None else _steps_read(self.latest)
         return Interrupted(f"interrupted following {self.path}: {read}, no end line yet")
 
 
@@ -271,10 +269,15 @@ def _progress(path: str, by_module: bool, show_all: bool, view: bool
 
 def _live_view(path: str, log: RunLog, by_module: bool, show_all: bool) -> RenderableType:
     """The view of what the log holds so far, and a line saying it is being followed."""
-    steps = 0 if log.steps is None else len(log.steps.loss)
-    status = Text(f"following {path}: {steps:,} step{'' if steps == 1 else 's'} read, "
-                  "until its end line (Ctrl-C stops)", style="dim")
+    status = Text(f"following {path}: {_steps_read(log)}, until its end line (Ctrl-C stops)",
+                  style="dim")
     return Group(*_view(log.trace(), by_module, show_all), status)
+
+
+def _steps_read(log: RunLog) -> str:
+    """How many step rows the log holds: `no step yet`, `1 step read`, `2,000 steps read`."""
+    steps = 0 if log.steps is None else len(log.steps.loss)
+    return "no step yet" if not steps else f"{steps:,} step{'' if steps == 1 else 's'} read"
 
 
 def _finding_lines(console: Console) -> Callable[[RunLog], None]:
