@@ -6,12 +6,21 @@ Importing it does not import torch; tracing does.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import logging
 import os
-from typing import Any
+import sys
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from .compat.cpython import caller_frame
-from .errors import ExportError
-from .model.records import Trace
+from .errors import ExportError, GradtraceError
+from .model.records import Finding, Trace
+
+if TYPE_CHECKING:
+    from .capture.options import RunListener
+    from .findings.live import LiveLog
 
 
 class TraceView:
@@ -126,28 +135,38 @@ class Recording(TraceView):
     """`with gradtrace.record() as rec:` — after the block, rec is the trace of what ran in
     it: its backward passes, Function calls and modules, named from the block's variables."""
 
+    _listener: RunListener | None = None  # told while the block runs (watch())
+
     def __init__(self, saved: bool = True, flow: bool = True, profile: bool = False,
                  all_threads: bool = False) -> None:
         self._options = (saved, flow, profile, all_threads)
 
     def __enter__(self) -> Recording:
-        from .capture.live import BlockRecorder
-
-        frame = caller_frame()
-        if frame is None:
-            raise ExportError("record() needs the caller's frame, which this Python does "
-                              "not give")
-        self._block = BlockRecorder(frame, *self._options)
-        self._block.start()
+        self.start(caller_frame())
         return self
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        trace = self._block.stop(error)  # an error in the block goes on up, with the trace
+        self.stop(error)  # an error in the block goes on up, with the trace
+
+    def start(self, frame: FrameType | None) -> None:
+        """Record from now on, as a block of frame's: named from its variables, its file's
+        lines cited (a callback's start: the frame of the code that called the trainer)."""
+        from .capture.live import BlockRecorder
+
+        if frame is None:
+            raise ExportError("record() needs the caller's frame, which this Python does "
+                              "not give")
+        self._block = BlockRecorder(frame, *self._options, listener=self._listener)
+        self._block.start()
+
+    def stop(self, error: BaseException | None = None) -> None:
+        """Stop recording; the trace is what ran since start() (up to error, when it raised)."""
+        trace = self._block.stop(error)
         if trace is not None:
             self.trace = trace
             if error is not None:
                 with contextlib.suppress(AttributeError, TypeError):  # an exception's slots
-                    error.gradtrace_trace = self
+                    error.gradtrace_trace = self  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:
         return super().__repr__() if "trace" in self.__dict__ else "<gradtrace recording>"
@@ -164,3 +183,75 @@ def record(saved: bool = True, flow: bool = True, profile: bool = False,
     called it, wherever autograd runs its hooks): all_threads=True records every thread's.
     """
     return Recording(saved, flow, profile, all_threads)
+
+
+class Watching(Recording):
+    """`with gradtrace.watch(log="run.jsonl") as w:` — the block recorded as record() does,
+    its steps and findings appended to the log and each finding said as they fire."""
+
+    _listener: LiveLog | None = None
+
+    def __init__(self, log: str | os.PathLike[str] | None, stop_on: frozenset[str],
+                 say: Callable[[str], None], saved: bool, flow: bool,
+                 all_threads: bool) -> None:
+        super().__init__(saved, flow, False, all_threads)
+        self._log, self._stop_on, self._say = log, stop_on, say
+
+    @property
+    def stopped(self) -> Finding | None:
+        """The first finding of a stop_on code that fired (None: none yet): the loop's cue
+        to stop, as a callback stops its trainer."""
+        return None if self._listener is None else self._listener.live.stopped
+
+    def start(self, frame: FrameType | None, rank: int | None = None) -> None:
+        """Record from now on; the log's header written. Rank 0 alone writes and says (rank:
+        this process's, as its trainer knows it; None: torchrun's, else 0)."""
+        from .capture.script.ranks import launched
+        from .findings.live import LiveFindings, LiveLog
+
+        if rank is None:
+            ranks = launched()
+            rank = 0 if ranks is None else ranks.rank
+        first = rank == 0
+        live = LiveFindings("<python>" if frame is None else frame.f_code.co_filename,
+                            sys.argv[1:], importlib.metadata.version("torch"), self._stop_on)
+        self._listener = LiveLog(live, os.fspath(self._log) if first and self._log else None,
+                                 self._say if first else _silent)
+        super().start(frame)
+
+    def stop(self, error: BaseException | None = None) -> None:
+        """Stop recording; the log's end line says how the block ended."""
+        assert self._listener is not None, "stop() before start()"
+        try:
+            super().stop(error)
+        finally:
+            self._listener.end("finished" if error is None else "failed")
+
+
+def watch(log: str | os.PathLike[str] | None = None,
+          stop_on: str | Iterable[str] | None = None,
+          say: Callable[[str], None] | None = None, saved: bool = False, flow: bool = True,
+          all_threads: bool = False) -> Watching:
+    """Record the with-block as record() does and tell its run as it goes, as `gradtrace
+    watch` does: `with gradtrace.watch(log="run.jsonl", stop_on="nan-value") as w:`.
+
+    log: the run log (schema gradtrace.log/1), a line at a time while the block runs, its
+    end line as the block ends. say: told each finding as it fires, with its step (default:
+    the "gradtrace" logger's warning). Under torchrun only rank 0 writes and says. stop_on:
+    finding codes ("a,b" or a list); w.stopped is the first that fired, for the loop to stop.
+    saved and flow as record() (saved is off: a long run's passes need none).
+    """
+    from .findings.registry import CODES
+
+    codes = frozenset(c.strip() for c in (stop_on.split(",") if isinstance(stop_on, str)
+                                          else stop_on or ()) if c.strip())
+    unknown = sorted(codes - set(CODES))
+    if unknown:
+        raise GradtraceError(f"watch(stop_on=...): no finding has the code "
+                             f"{', '.join(unknown)}", "codes: " + ", ".join(CODES))
+    return Watching(log, codes, say or logging.getLogger("gradtrace").warning, saved, flow,
+                    all_threads)
+
+
+def _silent(line: str) -> None:
+    """A rank other than 0 says nothing."""

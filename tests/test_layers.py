@@ -28,6 +28,7 @@ LAYER_OF = {
     "gradtrace.capture": "capture",
     "gradtrace.check": "check",
     "gradtrace.api": "api",
+    "gradtrace.integrations": "integrations",
     "gradtrace.pytest_plugin": "plugin",
     "gradtrace": "package",  # __init__ and __main__
     "gradtrace.cli": "cli",
@@ -43,6 +44,8 @@ BELOW = {  # the gradtrace layers each layer may import (its own included)
     "capture": {"base", "compat", "model", "extract", "capture"},  # facts, never findings
     "check": {"base", "compat", "model", "findings", "extract", "capture", "check"},
     "api": {"base", "compat", "model", "findings", "render", "extract", "capture", "api"},
+    "integrations": {"base", "compat", "model", "findings", "render", "extract", "capture",
+                     "api", "integrations"},
     "cli": {"base", "compat", "model", "findings", "diff", "render", "extract", "capture",
             "check", "cli"},
     "package": {"base", "api", "cli"},
@@ -54,6 +57,7 @@ THIRD_PARTY = {  # outside the standard library
     "render": {"rich", "graphviz", "cairosvg"},  # cairosvg: the optional extra `plot`
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},
+    "integrations": {"lightning", "transformers"},
     "cli": {"typer", "rich"},
     "package": set(),
     "plugin": {"pytest", "rich"},

@@ -20,7 +20,7 @@ from .naming.cuts import caller_cuts
 from .naming.reach import is_module, is_tensor
 from .naming.roots import named_tensors
 from .naming.where import scenario_line
-from .options import CaptureOptions
+from .options import CaptureOptions, RunListener
 from .script.scenario_thread import RUN_LOCK
 from .session import RECORDING, CaptureSession
 
@@ -57,14 +57,16 @@ class BlockRecorder:
     """Records from start() to stop(); stop() builds the Trace of what ran between."""
 
     def __init__(self, frame: FrameType, saved: bool = True, flow: bool = True,
-                 profile: bool = False, all_threads: bool = False) -> None:
+                 profile: bool = False, all_threads: bool = False,
+                 listener: RunListener | None = None) -> None:
         self.frame: FrameType | None = frame
         path = frame.f_code.co_filename
         self.label = f"{path}:{frame.f_lineno}"
         lines = "".join(linecache.getlines(path)).splitlines()  # as a scenario's are read
         self.session = CaptureSession(path, lines, {},
                                       CaptureOptions(backward=False, saved=saved or profile,
-                                                     flow=flow, profile=profile))
+                                                     flow=flow, profile=profile,
+                                                     listener=listener))
         if not all_threads:  # the block's own calls, not those other threads make meanwhile
             self.session.recorder.gate.only = self.session.host.module_calls.thread = \
                 threading.get_ident()

@@ -6,11 +6,23 @@ integrations write what it returns."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 from .._version import __version__
+from ..appending import LineFile
 from ..model.facts import Fact
 from ..model.records import Finding, LeafStep, Steps, Trace
-from ..model.run_log import LogEnd, LogFinding, LogHeader, LogLeaves, LogRecord, LogSteps, Outcome
+from ..model.run_log import (
+    LogEnd,
+    LogFinding,
+    LogHeader,
+    LogLeaves,
+    LogRecord,
+    LogSteps,
+    Outcome,
+    log_line,
+)
 from .health import step_findings
 from .recorded import findings_of
 
@@ -116,6 +128,37 @@ class LiveFindings:
                             for row in self._grads))
         return Trace(self.script, __version__, self.torch_version, (), (), "", (), (), (), (),
                      (), steps=steps)
+
+
+class LiveLog:
+    """A RunListener: the log (None: none) written a line at a time, each finding said as it
+    fires; stops: a --stop-on code that fired is returned, to end the code at its next pass."""
+
+    def __init__(self, live: LiveFindings, log: Path | str | None,
+                 say: Callable[[str], None], stops: bool = False) -> None:
+        self.live, self.say, self.stops = live, say, stops
+        self._log = LineFile(log)
+        self._log.write(log_line(live.header))
+
+    def told(self, fact: Fact, passes: int) -> str | None:
+        self.tell(self.live.told(fact, passes))
+        return self.live.stop() if self.stops else None
+
+    def read(self, first: int, rows: Steps) -> str | None:
+        self.tell(self.live.read(first, rows))
+        return self.live.stop() if self.stops else None
+
+    def tell(self, records: list[LogRecord]) -> None:
+        """Write the records; say the findings."""
+        for record in records:
+            self._log.write(log_line(record))
+            if isinstance(record, LogFinding):
+                self.say(said(record))
+
+    def end(self, outcome: Outcome) -> None:
+        """The log's last lines: the findings the end judged, and that the run ended so."""
+        self.tell(self.live.end(outcome))
+        self._log.close()
 
 
 def said(record: LogFinding) -> str:

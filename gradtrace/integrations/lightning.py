@@ -1,0 +1,50 @@
+"""A Lightning callback that watches the training as gradtrace.watch() does: the run log
+written as it goes, each finding told through Lightning's logger (rank 0's), and the fit
+stopped (trainer.should_stop) once a stop_on finding fired."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import lightning.pytorch as pl
+
+from ..api import Watching, watch
+from . import calling_frame
+
+FRAMEWORK = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
+LOGGER = logging.getLogger("lightning.pytorch.callbacks.gradtrace")
+
+
+class GradtraceCallback(pl.Callback):
+    """`Trainer(callbacks=[GradtraceCallback(log="run.jsonl")])`: each fit's training
+    watched; `.watching` is its trace once the fit ends (`.watching.show()`)."""
+
+    def __init__(self, log: str | os.PathLike[str] | None = None,
+                 stop_on: str | Iterable[str] | None = None, saved: bool = False,
+                 flow: bool = True) -> None:
+        self.watching: Watching = watch(log, stop_on, LOGGER.warning, saved, flow)
+        self._running = False
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.watching.start(calling_frame(FRAMEWORK), trainer.global_rank)
+        self._running = True
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.watching.stopped is not None:
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._stop(None)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                     exception: BaseException) -> None:
+        self._stop(exception)
+
+    def _stop(self, error: BaseException | None) -> None:
+        if self._running:  # an error after the fit's end: its recording already stopped
+            self._running = False
+            self.watching.stop(error)
