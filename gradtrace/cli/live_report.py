@@ -1,30 +1,109 @@
-"""What `gradtrace watch` tells while the script runs: each finding on stderr as it fires,
-with its step; a heartbeat line every few seconds; and the run log, a line at a time."""
+"""What `gradtrace watch` tells while the script runs: each finding as it fires, with its
+step; the run log, a line at a time; and on a terminal a live panel of the steps so far, else
+a heartbeat line every few seconds."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from ..findings.live import LiveFindings, LiveLog
+from ..model.facts import Fact
 from ..model.records import Steps
+from ..render.escape import Visible
+from ..render.live_panel import Pace, RunSparks, live_panel
+
+REFRESH = 4  # the panel's redraws a second, at most: never one per pass
+# what gradtrace's share of the time covers: the recorder's own work in each pass is not timed
+COVERS = "findings, log and panel"
+
+
+class LivePanel:
+    """watch's panel on a terminal (rich's Live), redrawn as rows come, at most REFRESH times
+    a second; each finding printed above it, where it stays in the scrollback."""
+
+    def __init__(self, terminal: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.terminal, self.clock = terminal, clock
+        self.run = RunSparks()
+        self.pace = Pace(0.0, 0.0, COVERS)
+        # redirect nothing: the script's output is captured below, shown in the report
+        self._live = Live(console=Console(file=terminal, highlight=False), auto_refresh=False,
+                          redirect_stdout=False, redirect_stderr=False)
+        self._drawn = clock()
+
+    @property
+    def console(self) -> Console:
+        return self._live.console
+
+    def start(self) -> None:
+        self._live.start()
+        self._draw()
+
+    def say(self, line: str) -> None:
+        """A line above the panel."""
+        self.console.print(Visible(Text(line)), soft_wrap=True)
+
+    def timed(self, seconds: float, own: float) -> None:
+        """seconds into the run, own of them gradtrace's: drawn, unless it was just now."""
+        self.pace = Pace(self.run.steps / max(seconds, 1e-9), own / max(seconds, 1e-9), COVERS)
+        if self.clock() - self._drawn >= 1 / REFRESH:
+            self._draw()
+
+    def close(self) -> None:
+        """Leave the panel as last drawn, the cursor on its blank last line; what is said
+        from now on is plain lines below it. (Live.stop would draw it again: over the report,
+        when that is on the same terminal.)"""
+        self.console.clear_live()
+        self.console.pop_render_hook()  # the Live's: the console's only one
+        self.console.show_cursor(True)
+
+    def _draw(self) -> None:
+        with contextlib.suppress(OSError):
+            size = os.get_terminal_size(self.terminal.fileno())
+            if size.columns and size.lines:  # a new pseudo-terminal says 0 by 0: rich's guess
+                self.console.size = size.columns, size.lines
+        self._live.update(Visible(live_panel(self.run, self.pace, self.console.height)),
+                          refresh=True)
+        self._drawn = self.clock()
 
 
 class LiveReport(LiveLog):
-    """The RunListener of a watched run: the log written, each finding said, a heartbeat
-    said, and the run stopped at its next pass once a --stop-on code fired."""
+    """The RunListener of a watched run: the log written, each finding said, the panel drawn
+    (panel None: a heartbeat said), and the run stopped at its next pass once a --stop-on
+    code fired."""
 
     def __init__(self, live: LiveFindings, log: Path | None, heartbeat: float,
-                 say: Callable[[str], None], clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+                 say: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 panel: LivePanel | None = None) -> None:
         super().__init__(live, log, say, stops=True)
-        self.heartbeat, self.clock = heartbeat, clock
+        self.heartbeat, self.clock, self.panel = heartbeat, clock, panel
         self._started = self._beat = clock()
+        self.own = 0.0  # seconds spent in told and read: what the panel's share covers
+
+    def told(self, fact: Fact, passes: int) -> str | None:
+        started = self.clock()
+        stop = super().told(fact, passes)
+        self.own += self.clock() - started
+        return stop
 
     def read(self, first: int, rows: Steps) -> str | None:
+        started = self.clock()
+        if self.panel is not None:  # before the findings: the panel drawn with them has them
+            self.panel.run.add(rows)
         stop = super().read(first, rows)
-        if self.clock() - self._beat >= self.heartbeat:
-            self._beat = self.clock()
+        now = self.clock()
+        if self.panel is not None:
+            self.panel.timed(now - self._started, self.own + now - started)
+        elif now - self._beat >= self.heartbeat:
+            self._beat = now
             self.say(self.live.heartbeat(self._beat - self._started))
+        self.own += self.clock() - started
         return stop

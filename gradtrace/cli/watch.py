@@ -9,15 +9,17 @@ import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO
 
 import typer
+from rich.console import Console
 
 from ..capture.script.ranks import launched
 from ..errors import GradtraceError
 from ..findings.live import LiveFindings
 from ..model.run_log import Outcome, starts_run_log
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
-from .live_report import LiveReport
+from .live_report import LivePanel, LiveReport
 from .options import RunOptions
 from .ranked import rank_file
 from .show import ShowOptions, show_trace
@@ -90,21 +92,35 @@ def watch_run(asked: WatchOptions) -> None:
         terminal.write(said_as + line + "\n")
         terminal.flush()
 
+    # a panel only for one process on a terminal: ranks would draw theirs over each other
+    panel = LivePanel(terminal) if ranks is None and _is_terminal(terminal) else None
     live = LiveFindings(asked.scenario, list(asked.script_args or []),
                         importlib.metadata.version("torch"), stop_on)
-    report = LiveReport(live, asked.log, asked.heartbeat, say)
+    report = LiveReport(live, asked.log, asked.heartbeat, say if panel is None else panel.say,
+                        panel=panel)
     outcome: Outcome = "failed"
     try:
+        if panel is not None:
+            panel.start()
         show_trace(_shown(asked), listener=report)
         outcome = "finished"
     except typer.Exit as exit_:
         outcome = "finished" if exit_.exit_code == ExitCode.FAILED else "failed"
         raise
     finally:
+        if panel is not None:  # before the findings the run's end adds: lines, not redraws
+            panel.close()
         report.end(outcome)
         terminal.close()
     if live.stopped is not None:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _is_terminal(terminal: TextIO) -> bool:
+    """Whether the panel can be drawn there: a terminal (FORCE_COLOR on a pipe or a file is
+    not one here: it would take the panel's cursor moves) that rich's Live moves the cursor
+    on (not TERM=dumb, not TTY_INTERACTIVE=0)."""
+    return terminal.isatty() and Console(file=terminal).is_interactive
 
 
 def _shown(asked: WatchOptions) -> ShowOptions:

@@ -1,0 +1,104 @@
+"""`gradtrace watch` on a terminal: a live panel (the step, sparklines of the loss and the
+largest modules' gradient norms, the rate, gradtrace's own share) instead of heartbeat lines,
+each finding above it with its step; off a terminal the lines, as before."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from helpers import read_terminal
+from plain_python import run_gradtrace, start_gradtrace
+from rich.console import Console
+
+from gradtrace.model.records import LeafStep, Steps
+from gradtrace.render.live_panel import Pace, RunSparks, Sparks, live_panel
+from gradtrace.render.series import bucketed, mean
+from gradtrace.render.steps import BLOCKS, WIDTH
+
+EXAMPLES = "gradtrace/examples"
+
+
+def _on_terminal(*args: str) -> str:
+    """What `gradtrace watch ARGS` writes on a terminal (stdout and stderr both)."""
+    leader, follower = os.openpty()
+    done = start_gradtrace("watch", *args, stdout=follower, stderr=follower,
+                           env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(follower)
+    seen = read_terminal(leader)
+    done.wait(300)
+    assert done.returncode == 0, seen.decode(errors="replace")
+    return seen.decode(errors="replace")
+
+
+def test_a_loop_on_a_terminal_shows_the_panel_not_heartbeat_lines() -> None:
+    screen = _on_terminal(f"{EXAMPLES}/loops/mlp_1000_steps.py")
+    steps = [int(n.replace(",", "")) for n in re.findall(r"step ([\d,]+)\x1b", screen)]
+    assert max(steps) > 0 and steps == sorted(steps)  # redrawn as the run went
+    assert len(steps) < 100  # a few times a second, not once a pass (1,000 of them)
+    loss = re.findall(r"loss\s*\x1b\[0m\s+([" + BLOCKS + "]+)", screen)
+    assert loss and len(loss[-1]) > 10  # the loss's sparkline
+    assert "model.0" in screen and "steps/s" in screen and "of the time in gradtrace's" in screen
+    assert "|g|" not in screen  # no heartbeat line
+    # the report follows the panel as it was last drawn, and the cursor is given back
+    assert screen.rindex("scenario ") > screen.rindex("step ")
+    report = screen[screen.rindex("scenario "):]
+    assert "\x1b[?25h" in report and "\x1b[1A" not in report  # never drawn over
+
+
+def test_a_finding_on_a_terminal_is_a_line_above_the_panel_with_its_step() -> None:
+    screen = _on_terminal("example:bugs/nan_masked_mean")
+    line = re.search(r"\x1b\[2K(step 5: error \[nan-value\] pass 5: loss is NaN[^\r]*)\r\n",
+                     screen)
+    assert line is not None, screen  # on a line of its own, where the panel was
+    assert "\x1b[1;31m!" in screen  # the NaN in the panel's sparklines
+    assert "\x1b[1A" not in screen[screen.rindex("scenario "):]  # what the end adds: lines
+
+
+def test_off_a_terminal_forced_colours_still_get_lines_not_the_panel() -> None:
+    done = run_gradtrace("watch", f"{EXAMPLES}/bugs/nan_masked_mean.py", "--heartbeat", "0.1",
+                         env={**os.environ, "FORCE_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "step 5: error [nan-value]" in done.stderr
+    assert "\x1b[" not in done.stderr and "|g|" in done.stderr
+
+
+def test_sparks_keep_at_most_width_marks_each_a_bucket_of_consecutive_passes() -> None:
+    values = [float(k % 7 + 1) for k in range(1000)]
+    values[613] = math.nan
+    for pick in (max, mean):
+        sparks = Sparks(pick)
+        sparks.add(values[:500])
+        sparks.add(values[500:])
+        shown = sparks.shown()
+        assert len(shown) <= WIDTH and sparks.size == 32
+        reference = [bucketed(values[i:i + sparks.size], 1, pick)[0]
+                     for i in range(0, len(values), sparks.size)]
+        assert [str(x) for x in shown] == [str(x) for x in reference]
+        assert sparks.last == values[-1]
+
+
+def _rows(*grads: tuple[float | None, ...], loss: float = 1.0,
+          leaves: tuple[str, ...] = ("a.w", "b.w")) -> Steps:
+    return Steps(leaves, tuple(name.split(".")[0] for name in leaves), (loss,) * len(grads),
+                 (1,) * len(grads),
+                 tuple(tuple(None if g is None else LeafStep(g, g, math.isfinite(g), False)
+                             for g in row) for row in grads))
+
+
+def test_a_module_seen_late_starts_where_it_was_seen_and_the_largest_are_shown() -> None:
+    run = RunSparks()
+    run.add(_rows((1.0,), (2.0,), leaves=("a.w",)))
+    run.add(_rows((3.0, 50.0), leaves=("a.w", "b.w")))
+    run.add(_rows((4.0, math.inf, 9.0), leaves=("a.w", "b.w", "c.w")))
+    assert run.steps == 4
+    assert run.modules["b"].shown()[:2] == [None, None]
+    assert run.largest(2) == ["b", "c"]  # b's inf first, then c's 9 over a's 4; seen order
+    console = Console(width=100, height=20, record=True)
+    console.print(live_panel(run, Pace(12.5, 0.031, "findings"), height=7))
+    text = console.export_text()
+    assert "step 4" in text and "12.5 steps/s" in text and "3.1% of the time" in text
+    assert "… 1 more module (smaller norms)" in text and "\na " not in text
+    assert re.search(r"\nb +▄!  +inf\n", text)
+    assert len(text.splitlines()) == 7  # the last one blank: where the cursor waits
