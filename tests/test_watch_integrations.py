@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import gradtrace
+from gradtrace.capture.session import RECORDING
 from gradtrace.model.run_log import RunLog, read_log
 
 # Lightning and transformers take seconds each to import: their tests run in the slow tier,
@@ -130,13 +131,12 @@ def test_watch_refuses_an_unknown_code() -> None:
 
 # ---- Lightning
 
-def lightning_fit(log: Path, nan_at: int | None = None,
-                  callback: bool = True) -> tuple[Norms, int, list[Any]]:
-    """A tiny regressor's Lightning fit (seed 0, 8 batches); its batch nan_at (from 1) NaN.
-    Each backward's norms, read by a plain callback; the steps run; the callbacks."""
+def lightning_fit(callback: Any | None, nan_at: int | None = None,
+                  fails_at: int | None = None) -> tuple[Norms, int]:
+    """A tiny regressor's Lightning fit (seed 0, 8 batches) with callback (a
+    GradtraceCallback, or none); its batch nan_at (from 1) NaN, fails_at raises ValueError.
+    Each backward's norms, read by a plain callback, and the steps run."""
     import lightning as L
-
-    from gradtrace.integrations.lightning import GradtraceCallback
 
     class Regressor(L.LightningModule):
         def __init__(self) -> None:
@@ -146,6 +146,8 @@ def lightning_fit(log: Path, nan_at: int | None = None,
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             x, y = batch
+            if batch_idx + 1 == fails_at:
+                raise ValueError("a bad batch")
             x = x * float("nan") if batch_idx + 1 == nan_at else x
             return torch.nn.functional.mse_loss(self.net(x), y)
 
@@ -163,39 +165,38 @@ def lightning_fit(log: Path, nan_at: int | None = None,
     data = torch.utils.data.TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
     model = Regressor()
     plain = PlainNorms()
-    callbacks = [plain, *([GradtraceCallback(log=log, stop_on="nan-value")] if callback
-                          else [])]
-    trainer = L.Trainer(max_epochs=1, callbacks=callbacks, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False,
+    trainer = L.Trainer(max_epochs=1, callbacks=[plain, *([callback] if callback else [])],
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu", devices=1)
     trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=4))
-    return plain.norms, trainer.global_step, callbacks
+    return plain.norms, trainer.global_step
 
 
 @FRAMEWORK
-def test_lightning_callback_logs_plain_pythons_norms(tmp_path: Path, listen: Any,
-        caplog: pytest.LogCaptureFixture) -> None:
-    from gradtrace.integrations.lightning import LOGGER
+def test_lightning_callback_logs_plain_pythons_norms(
+        tmp_path: Path, listen: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from gradtrace.integrations.lightning import LOGGER, GradtraceCallback
 
     listen(LOGGER)
-    plain, _, _ = lightning_fit(tmp_path / "unused.jsonl", callback=False)
-    norms, steps, callbacks = lightning_fit(tmp_path / "run.jsonl")
+    plain, _ = lightning_fit(None)
+    callback = GradtraceCallback(log=tmp_path / "run.jsonl", stop_on="nan-value")
+    norms, steps = lightning_fit(callback)
     written = read_log((tmp_path / "run.jsonl").read_bytes())
     assert steps == 8 and written.outcome == "finished" and written.findings == ()
     assert_same_norms(logged_norms(written), plain)
     assert norms == plain
-    assert len(callbacks[1].watching.trace.passes) == 8  # the fit's trace
+    assert len(callback.watching.trace.passes) == 8  # the fit's trace
     assert said_by(LOGGER, caplog) == []
 
 
 @FRAMEWORK
 def test_lightning_callback_tells_a_nan_at_its_step_and_stops_the_fit(
-        tmp_path: Path, listen: Any,
-        caplog: pytest.LogCaptureFixture) -> None:
-    from gradtrace.integrations.lightning import LOGGER
+        tmp_path: Path, listen: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from gradtrace.integrations.lightning import LOGGER, GradtraceCallback
 
     listen(LOGGER)
-    _, steps, _ = lightning_fit(tmp_path / "run.jsonl", nan_at=5)
+    _, steps = lightning_fit(GradtraceCallback(log=tmp_path / "run.jsonl",
+                                               stop_on="nan-value"), nan_at=5)
     said = said_by(LOGGER, caplog)
     assert said and said[0].startswith("step 5: error [nan-value]"), said
     assert steps == 5  # trainer.should_stop after the batch that fired
@@ -203,17 +204,29 @@ def test_lightning_callback_tells_a_nan_at_its_step_and_stops_the_fit(
     assert written.outcome == "stopped" and written.findings[0].step == 5
 
 
+@FRAMEWORK
+def test_lightning_callback_ends_a_fit_that_raised(tmp_path: Path) -> None:
+    from gradtrace.integrations.lightning import GradtraceCallback
+
+    callback = GradtraceCallback(log=tmp_path / "run.jsonl")
+    with pytest.raises(ValueError, match="a bad batch"):
+        lightning_fit(callback, fails_at=3)
+    written = read_log((tmp_path / "run.jsonl").read_bytes())
+    assert written.outcome == "failed" and written.steps is not None
+    assert len(written.steps.loss) == 2
+    assert RECORDING == []  # the recording ended with the fit
+
+
 # ---- Hugging Face
 
-def hf_train(log: Path, nan_at: int | None = None,
-             callback: bool = True) -> tuple[Norms, int, list[Any]]:
-    """A tiny regressor under transformers' Trainer (seed 0, 6 steps of 4, no clipping);
-    its forward nan_at (from 1) NaN. Each step's norms before the optimizer steps, read by
-    a plain callback; the steps run; the callbacks."""
+def hf_train(callback: Any | None, nan_at: int | None = None,
+             fails_at: int | None = None) -> tuple[Norms, int]:
+    """A tiny regressor under transformers' Trainer (seed 0, 6 steps of 4, no clipping) with
+    callback (a GradtraceCallback, or none); its forward nan_at (from 1) NaN, fails_at raises
+    ValueError. Each step's norms before the optimizer steps, read by a plain callback, and
+    the steps run."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     from transformers import Trainer, TrainerCallback, TrainingArguments
-
-    from gradtrace.integrations.huggingface import GradtraceCallback
 
     class Pairs(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
         def __init__(self) -> None:
@@ -235,6 +248,8 @@ def hf_train(log: Path, nan_at: int | None = None,
 
         def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
             self.calls += 1
+            if self.calls == fails_at:
+                raise ValueError("a bad batch")
             x = x * float("nan") if self.calls == nan_at else x
             return {"loss": torch.nn.functional.mse_loss(self.net(x), labels)}
 
@@ -249,43 +264,63 @@ def hf_train(log: Path, nan_at: int | None = None,
     torch.manual_seed(0)
     model = Regressor()
     plain = PlainNorms()
-    callbacks = [plain, *([GradtraceCallback(log=log, stop_on="nan-value")] if callback
-                          else [])]
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(dir=log.parent),
-                             per_device_train_batch_size=4, max_steps=6, max_grad_norm=0,
-                             report_to=[], save_strategy="no", logging_strategy="no",
-                             use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0)
-    trainer = Trainer(model=model, args=args, train_dataset=Pairs(), callbacks=callbacks)
-    trainer.train()
-    return plain.norms, trainer.state.global_step, callbacks
+    with tempfile.TemporaryDirectory() as output:  # the trainer's own: nothing is saved in it
+        args = TrainingArguments(output_dir=output, per_device_train_batch_size=4,
+                                 max_steps=6, max_grad_norm=0, report_to=[],
+                                 save_strategy="no", logging_strategy="no", use_cpu=True,
+                                 disable_tqdm=True, dataloader_num_workers=0, seed=0)
+        trainer = Trainer(model=model, args=args, train_dataset=Pairs(),
+                          callbacks=[plain, *([callback] if callback else [])])
+        trainer.train()
+    return plain.norms, trainer.state.global_step
 
 
 @FRAMEWORK
-def test_hugging_face_callback_logs_plain_pythons_norms(tmp_path: Path, listen: Any,
-        caplog: pytest.LogCaptureFixture) -> None:
-    from gradtrace.integrations.huggingface import LOGGER
+def test_hugging_face_callback_logs_plain_pythons_norms(
+        tmp_path: Path, listen: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from gradtrace.integrations.huggingface import LOGGER, GradtraceCallback
 
     listen(LOGGER)
-    plain, _, _ = hf_train(tmp_path / "unused.jsonl", callback=False)
-    norms, steps, callbacks = hf_train(tmp_path / "run.jsonl")
+    plain, _ = hf_train(None)
+    callback = GradtraceCallback(log=tmp_path / "run.jsonl", stop_on="nan-value")
+    norms, steps = hf_train(callback)
     written = read_log((tmp_path / "run.jsonl").read_bytes())
     assert steps == 6 and written.outcome == "finished" and written.findings == ()
     assert_same_norms(logged_norms(written), plain)
     assert norms == plain
-    assert len(callbacks[1].watching.trace.passes) == 6
+    assert len(callback.watching.trace.passes) == 6
     assert said_by(LOGGER, caplog) == []
 
 
 @FRAMEWORK
 def test_hugging_face_callback_tells_a_nan_at_its_step_and_stops_training(
-        tmp_path: Path, listen: Any,
-        caplog: pytest.LogCaptureFixture) -> None:
-    from gradtrace.integrations.huggingface import LOGGER
+        tmp_path: Path, listen: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from gradtrace.integrations.huggingface import LOGGER, GradtraceCallback
 
     listen(LOGGER)
-    _, steps, _ = hf_train(tmp_path / "run.jsonl", nan_at=3)
+    _, steps = hf_train(GradtraceCallback(log=tmp_path / "run.jsonl", stop_on="nan-value"),
+                        nan_at=3)
     said = said_by(LOGGER, caplog)
     assert said and said[0].startswith("step 3: error [nan-value]"), said
     assert steps == 3  # control.should_training_stop after the step that fired
     written = read_log((tmp_path / "run.jsonl").read_bytes())
     assert written.outcome == "stopped" and written.findings[0].step == 3
+
+
+@FRAMEWORK
+def test_hugging_face_callback_ends_a_train_that_raised_as_the_next_begins(
+        tmp_path: Path) -> None:
+    """transformers calls no callback when train() raises: the recording goes on until the
+    callback's next train() begins, which ends it and records its own steps alone."""
+    from gradtrace.integrations.huggingface import GradtraceCallback
+
+    log = tmp_path / "run.jsonl"
+    callback = GradtraceCallback(log=log)
+    with pytest.raises(ValueError, match="a bad batch"):
+        hf_train(callback, fails_at=3)
+    assert not read_log(log.read_bytes()).ended and RECORDING  # it goes on
+    _, steps = hf_train(callback)
+    written = read_log(log.read_bytes())
+    assert steps == 6 and written.outcome == "finished"
+    assert written.steps is not None and len(written.steps.loss) == 6  # its own steps alone
+    assert RECORDING == []
