@@ -13,8 +13,8 @@ from plain_python import run_gradtrace, start_gradtrace
 from rich.console import Console
 
 from gradtrace.model.records import LeafStep, Steps
-from gradtrace.render.live_panel import Pace, RunSparks, Sparks, live_panel
-from gradtrace.render.series import bucketed, mean
+from gradtrace.render.live_panel import Pace, RunSparks, Sparks, live_panel, module_norms
+from gradtrace.render.series import bucketed, grad_series, mean
 from gradtrace.render.steps import BLOCKS, WIDTH
 
 EXAMPLES = "gradtrace/examples"
@@ -69,8 +69,8 @@ def test_sparks_keep_at_most_width_marks_each_a_bucket_of_consecutive_passes() -
     values[613] = math.nan
     for pick in (max, mean):
         sparks = Sparks(pick)
-        sparks.add(values[:500])
-        sparks.add(values[500:])
+        for start in range(0, 1000, 64):  # the readback's batches
+            sparks.add(values[start:start + 64])
         shown = sparks.shown()
         assert len(shown) <= WIDTH and sparks.size == 32
         reference = [bucketed(values[i:i + sparks.size], 1, pick)[0]
@@ -102,3 +102,25 @@ def test_a_module_seen_late_starts_where_it_was_seen_and_the_largest_are_shown()
     assert "… 1 more module (smaller norms)" in text and "\na " not in text
     assert re.search(r"\nb +▄!  +inf\n", text)
     assert len(text.splitlines()) == 7  # the last one blank: where the cursor waits
+
+
+def test_module_norms_say_what_grad_series_says() -> None:
+    leaves = ("a.w", "a.b", "b.w", "c")
+    plain = [(3.0, 4.0, 1.0, 2.0), (0.5, 0.0, 2.0, 1e-30)]
+    cases = [plain, [*plain, (1.0, None, 2.0, 3.0)], [*plain, (math.nan, 1.0, 2.0, 3.0)],
+             [*plain, (math.inf, 1.0, 2.0, 3.0)], [*plain, (1.0, 2.0, 3.0)]]
+    for grads in cases:
+        rows = Steps(leaves, ("a", "a", "b", None), (1.0,) * len(grads), (1,) * len(grads),
+                     tuple(tuple(None if g is None else LeafStep(g, g, math.isfinite(g), False)
+                                 for g in row) for row in grads))
+        reference = {s.name: s.values for s in grad_series(rows, by_module=True)}
+        fast = module_norms(rows)
+        assert list(fast) == list(reference) == ["a", "b", "c"]
+        for name, values in fast.items():
+            assert [str(x) if x is None or not math.isfinite(x) else round(x, 12)
+                    for x in values] == \
+                [str(x) if x is None or not math.isfinite(x) else round(x, 12)
+                 for x in reference[name]]
+    assert module_norms(_rows((3.0, 4.0), leaves=("a.w", "a.b"))) == {"a": [5.0]}
+    unfinished = Steps(("a.w",), ("a",), (1.0,), (1,), ((LeafStep(1.0, 1.0, False, False),),))
+    assert math.isnan(module_norms(unfinished)["a"][0])  # a finite norm of a non-finite .grad

@@ -9,8 +9,9 @@ when WIDTH are full, neighbours merge and each bucket holds twice as many passes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import add, itemgetter, mul
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -22,6 +23,7 @@ from .series import Value, bucketed, grad_series, log_scale, loss_series, mean
 from .steps import WIDTH, sparkline
 from .table import compact
 
+NORM, FINITE = itemgetter(0), itemgetter(2)  # of a LeafStep, read in C
 PANEL_LINES = 5  # the panel's lines besides its modules' rows: title, header, loss, more, blank
 
 
@@ -35,11 +37,14 @@ class Sparks:
         self.size = 1
         self.last: Value = None  # the latest value that is not None
 
-    def add(self, values: Iterable[Value]) -> None:
-        for x in values:
-            self.part.append(x)
-            if x is not None:
-                self.last = x
+    def add(self, values: Sequence[Value]) -> None:
+        """The values of the passes that follow."""
+        self.last = next((x for x in reversed(values) if x is not None), self.last)
+        start = 0
+        while start < len(values):  # a bucket's worth at a time
+            end = start + self.size - len(self.part)
+            self.part.extend(values[start:end])
+            start = end
             if len(self.part) == self.size:
                 self.marks.append(self._mark(self.part))
                 self.part = []
@@ -68,12 +73,12 @@ class RunSparks:
         """Rows read since the last call (their leaves: every column so far)."""
         loss = loss_series(rows)
         self.loss.add(loss.values if loss is not None else [None] * len(rows.grads))
-        for series in grad_series(rows, by_module=True):
-            sparks = self.modules.get(series.name)
+        for name, values in module_norms(rows).items():
+            sparks = self.modules.get(name)
             if sparks is None:  # first seen in these rows: none before them
-                sparks = self.modules[series.name] = Sparks(max)
+                sparks = self.modules[name] = Sparks(max)
                 sparks.add([None] * self.steps)
-            sparks.add(series.values)
+            sparks.add(values)
         self.steps += len(rows.grads)
 
     def largest(self, count: int) -> list[str]:
@@ -85,6 +90,29 @@ class RunSparks:
 
         chosen = set(sorted(self.modules, key=size, reverse=True)[:max(count, 0)])
         return [name for name in self.modules if name in chosen]
+
+
+def module_norms(rows: Steps) -> dict[str, Sequence[Value]]:
+    """Each module's gradient norm in each row, as grad_series(rows, by_module=True) says,
+    in C when every leaf has a finite .grad in every row (the usual case, a pass's cost)."""
+    n = len(rows.leaves)
+    columns = list(zip(*rows.grads, strict=True)) if all(
+        len(row) == n and None not in row for row in rows.grads) else []
+    norms: list[list[float]] = []
+    for column in columns:
+        values = list(map(NORM, column))
+        if not math.isfinite(sum(values)) or False in map(FINITE, column):
+            break
+        norms.append(values)
+    if not rows.grads or len(norms) < n:
+        return {s.name: s.values for s in grad_series(rows, by_module=True)}
+    squares: dict[str, list[float]] = {}
+    for leaf, module, xs in zip(rows.leaves, rows.modules, norms, strict=True):
+        name = leaf if module is None else module
+        total = squares.get(name)
+        squares[name] = list(map(mul, xs, xs) if total is None
+                             else map(add, total, map(mul, xs, xs)))
+    return {name: list(map(math.sqrt, total)) for name, total in squares.items()}
 
 
 @dataclass(frozen=True)
