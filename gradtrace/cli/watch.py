@@ -1,6 +1,7 @@
 """`gradtrace watch`: run a scenario as `show` does, telling each finding as it fires (with
-its step) and a heartbeat on stderr, appending steps and findings to a run log, and ending
-the run at a finding asked for; then the report `show` prints."""
+its step) and a heartbeat on stderr (on a terminal, a live panel), appending steps and
+findings to a run log, and ending the run at a finding asked for; then the report `show`
+prints."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ class WatchOptions(RunOptions):
 
 @app.command(
     epilog="Examples:\n\n"
-    "  gradtrace watch train.py --log run.jsonl\n\n"
-    "  gradtrace watch train.py --stop-on nan-value,exploding-gradient -o stopped.json\n\n"
-    "  gradtrace steps run.jsonl   (from another terminal, as the run goes)\n\n"
+    "  gradtrace watch example:loops/mlp_30_steps --log run.jsonl\n\n"
+    "  gradtrace steps run.jsonl   (from another terminal: --follow, as the run goes)\n\n"
+    "  gradtrace watch example:bugs/nan_masked_mean --stop-on nan-value -o nan.json\n\n"
     "Exit codes: 0 the run ended; 1 --stop-on stopped it, or a --strict or --fail-on "
     "finding appeared; 2 bad usage, or a scenario that cannot run.",
 )
@@ -61,7 +62,8 @@ def watch(
                                        "and exit 1."),
     heartbeat: float = typer.Option(5.0, "--heartbeat", min=0.1, metavar="SECONDS",
                                     help="Print the step, loss and global gradient norm on "
-                                    "stderr this often."),
+                                    "stderr this often; on a terminal a panel shows them "
+                                    "instead, redrawn a few times a second."),
     out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
                                     help="Write the trace (a .json FILE: as --json) or the "
                                     "report to this file at the end."),
