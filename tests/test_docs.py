@@ -24,6 +24,7 @@ from helpers import GALLERY_FINDINGS, ROOT, SCENARIOS, code_files, gallery_findi
 from gradtrace.cli import app
 from gradtrace.findings.registry import CODES
 from gradtrace.model.examples import bundled
+from gradtrace.model.run_log import read_log
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 CONTRIBUTING = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
@@ -32,7 +33,7 @@ DOCS = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
         for p in [ROOT / "README.md", ROOT / "CONTRIBUTING.md",
                   *sorted((ROOT / "docs").glob("*.md"))]}
 # every command, in the order their --help examples are read
-COMMANDS = ("show", "dot", "check", "diff", "steps", "examples")
+COMMANDS = ("show", "dot", "check", "diff", "steps", "watch", "examples")
 
 
 # | `code` | severity | title: doc | `scenario`: example message |
@@ -351,13 +352,21 @@ EXAMPLES: dict[str, Example] = {
         0, lambda out, folder: (folder / "steps.png").read_bytes().startswith(b"\x89PNG")),
     "gradtrace steps trace.json -o steps.json": Example(0, lambda out, folder: (
         json.loads((folder / "steps.json").read_text())["series"][0]["leaves"] == ["x"])),
+    "gradtrace watch example:loops/mlp_30_steps --log run.jsonl": Example(
+        0, lambda out, folder: "30 passes over the same graph" in out and read_log(
+            (folder / "run.jsonl").read_text()).outcome == "finished"),
+    "gradtrace steps run.jsonl --follow": Example(0, lambda out, _: "30 passes" in out),
+    "gradtrace watch example:bugs/nan_masked_mean --stop-on nan-value -o nan.json": Example(
+        1, lambda out, folder: len(json.loads((folder / "nan.json").read_text())["passes"])
+        == 5),
     "gradtrace examples chain_rule": Example(0, lambda out, _: (
         out == (SCENARIOS / "chain_rule.py").read_text())),
 }
 # Saved by one example, read by later ones.
 PRODUCERS = {"trace.json": "gradtrace show example:chain_rule --json > trace.json",
              "base.json": "gradtrace show example:diff/mlp_relu --profile --json > base.json",
-             "before.json": "gradtrace show example:diff/mlp_relu --json > before.json"}
+             "before.json": "gradtrace show example:diff/mlp_relu --json > before.json",
+             "run.jsonl": "gradtrace watch example:loops/mlp_30_steps --log run.jsonl"}
 # Too slow to run twice: run with --json, once a session, shared with test_check.
 SHARED = {"gradtrace check example:real/fused_conv_bn --timeout 60"}
 GRADTRACE = Path(sys.executable).with_name("gradtrace")

@@ -40,7 +40,7 @@ class WatchOptions(RunOptions):
 @app.command(
     epilog="Examples:\n\n"
     "  gradtrace watch example:loops/mlp_30_steps --log run.jsonl\n\n"
-    "  gradtrace steps run.jsonl   (from another terminal: --follow, as the run goes)\n\n"
+    "  gradtrace steps run.jsonl --follow\n\n"
     "  gradtrace watch example:bugs/nan_masked_mean --stop-on nan-value -o nan.json\n\n"
     "Exit codes: 0 the run ended; 1 --stop-on stopped it, or a --strict or --fail-on "
     "finding appeared; 2 bad usage, or a scenario that cannot run.",
