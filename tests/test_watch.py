@@ -148,3 +148,24 @@ def test_health_is_judged_again_as_the_rows_grow_by_an_eighth_and_ends_as_the_re
     report = step_findings(loop_trace(whole))
     assert [(f.code, f.message) for f in report] == [
         (r.finding.code, r.finding.message) for r in told if r.step == 2000]
+
+
+def test_a_gradient_not_finite_is_judged_at_once_however_long_the_run() -> None:
+    """The gradients' health is judged again only as the rows grow by an eighth, but a batch
+    holding a .grad that is not finite is judged as it is read."""
+    from gradtrace.findings.live import LiveFindings
+    from gradtrace.model.records import LeafStep, Steps
+    from gradtrace.model.run_log import LogFinding
+
+    live = LiveFindings("loop.py", [], "2.13")
+    ok = LeafStep(1.0, 0.5, True, False)
+    told = []
+    for first in range(1, 10_001, 64):
+        rows = 64 if first + 64 <= 10_001 else 10_001 - first
+        grads = tuple((ok,) for _ in range(rows))
+        told += live.read(first, Steps(("w",), (None,), (1.0,) * rows, (1,) * rows, grads))
+    assert not [r for r in told if isinstance(r, LogFinding)]
+    bad = LeafStep(float("nan"), float("nan"), False, False)
+    told = live.read(10_001, Steps(("w",), (None,), (1.0,), (1,), ((bad,),)))
+    (fired,) = [r for r in told if isinstance(r, LogFinding)]
+    assert fired.step == 10_001 and fired.finding.code == "exploding-gradient"

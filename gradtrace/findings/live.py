@@ -29,8 +29,8 @@ from .recorded import findings_of
 # The steps' health is judged over every row so far, so it is judged again only once the rows
 # grew by an eighth since the last time (or more: every batch of a short run): a run's
 # judgements then cost about nine of its whole, not one per batch (quadratic in its length),
-# and a health finding is told at most an eighth of the run late. The run's end judges what
-# is left, so the log holds what the end-of-run report finds.
+# and a health finding is told at most an eighth of the run late (a .grad not finite: at
+# once). The run's end judges what is left, so the log holds what the end-of-run report finds.
 REJUDGED_AFTER = 8
 
 
@@ -77,7 +77,8 @@ class LiveFindings:
         self._optimizer_steps.extend(rows.optimizer_steps)
         self._grads.extend(rows.grads)
         self._after = rows.optimizer_steps_after
-        if self.steps - self._judged < self._judged // REJUDGED_AFTER:
+        not_finite = any(g is not None and not g.finite for row in rows.grads for g in row)
+        if self.steps - self._judged < self._judged // REJUDGED_AFTER and not not_finite:
             return records
         return records + self._judge()
 
