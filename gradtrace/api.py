@@ -15,7 +15,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .compat.cpython import caller_frame
-from .errors import ExportError, GradtraceError
+from .errors import ExportError
 from .model.records import Finding, Trace
 
 if TYPE_CHECKING:
@@ -241,16 +241,10 @@ def watch(log: str | os.PathLike[str] | None = None,
     finding codes ("a,b" or a list); w.stopped is the first that fired, for the loop to stop.
     saved and flow as record() (saved is off: a long run's passes need none).
     """
-    from .findings.registry import CODES
+    from .findings.live import stop_codes
 
-    codes = frozenset(c.strip() for c in (stop_on.split(",") if isinstance(stop_on, str)
-                                          else stop_on or ()) if c.strip())
-    unknown = sorted(codes - set(CODES))
-    if unknown:
-        raise GradtraceError(f"watch(stop_on=...): no finding has the code "
-                             f"{', '.join(unknown)}", "codes: " + ", ".join(CODES))
-    return Watching(log, codes, say or logging.getLogger("gradtrace").warning, saved, flow,
-                    all_threads)
+    return Watching(log, stop_codes(stop_on, "watch(stop_on=...)"),
+                    say or logging.getLogger("gradtrace").warning, saved, flow, all_threads)
 
 
 def _silent(line: str) -> None:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from ..capture.script.ranks import launched
 from ..errors import GradtraceError
-from ..findings.live import LiveFindings
+from ..findings.live import LiveFindings, stop_codes
 from ..model.run_log import Outcome, starts_run_log
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
 from .live_report import LivePanel, LiveReport
@@ -80,7 +80,7 @@ def watch(
 def watch_run(asked: WatchOptions) -> None:
     """Run the scenario with a live report, end its log, show it; exit 1 when --stop-on
     stopped it."""
-    stop_on = _codes(asked.stop_on)
+    stop_on = stop_codes(asked.stop_on, "--stop-on")
     # a log per rank under torchrun: reducing norms across ranks would synchronise them
     asked = replace(asked, log=rank_file(asked.log, "--log"))
     _check_log(asked)
@@ -132,18 +132,6 @@ def _shown(asked: WatchOptions) -> ShowOptions:
                        pass_number=None, lead_with="script", strict=asked.strict,
                        as_json=False, max_depth=30, show_all=False, by_module=False,
                        tree=False, derivative_order=1, out_format="text", ranks="0")
-
-
-def _codes(text: str | None) -> frozenset[str]:
-    """--stop-on CODE[,CODE]: each a finding code."""
-    from ..findings.registry import CODES
-
-    wanted = {code.strip() for code in (text or "").split(",") if code.strip()}
-    unknown = sorted(wanted - set(CODES))
-    if unknown:
-        raise GradtraceError(f"--stop-on: no finding has the code {', '.join(unknown)}",
-                             "codes: " + ", ".join(CODES))
-    return frozenset(wanted)
 
 
 def _check_log(asked: WatchOptions) -> None:

@@ -6,11 +6,12 @@ integrations write what it returns."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .._version import __version__
 from ..appending import LineFile
+from ..errors import GradtraceError
 from ..model.facts import Fact
 from ..model.records import Finding, LeafStep, Steps, Trace
 from ..model.run_log import (
@@ -32,6 +33,20 @@ from .recorded import findings_of
 # and a health finding is told at most an eighth of the run late (a .grad not finite: at
 # once). The run's end judges what is left, so the log holds what the end-of-run report finds.
 REJUDGED_AFTER = 8
+
+
+def stop_codes(asked: str | Iterable[str] | None, option: str) -> frozenset[str]:
+    """The finding codes a --stop-on (option: how it was asked) names: "a,b" or a list;
+    a code no finding has is an error."""
+    from .registry import CODES
+
+    codes = frozenset(c.strip() for c in (asked.split(",") if isinstance(asked, str)
+                                          else asked or ()) if c.strip())
+    unknown = sorted(codes - set(CODES))
+    if unknown:
+        raise GradtraceError(f"{option}: no finding has the code {', '.join(unknown)}",
+                             "codes: " + ", ".join(CODES))
+    return codes
 
 
 class LiveFindings:
