@@ -169,3 +169,29 @@ def test_a_gradient_not_finite_is_judged_at_once_however_long_the_run() -> None:
     told = live.read(10_001, Steps(("w",), (None,), (1.0,), (1,), ((bad,),)))
     (fired,) = [r for r in told if isinstance(r, LogFinding)]
     assert fired.step == 10_001 and fired.finding.code == "exploding-gradient"
+
+
+def test_a_finding_whose_counts_grow_is_told_once() -> None:
+    """A vanishing gradient "in 64 of 64 passes", judged again later "in 1,000 of 1,000": the
+    same finding, told once as the run goes, at the step it first fired; the run's end tells
+    its last words, which a log's reader keeps."""
+    from gradtrace.findings.live import LiveFindings
+    from gradtrace.model.records import LeafStep, Steps
+    from gradtrace.model.run_log import LogFinding, latest
+
+    live = LiveFindings("loop.py", [], "2.13")
+    big, tiny = LeafStep(1.0, 0.5, True, False), LeafStep(1e-9, 1e-9, True, False)
+    told = []
+    for first in range(1, 2001, 64):
+        rows = min(64, 2001 - first)
+        losses = tuple(1.0 / (first + i) for i in range(rows))
+        told += live.read(first, Steps(("a.weight", "b.weight"), ("a", "b"), losses,
+                                       (1,) * rows, tuple((big, tiny) for _ in range(rows))))
+    fired = [r for r in told if isinstance(r, LogFinding)]
+    assert [(r.step, r.finding.code) for r in fired] == [(64, "vanishing-gradient")]
+    assert "in 64 of 64 passes" in fired[0].finding.message
+    ending = live.end("finished")
+    (last,) = [r for r in ending if isinstance(r, LogFinding)]
+    assert "in 2000 of 2000 passes" in last.finding.message
+    (kept,) = latest([*fired, last])  # what show LOG shows: the first step, the last words
+    assert kept.step == 64 and kept.finding == last.finding

@@ -24,6 +24,7 @@ from ..model.run_log import (
     LogSteps,
     Outcome,
     log_line,
+    told_as,
 )
 from .health import step_findings
 from .recorded import findings_of
@@ -60,7 +61,8 @@ class LiveFindings:
                                 LogHeader.started_now())
         self.stopped: Finding | None = None  # the --stop-on finding that fired first
         self._stop_asked = False
-        self._seen: set[tuple[str, str]] = set()  # (code, message) of the findings told
+        # told_as(...) of each finding told, and the words it was told in
+        self._seen: dict[tuple[str | int | None, ...], str] = {}
         self._leaves: tuple[str, ...] = ()
         self._modules: tuple[str | None, ...] = ()
         self._loss: list[float | None] = []
@@ -106,9 +108,9 @@ class LiveFindings:
         return self.stopped.code
 
     def end(self, outcome: Outcome) -> list[LogRecord]:
-        """The log's last records: the health findings of the rows not judged yet, and that
-        the run ended so."""
-        late = self._judge() if self._judged < self.steps else []
+        """The log's last records: the health findings of every row (again, those whose
+        counts grew: a log's reader keeps a finding's last words), and that the run ended so."""
+        late = self._judge(again=True) if self.steps else []
         return [*late, LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)]
 
     def heartbeat(self, seconds: float) -> str:
@@ -120,24 +122,27 @@ class LiveFindings:
         return (f"step {self.steps}  loss {_number(self._loss[-1])}  |g| {_number(total)}  "
                 f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
 
-    def _judge(self) -> list[LogRecord]:
+    def _judge(self, again: bool = False) -> list[LogRecord]:
         """The health findings the steps so far newly make (see REJUDGED_AFTER)."""
         self._judged = self.steps
         # a judgement makes columns of every row, no cycles: collections meanwhile would
         # only scan them (3× the judgement's time at 20,000 rows of 100 leaves)
         with collector_paused():
             findings = step_findings(self._trace())
-        return self._fired(findings, self.steps)
+        return self._fired(findings, self.steps, again)
 
-    def _fired(self, findings: list[Finding], step: int | None) -> list[LogRecord]:
-        """Each finding not told before; the first --stop-on one is the run's stop."""
+    def _fired(self, findings: list[Finding], step: int | None, again: bool = False
+               ) -> list[LogRecord]:
+        """Each finding not told before (again: and each told in other words, its counts
+        grown); the first --stop-on one is the run's stop."""
         new: list[LogRecord] = []
         for finding in findings:
-            key = (finding.code, finding.message)
-            if key not in self._seen:
-                self._seen.add(key)
+            key = told_as(finding)
+            words = self._seen.get(key)
+            if words is None or again and words != finding.message:
+                self._seen[key] = finding.message
                 new.append(LogFinding(step, finding))
-                if finding.code in self.stop_on and self.stopped is None:
+                if words is None and finding.code in self.stop_on and self.stopped is None:
                     self.stopped = finding
         return new
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -155,7 +156,7 @@ class RunLog:
             outputs=(), output_names=(), root_reason="", nodes=(), edges=(), tensors=(),
             passes=(_LIGHT_PASS,) * (0 if self.steps is None else len(self.steps.loss)),
             # a finding's node is one of a graph the log does not hold
-            findings=tuple(replace(f.finding, node=None) for f in self.findings),
+            findings=tuple(replace(f.finding, node=None) for f in latest(self.findings)),
             steps=self.steps)
 
 
@@ -395,3 +396,24 @@ def _text_list(value: Any, key: str) -> str | None:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return f"{key}: expected a list of strings, found {value!r:.40}"
     return None
+
+
+# the numbers a finding's words hold: its counts, which grow as a run goes
+_COUNTS = re.compile(r"\d[\d,.]*(e[-+]?\d+)?")
+
+
+def told_as(finding: Finding) -> tuple[str | int | None, ...]:
+    """What makes a finding the one told before: its code, what it is about and its words,
+    counts aside (a vanishing gradient "in 64 of 64 passes", later "in 2,000 of 2,000")."""
+    return (finding.code, finding.tensor, finding.node, finding.file, finding.line,
+            _COUNTS.sub("#", finding.message))
+
+
+def latest(findings: Iterable[LogFinding]) -> list[LogFinding]:
+    """Each finding once, in the order first told, in the words it was last told in (a run's
+    end tells again those whose counts grew)."""
+    last: dict[tuple[str | int | None, ...], LogFinding] = {}
+    for told in findings:
+        key = told_as(told.finding)
+        last[key] = told if key not in last else replace(last[key], finding=told.finding)
+    return list(last.values())
