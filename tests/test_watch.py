@@ -122,10 +122,15 @@ def test_bad_input_is_refused_and_nothing_is_written_over(tmp_path: Path) -> Non
     scenario = SCENARIOS / "chain_rule.py"
     for args, said in [(("--stop-on", "nan-everything"), "no finding has the code"),
                        (("--log", notes), "is not a gradtrace run log"),
-                       (("--log", scenario), "would write over")]:
+                       (("--log", scenario), "would write over"),
+                       (("--log", tmp_path / "none" / "run.jsonl"), "there is no folder")]:
         result = invoke("watch", scenario, *args)
         assert result.exit_code == 2 and said in result.output, result.output
     assert notes.read_text() == "mine\n"
+    saved = tmp_path / "trace.json"
+    saved.write_text(invoke("show", scenario, "--json").stdout)
+    result = invoke("watch", saved)
+    assert result.exit_code == 2 and "watch runs a script" in result.output
 
 
 def test_health_is_judged_again_as_the_rows_grow_by_an_eighth_and_ends_as_the_report() -> None:

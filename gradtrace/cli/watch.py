@@ -20,6 +20,7 @@ from ..errors import GradtraceError
 from ..findings.live import LiveFindings, stop_codes
 from ..model.run_log import Outcome, starts_run_log
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
+from .inputs import is_run_log
 from .live_report import LivePanel, LiveReport
 from .options import RunOptions
 from .ranked import rank_file
@@ -80,6 +81,10 @@ def watch(
 def watch_run(asked: WatchOptions) -> None:
     """Run the scenario with a live report, end its log, show it; exit 1 when --stop-on
     stopped it."""
+    if asked.scenario.endswith(".json") or is_run_log(asked.scenario):
+        raise GradtraceError(f"watch runs a script: {asked.scenario} is a saved trace or a "
+                             "run log", f"read it with `gradtrace show {asked.scenario}` or "
+                             f"`gradtrace steps {asked.scenario}`")
     stop_on = stop_codes(asked.stop_on, "--stop-on")
     # a log per rank under torchrun: reducing norms across ranks would synchronise them
     asked = replace(asked, log=rank_file(asked.log, "--log"))
@@ -142,6 +147,9 @@ def _check_log(asked: WatchOptions) -> None:
         return
     if log.is_dir():
         raise GradtraceError(f"--log {log}: is a folder", "give a file name, e.g. run.jsonl")
+    if not log.absolute().parent.is_dir():
+        raise GradtraceError(f"--log {log}: there is no folder {log.absolute().parent}",
+                             "make the folder first, or name a file in one that exists")
     same = [other for other in (asked.out, Path(asked.scenario.partition("::")[0]))
             if other is not None and other.exists() and log.exists()
             and log.resolve() == other.resolve()]
