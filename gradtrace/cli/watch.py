@@ -18,7 +18,7 @@ from rich.console import Console
 from ..capture.script.ranks import launched
 from ..errors import GradtraceError
 from ..findings.live import LiveFindings, stop_codes
-from ..model.run_log import Outcome, starts_run_log
+from ..model.run_log import Outcome
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
 from .inputs import is_run_log
 from .live_report import LivePanel, LiveReport
@@ -156,11 +156,7 @@ def _check_log(asked: WatchOptions) -> None:
     if same:
         raise GradtraceError(f"--log {log}: would write over {same[0]}",
                              "give the log a file of its own, e.g. run.jsonl")
-    if log.exists() and log.stat().st_size and not _is_log(log):
+    if log.exists() and log.stat().st_size and not is_run_log(str(log)):
         raise GradtraceError(f"--log {log}: the file exists and is not a gradtrace run log",
                              "give a new file name, or remove the file first")
 
-
-def _is_log(path: Path) -> bool:
-    with path.open("rb") as file:
-        return starts_run_log(file.readline())
