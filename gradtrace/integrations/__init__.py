@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import FrameType
 
+from ..api import Watching
 from ..compat.cpython import caller_frame
 
 
@@ -16,3 +17,23 @@ def calling_frame(frameworks: frozenset[str]) -> FrameType | None:
             in frameworks | {"gradtrace", "torch"}:
         frame = frame.f_back
     return frame
+
+
+class TrainingWatch:
+    """One training at a time, watched: started at its beginning, stopped once, at its end
+    or at an error (whichever a framework tells first)."""
+
+    def __init__(self, watching: Watching, frameworks: frozenset[str]) -> None:
+        self.watching, self.frameworks = watching, frameworks
+        self._running = False
+
+    def begin(self, rank: int) -> None:
+        """Record the training from now on, named from the code that called the trainer."""
+        self.watching.start(calling_frame(self.frameworks), rank)
+        self._running = True
+
+    def end(self, error: BaseException | None) -> None:
+        """Stop recording, once (an error after the training's end: already stopped)."""
+        if self._running:
+            self._running = False
+            self.watching.stop(error)

@@ -13,7 +13,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.utils import logging as transformers_logging
 
 from ..api import Watching, watch
-from . import calling_frame
+from . import TrainingWatch
 
 FRAMEWORK = frozenset({"transformers", "accelerate"})
 LOGGER = transformers_logging.get_logger("transformers.gradtrace")
@@ -26,15 +26,18 @@ class GradtraceCallback(TrainerCallback):
     def __init__(self, log: str | os.PathLike[str] | None = None,
                  stop_on: str | Iterable[str] | None = None, saved: bool = False,
                  flow: bool = True) -> None:
-        self.watching: Watching = watch(log, stop_on, LOGGER.warning, saved, flow)
-        self._running = False
+        self.training = TrainingWatch(watch(log, stop_on, LOGGER.warning, saved, flow),
+                                      FRAMEWORK)
+
+    @property
+    def watching(self) -> Watching:
+        return self.training.watching
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, **kwargs: Any) -> None:
         # transformers has no hook for a train() that raised: its recording ends here
-        self._stop(RuntimeError("the previous train() raised"))
-        self.watching.start(calling_frame(FRAMEWORK), args.process_index)
-        self._running = True
+        self.training.end(RuntimeError("the previous train() raised"))
+        self.training.begin(args.process_index)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, **kwargs: Any) -> None:
@@ -43,9 +46,4 @@ class GradtraceCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
-        self._stop(None)
-
-    def _stop(self, error: BaseException | None) -> None:
-        if self._running:
-            self._running = False
-            self.watching.stop(error)
+        self.training.end(None)

@@ -12,7 +12,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from ..api import Watching, watch
-from . import calling_frame
+from . import TrainingWatch
 
 FRAMEWORK = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
 LOGGER = logging.getLogger("lightning.pytorch.callbacks.gradtrace")
@@ -25,12 +25,15 @@ class GradtraceCallback(pl.Callback):
     def __init__(self, log: str | os.PathLike[str] | None = None,
                  stop_on: str | Iterable[str] | None = None, saved: bool = False,
                  flow: bool = True) -> None:
-        self.watching: Watching = watch(log, stop_on, LOGGER.warning, saved, flow)
-        self._running = False
+        self.training = TrainingWatch(watch(log, stop_on, LOGGER.warning, saved, flow),
+                                      FRAMEWORK)
+
+    @property
+    def watching(self) -> Watching:
+        return self.training.watching
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.watching.start(calling_frame(FRAMEWORK), trainer.global_rank)
-        self._running = True
+        self.training.begin(trainer.global_rank)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -38,13 +41,8 @@ class GradtraceCallback(pl.Callback):
             trainer.should_stop = True
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._stop(None)
+        self.training.end(None)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                      exception: BaseException) -> None:
-        self._stop(exception)
-
-    def _stop(self, error: BaseException | None) -> None:
-        if self._running:  # an error after the fit's end: its recording already stopped
-            self._running = False
-            self.watching.stop(error)
+        self.training.end(exception)
