@@ -214,7 +214,11 @@ class StepLog(Observer):
         self._stepped_at_last_pass = self._stepped
 
     def _later(self, values: Any, reader: Callable[[list[float]], None]) -> None:
-        """reader gets the values once read; the latest row waits for them."""
+        """reader gets the values once read; the latest row waits for them (only a listener
+        asks which rows were read: without one, nothing is counted in a pass)."""
+        if self.recorder.options.listener is None:
+            self.readback.later(values, reader)
+            return
         at = len(self.rows) - 1
         self._unread[at] += 1
 
