@@ -7,17 +7,8 @@ import math
 import random
 from collections.abc import Sequence
 
-import pytest
-
 from gradtrace.findings.graph import trace_findings
-from gradtrace.findings.health import (
-    FACTOR,
-    accumulating_run,
-    leaf_column,
-    low_share,
-    module_norms,
-    step_findings,
-)
+from gradtrace.findings.health import FACTOR, StepHealth, step_findings
 from gradtrace.model.records import Finding, LeafStep, Pass, PassKind, Steps, Trace
 
 HEALTH = {"grad-accumulating", "vanishing-gradient", "exploding-gradient", "dead-parameter"}
@@ -82,8 +73,15 @@ def test_two_passes_without_a_reset_are_not_yet_a_run() -> None:
     # a GAN: D's .grad is kept from lossD's pass into lossG's, after opt_D.step(), then reset
     grads = [[g(1.0 + p % 2, kept=p % 2 == 1)] for p in range(40)]
     assert step_findings(trace(grads)) == []
-    assert accumulating_run([g(1), g(2, True), g(3, True)], [0, 1, 1]) == (1, 2)
-    assert accumulating_run([g(1), g(2, True), g(3, True)], [0, 1, 0]) is None
+    assert run_of([g(1), g(2, True), g(3, True)], [0, 1, 1]) == "passes 1 to 3"
+    assert run_of([g(1), g(2, True), g(3, True)], [0, 1, 0]) is None
+
+
+def run_of(column: list[LeafStep], stepped: list[int]) -> str | None:
+    """The passes a grad-accumulating finding on one leaf's column names (None: none)."""
+    found = [f for f in step_findings(trace([[x] for x in column], stepped=stepped))
+             if f.code == "grad-accumulating"]
+    return found[0].message.split(" over ")[1].split(" without")[0] if found else None
 
 
 def test_a_kept_gradient_is_reported_though_clipping_keeps_its_norm_from_growing() -> None:
@@ -92,10 +90,10 @@ def test_a_kept_gradient_is_reported_though_clipping_keeps_its_norm_from_growing
     (f,) = step_findings(trace(grads))
     assert f.message.startswith("w: its .grad kept adding up over passes 1 to 6 without "
                                 "being reset")
-    assert accumulating_run([g(1), g(2, True), g(1.5, True), g(3, True)], [0, 1, 1, 1]) \
-        == (1, 3)
+    assert run_of([g(1), g(2, True), g(1.5, True), g(3, True)], [0, 1, 1, 1]) \
+        == "passes 1 to 4"
     # one kept pass after a step (a GAN's second loss reaching the first model): no run
-    assert accumulating_run([g(1), g(2, True), g(1), g(2, True)], [0, 1, 1, 1]) is None
+    assert run_of([g(1), g(2, True), g(1), g(2, True)], [0, 1, 1, 1]) is None
 
 
 # --- vanishing-gradient ------------------------------------------------------------------
@@ -145,15 +143,21 @@ def test_a_fall_counts_only_while_the_loss_does_not_converge() -> None:
     assert step_findings(trace(grads, loss=stalled, roots=[1] * 9 + [2])) == []
 
 
-def test_low_share_counts_as_the_plain_loop_does() -> None:
+def test_the_share_of_low_passes_counts_as_the_plain_loop_does() -> None:
     rng = random.Random(1)
     for _ in range(200):
         xs = [rng.choice([0.0, 1e-9, 1e-3, 1.0, 5.0]) for _ in range(12)]
         top = [max(x, rng.choice([0.0, 1e-3, 1.0, 1e6])) for x in xs]
-        top = [t if x or t else 0.0 for x, t in zip(xs, top, strict=True)]
         present = [k for k, x in enumerate(xs) if x > 0]
         low = [k for k in present if xs[k] * FACTOR < top[k]]
-        assert low_share(xs, top) == (len(present), len(low))
+        found = step_findings(trace([[g(x), g(t)] for x, t in zip(xs, top, strict=True)],
+                                    leaves=("a", "b")))
+        told = [f.message for f in found if f.code == "vanishing-gradient"
+                and f.message.startswith("a's")]
+        if len(present) >= 2 and 2 * len(low) > len(present):
+            assert f"in {len(low)} of {len(present)} passes" in told[0]
+        else:
+            assert not told or "fell" in told[0]
 
 
 # --- exploding-gradient ------------------------------------------------------------------
@@ -286,22 +290,45 @@ def test_1000_passes_of_100_leaves_give_no_finding() -> None:
     assert step_findings(healthy(1000, 100)) == []
 
 
-def test_leaf_columns_and_module_norms_are_the_plain_sums() -> None:
+def test_a_module_norm_is_the_plain_root_of_its_usable_leaves_squares() -> None:
     rng = random.Random(2)
     for _ in range(100):
-        cols = [[rng.choice([None, g(0.0), g(rng.uniform(0, 3)), g(math.inf),
-                             g(math.nan, finite=False)]) for _ in range(7)]
-                for _ in range(3)]
-        fast = module_norms([leaf_column(c).norms for c in cols])
-        for k in range(7):
-            usable = [s.norm for c in cols
-                      if (s := c[k]) is not None and s.finite and math.isfinite(s.norm)]
-            assert fast[k] == pytest.approx(math.sqrt(sum(x * x for x in usable)))
-        for c in cols:
-            present = [s for s in c if s is not None]
-            column = leaf_column(c)
-            assert column.finite == all(s.finite for s in present)
-            assert column.kept == any(s.kept for s in present)
+        rows = [[rng.choice([None, g(0.0), g(rng.uniform(0, 3)), g(math.inf),
+                             g(math.nan, finite=False)]) for _ in range(3)]
+                for _ in range(2)]
+        # the module's norm grows 1e9-fold in pass 3: the finding gives it there
+        rows.append([g(1e9), g(0.0), g(0.0)])
+        health = StepHealth()
+        health.extend(("m.a", "m.b", "m.c"), ("m", "m", "m"))
+        for p, row in enumerate(rows):
+            health.add(p, row, None, 1, None)
+        usable = [[s.norm for s in row if s is not None and s.finite
+                   and math.isfinite(s.norm)] for row in rows[:2]]
+        first = next((math.sqrt(sum(x * x for x in xs)) for xs in usable if sum(xs)), None)
+        found = [f.message for f in health.findings() if f.code == "exploding-gradient"]
+        if first is None or 1e9 <= first * FACTOR:
+            assert not found or "non-finite" in found[0]
+        else:
+            assert f"({first:.3g}, m)" in found[0]
+
+
+def test_findings_asked_as_rows_come_are_those_of_the_rows_so_far() -> None:
+    """StepHealth told at any point says what step_findings says of the rows so far, also
+    when leaves are first seen late (their earlier passes: no .grad)."""
+    rng = random.Random(3)
+    for _ in range(150):
+        rows = [[rng.choice([None, g(0.0), g(1e-9), g(1.0), g(3.0, kept=True),
+                             g(math.nan, finite=False)]) for _ in range(1 + (p > 5))]
+                for p in range(rng.randint(2, 30))]
+        loss = [rng.choice([None, 2.0 - 0.001 * p]) for p in range(len(rows))]
+        health = StepHealth()
+        for p, row in enumerate(rows):
+            health.extend(("a.w", "b.w")[:len(row)], ("a", "b")[:len(row)])
+            health.add(p, row, loss[p], 1, None)
+            whole = Steps(tuple(health.leaves), ("a", "b")[:len(health.leaves)],
+                          tuple(loss[:p + 1]), (1,) * (p + 1), tuple(map(tuple, rows[:p + 1])))
+            assert health.findings() == step_findings(
+                Trace("s.py", "0", "2.13", (), (), "", (), (), (), (), (), steps=whole))
 
 
 def test_trace_findings_include_the_health_findings() -> None:

@@ -1,10 +1,11 @@
-"""Gradient-health findings over a training loop's steps (torch-free): a .grad that kept
-growing because zero_grad() was forgotten, gradients that vanish or explode, and parameters
-whose gradient is exactly zero in every pass.
+"""Gradient-health findings (torch-free): a .grad that kept growing because zero_grad() was
+forgotten, gradients that vanish or explode, and parameters whose gradient is exactly zero in
+every pass.
 
-They read `trace.steps` only (each named leaf's .grad norm after each pass), column by
-column: a leaf's or a module's passes, never a dict per pass. Only backward passes count
-(autograd.grad leaves .grad as it was); none fires with fewer than two of them.
+They read the steps' rows (each named leaf's .grad norm after each pass) one pass at a time,
+keeping a few numbers per leaf and module, never the rows: `watch` judges a run of any length
+as it goes, in memory that does not grow with it. Only backward passes count (autograd.grad
+leaves .grad as it was); none fires with fewer than two of them.
 """
 
 from __future__ import annotations
@@ -12,12 +13,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from itertools import repeat
-from operator import add, lt, mul
-from typing import NamedTuple
+from dataclasses import dataclass, field
 
-from ..model.records import Finding, LeafStep, Steps, Trace
+from ..model.records import Finding, LeafStep, Trace
 from .registry import DEAD_PARAMETER, EXPLODING_GRADIENT, GRAD_ACCUMULATING, VANISHING_GRADIENT
 
 FACTOR = 1e4  # vanishing and exploding: a gradient ten thousand times too small or too large
@@ -26,196 +24,374 @@ LOSS_STALLED = 0.1  # a loss that fell by less than 1/10 of its first value did 
 MIN_PASSES = 2  # fewer backward passes than this: no health findings at all
 STUCK_PASSES = 20  # passes with a loss it takes to call a vanishing gradient a warning
 
-Column = Sequence[LeafStep | None]  # one leaf's .grad, pass by counted pass
-Norms = list[float]  # a leaf's or module's .grad norm, pass by counted pass; 0.0: none usable
-
-
-class LeafColumn(NamedTuple):
-    """What the rules read of one leaf's column, each found in one pass over it."""
-
-    norms: Norms  # its .grad norm per pass, 0.0 where it has no usable one (none, non-finite)
-    finite: bool  # every .grad it had was finite
-    kept: bool  # some pass added to a .grad left as it was by the previous pass
-
 
 @dataclass(frozen=True, slots=True)
-class Loop:
-    """The counted (backward) passes of a run, as columns: what every rule reads."""
+class At:
+    """A counted pass as a finding names it: its pass (0-based, of all passes), its scenario
+    line, a norm there and the leaf (or module) with the largest one there."""
 
-    passes: tuple[int, ...]  # index into trace.passes / steps rows of each counted pass
-    stepped: tuple[int, ...]  # optimizer steps since the previous counted pass
-    loss: tuple[float | None, ...]  # the pass's loss, None when unknown or not the only root
-    leaves: tuple[str, ...]
-    columns: tuple[Column, ...]  # [leaf][counted pass]
-    leaf: tuple[LeafColumn, ...]  # [leaf]: its norms per counted pass and flags
-    groups: dict[str, list[int]]  # module (or the leaf's own name) -> its leaves, in order
-    lines: tuple[int | None, ...]  # the scenario line of each counted pass
-    optimized: tuple[bool | None, ...]  # [leaf]: a stepping optimizer holds it (None: unknown)
+    k: int  # the counted pass
+    p: int
+    line: int | None
+    norm: float = 0.0
+    top: str = ""
+
+
+@dataclass(slots=True)
+class Run:
+    """A leaf's run of kept passes (see StepHealth.add): from the pass before its first to
+    its last, and the optimizer steps over it."""
+
+    start: At  # the pass before the run's first (its norm: where the growth starts)
+    line: int | None  # the run's first pass's line
+    first: int  # the run's first counted pass
+    end: At  # its last pass so far
+    crossed: int = 0  # passes of it the optimizer stepped before
+    stepped: int = 0  # optimizer steps over it
+
+
+@dataclass(slots=True)
+class ModuleHealth:
+    """What the vanishing and exploding rules keep of one module's norms."""
+
+    leaves: list[int]
+    present: int = 0  # passes with a non-zero norm
+    low: int = 0  # those below 1/FACTOR of the largest module's
+    share: At | None = None  # the first of those (top: its leaf with the largest norm)
+    share_largest: float = 0.0  # the largest module's norm there
+    share_module: str = ""  # and its name
+    first: At | None = None  # its first non-zero norm
+    first_loss: float | None = None
+    last_loss: float | None = None  # at its last non-zero norm
+    last_norm: float = 0.0
+    fell: At | None = None  # the first pass below 1/FACTOR of its first norm
+    grown: At | None = None  # the first above FACTOR times the baseline
+
+
+@dataclass(slots=True)
+class LeafHealth:
+    """What the accumulating, exploding and dead rules keep of one leaf's column."""
+
+    present: int = 0  # passes with a .grad
+    first: At | None = None  # the first of them
+    positive: bool = False  # some pass gave it a usable (finite) non-zero norm
+    zero: bool = True  # every .grad it had was finite and exactly zero
+    before: bool = False  # the last pass gave it a .grad
+    norm: float = 0.0  # its usable norm in the last pass (0.0: none)
+    run: Run | None = None  # the run of kept passes going on
+    found: Run | None = None  # its first run long enough to tell
+
+
+@dataclass
+class StepHealth:
+    """The gradient-health rules over a loop's counted passes, fed one at a time (add), told
+    at any point (findings): what the batch of every pass so far would find."""
+
+    leaves: list[str] = field(default_factory=list)
+    groups: dict[str, ModuleHealth] = field(default_factory=dict)  # module (or leaf) -> it
+    counted: int = 0
+    _leaf: list[LeafHealth] = field(default_factory=list)
+    _last: tuple[int, int | None] = (0, None)  # the last counted pass: (p, line)
+    _baseline: At | None = None  # the first pass with a non-zero gradient (top: its module)
+    _broken: tuple[At, int] | None = None  # the first .grad not finite, and its leaf
+    _losses: tuple[float | None, float | None, int] = (None, None, 0)  # first, last, count
+
+    def extend(self, leaves: Sequence[str], modules: Sequence[str | None]) -> None:
+        """Leaves first seen (their module each): new columns, None in the passes before."""
+        for leaf, module in zip(leaves[len(self.leaves):], modules[len(self.leaves):],
+                                strict=True):
+            self.groups.setdefault(module or leaf, ModuleHealth([])).leaves.append(
+                len(self.leaves))
+            self.leaves.append(leaf)
+            self._leaf.append(LeafHealth())
+
+    def add(self, p: int, row: Sequence[LeafStep | None], loss: float | None, stepped: int,
+            line: int | None) -> None:
+        """Counted pass p (0-based, of all passes): its row (a shorter one: no .grad after
+        it), its loss (None: unknown, or not the only root), the optimizer steps since the
+        counted pass before, and its scenario line."""
+        k = self.counted
+        norms = self._leaves_at(k, p, row, stepped, line)
+        modules = {m: _module_norm(h.leaves, norms) for m, h in self.groups.items()}
+        largest = max(modules.values(), default=0.0)
+        top = max(modules, key=modules.__getitem__) if modules else ""
+        if self._baseline is None and largest > 0:
+            self._baseline = At(k, p, line, largest, top)
+        if loss is not None:
+            first, _, known = self._losses
+            self._losses = (loss if not known else first, loss, known + 1)
+        limit = self._baseline.norm * FACTOR if self._baseline is not None else math.inf
+        for m, h in self.groups.items():
+            x = modules[m]
+            if x == 0:  # no usable gradient: the rules count passes with one
+                continue
+            h.present += 1
+            if x * FACTOR < largest:
+                h.low += 1
+                if h.share is None:
+                    h.share = At(k, p, line, x, self._top_leaf(h, norms))
+                    h.share_largest, h.share_module = largest, top
+            if h.first is None:
+                h.first, h.first_loss = At(k, p, line, x), loss
+            elif h.fell is None and x * FACTOR < h.first.norm:
+                h.fell = At(k, p, line, x, self._top_leaf(h, norms))
+            h.last_norm, h.last_loss = x, loss
+            if h.grown is None and x > limit:
+                h.grown = At(k, p, line, x, self._top_leaf(h, norms))
+        self.counted += 1
+        self._last = (p, line)
+
+    def _leaves_at(self, k: int, p: int, row: Sequence[LeafStep | None], stepped: int,
+                   line: int | None) -> list[float]:
+        """Each leaf's usable norm in counted pass k (0.0: no .grad, or not finite), its
+        column's flags and runs brought up to date."""
+        norms: list[float] = []
+        for i, h in enumerate(self._leaf):
+            g = row[i] if i < len(row) else None
+            norm = 0.0
+            if g is not None:
+                h.present += 1
+                if h.first is None:
+                    h.first = At(k, p, line)
+                if g.finite and math.isfinite(g.norm):
+                    norm = g.norm
+                    h.positive = h.positive or norm > 0
+                if not (g.norm == 0 and g.finite):
+                    h.zero = False
+                if not g.finite and self._broken is None:
+                    self._broken = (At(k, p, line), i)
+            if k and h.found is None and (h.run is not None or g is not None and g.kept):
+                self._kept(h, g, At(k, p, line, norm), stepped)
+            h.before, h.norm = g is not None, norm
+            norms.append(norm)
+        return norms
+
+    def _kept(self, h: LeafHealth, g: LeafStep | None, at: At, stepped: int) -> None:
+        """A leaf's run of passes each of which added to the .grad the pass before left, not
+        reset: a run over which the optimizer stepped before at least ACCUMULATING_RUN of
+        them is zero_grad() forgotten (deliberate accumulation steps only between runs)."""
+        if g is not None and g.kept and h.before:
+            if h.run is None:
+                h.run = Run(At(at.k - 1, self._last[0], self._last[1], h.norm), at.line, at.k,
+                            at)
+            h.run.crossed += stepped > 0
+            h.run.stepped += stepped
+            h.run.end = at
+        elif h.run is not None:
+            if h.run.crossed >= ACCUMULATING_RUN:
+                h.found = h.run
+            h.run = None
+
+    def _top_leaf(self, h: ModuleHealth, norms: list[float]) -> str:
+        """The module's leaf with the largest norm (the first of them on a tie)."""
+        return self.leaves[max(h.leaves, key=lambda i: (norms[i], -i))]
+
+    def findings(self, earlier: Sequence[Finding] = (),
+                 optimized: Sequence[bool | None] = ()) -> list[Finding]:
+        """Every health finding of the passes so far; earlier: the findings already made (a
+        NaN finding is pointed to, not repeated); optimized: per leaf, whether a stepping
+        optimizer holds it (None or none given: unknown)."""
+        if self.counted < MIN_PASSES or not self.leaves:
+            return []
+        return [*self._accumulating(optimized), *self._vanishing(), *self._exploding(earlier),
+                *self._dead()]
+
+    # --- grad-accumulating ---------------------------------------------------------------
+
+    def _accumulating(self, optimized: Sequence[bool | None]) -> list[Finding]:
+        # a leaf no stepping optimizer holds is no optimizer's to reset (not-optimized says
+        # why); a run still going counts as it stands
+        runs = {i: run for i, h in enumerate(self._leaf)
+                if (optimized[i] if i < len(optimized) else None) is not False
+                and (run := h.found or (h.run if h.run is not None
+                                        and h.run.crossed >= ACCUMULATING_RUN else None))}
+        if not runs:
+            return []
+        first = min(runs, key=lambda i: (runs[i].first, i))
+        run = runs[first]
+        name = self.leaves[first]
+        span = f"passes {run.start.p + 1} to {run.end.p + 1}"
+        growth = f"its norm went from {_n(run.start.norm)} to {_n(run.end.norm)}"
+        # clipping rescales what it adds up to: the norm need not grow
+        kept = "kept growing" if run.end.norm > run.start.norm else "kept adding up"
+        before = "before each pass" if run.stepped == run.end.k - run.first + 1 \
+            else f"{run.stepped} times over them"
+        hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
+                "accumulate on purpose, step the optimizer only after the last micro-batch")
+        if len(runs) == 1:
+            message = (f"{name}{self._where(first)}: its .grad {kept} over {span} without "
+                       f"being reset, while the optimizer stepped {before} ({growth}): "
+                       "zero_grad() is missing, so each step applies the sum of all the "
+                       "gradients so far")
+        else:
+            message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
+                       f"the optimizer stepped {before}, first {name}{self._where(first)} "
+                       f"over {span} ({growth}): zero_grad() is missing, so each step "
+                       "applies the sum of all the gradients so far; by module: "
+                       f"{self._by_module(runs)}")
+        return [GRAD_ACCUMULATING.finding(message, tensor=name, hint=hint, line=run.line)]
+
+    # --- vanishing-gradient and exploding-gradient ---------------------------------------
+
+    def _vanishing(self) -> list[Finding]:
+        found = {m: how for m, h in self.groups.items() if (how := _vanished(h)) is not None}
+        if not found:
+            return []
+        module, how = next(iter(found.items()))  # the first in leaf order: nearest the input
+        h = self.groups[module]
+        if how == "share":
+            at = h.share
+            assert at is not None
+            what = (f"{module}'s gradient norm is below 1/{FACTOR:,.0f} of the largest "
+                    f"module's ({h.share_module}) in {h.low} of {h.present} passes, from pass "
+                    f"{at.p + 1} ({_n(at.norm)} against {_n(h.share_largest)})")
+        else:
+            at = h.fell
+            assert at is not None and h.first is not None
+            what = (f"{module}'s gradient norm fell more than {FACTOR:,.0f}-fold, from "
+                    f"{_n(h.first.norm)} at pass {h.first.p + 1} to {_n(at.norm)} at pass "
+                    f"{at.p + 1}, while the loss did not converge")
+        name = at.top
+        who = name if name == module else f"{name} and the rest of {module}"
+        more = f"; {len(found)} modules in all: {_names(list(found))}" if len(found) > 1 else ""
+        first, last, known = self._losses
+        # a warning once the run is long enough to tell a loss that does not converge (a
+        # few steps of a big model barely move it)
+        stuck = known >= STUCK_PASSES and (how == "fell" or stalled(first, last))
+        if stuck and how == "share":  # not meant: the run does not learn
+            assert first is not None and last is not None
+            more += f"; the loss did not converge ({_n(first)} to {_n(last)})"
+        return [VANISHING_GRADIENT.finding(
+            f"{what}: {who} barely learn{'s' if name == module else ''}{more}", tensor=name,
+            line=at.line, severity="warning" if stuck else None,
+            hint="saturating activations (sigmoid, tanh) or many layers between it and the "
+                 "loss: use ReLU/GELU, normalisation layers, residual connections, or a "
+                 "better initialisation")]
+
+    def _exploding(self, earlier: Sequence[Finding]) -> list[Finding]:
+        grown = {m: h.grown for m, h in self.groups.items() if h.grown is not None}
+        if not grown and self._broken is None:
+            return []
+        nan_hint = _nan_hint(earlier)
+        if grown:
+            module = min(grown, key=lambda m: (grown[m].k, -grown[m].norm))
+            at, base = grown[module], self._baseline
+            assert base is not None
+            mostly = f" (most of it {at.top}'s)" if at.top != module else ""
+            message = (f"{module}'s gradient norm reached {_n(at.norm)} at pass {at.p + 1}"
+                       f"{mostly}, more than {FACTOR:,.0f} times the largest module's at pass "
+                       f"{base.p + 1} ({_n(base.norm)}, {base.top})")
+            if self._broken is not None:
+                broken, leaf = self._broken
+                message += (f"; {self.leaves[leaf]}'s .grad became non-finite at pass "
+                            f"{broken.p + 1}")
+            if len(grown) > 1:
+                message += f"; {len(grown)} modules in all: {_names(list(grown))}"
+            hint = ("a learning rate too high, or a recurrence or product of layers that "
+                    "amplifies: clip the gradient (torch.nn.utils.clip_grad_norm_), lower the "
+                    "learning rate, or normalise")
+            if self._broken is not None and nan_hint:
+                hint += f"; {nan_hint}"
+            return [EXPLODING_GRADIENT.finding(message, tensor=at.top, hint=hint,
+                                               line=at.line)]
+        assert self._broken is not None
+        broken, leaf = self._broken
+        name = self.leaves[leaf]
+        message = (f"{name}{self._where(leaf)}: its .grad became non-finite (NaN or Inf) at "
+                   f"pass {broken.p + 1}, and an optimizer step spreads it into the weights")
+        return [EXPLODING_GRADIENT.finding(
+            message, tensor=name, line=broken.line,
+            hint=nan_hint or "an overflow, log(0) or a division by zero: clip the gradient "
+                             "(torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
+                             "guard the op with an epsilon")]
+
+    # --- dead-parameter ------------------------------------------------------------------
+
+    def _dead(self) -> list[Finding]:
+        # a .grad in at least MIN_PASSES passes, and exactly zero in each (finite, norm 0):
+        # on the graph, yet nothing it does reaches the loss
+        found = [i for i, h in enumerate(self._leaf)
+                 if not h.positive and h.zero and h.present >= MIN_PASSES]
+        hint = ("a ReLU whose inputs are all negative (dead units: a lower learning rate, "
+                "LeakyReLU or another initialisation), a mask or a multiplication by 0 on its "
+                "way to the loss; requires_grad_(False) if it is meant to stay as it is")
+        out = []
+        for i in found if len(found) <= 3 else found[:1]:
+            h, name = self._leaf[i], self.leaves[i]
+            assert h.first is not None
+            if len(found) <= 3:
+                message = (f"{name}{self._where(i)}: its .grad is exactly zero in all "
+                           f"{h.present} passes that gave it one, from pass {h.first.p + 1}: "
+                           "it is on the graph but never learns")
+            else:
+                message = (f"{len(found)} parameters' .grad is exactly zero in every pass "
+                           f"that gave them one, first {name}{self._where(i)} from pass "
+                           f"{h.first.p + 1} ({h.present} passes): they are on the graph but "
+                           f"never learn; by module: {self._by_module(found)}")
+            out.append(DEAD_PARAMETER.finding(message, tensor=name, hint=hint,
+                                              line=h.first.line))
+        return out
+
+    # --- texts ---------------------------------------------------------------------------
+
+    def _module_of(self, leaf: int) -> str:
+        return next(m for m, h in self.groups.items() if leaf in h.leaves)
+
+    def _where(self, leaf: int) -> str:
+        module = self._module_of(leaf)
+        return f" ({module})" if module != self.leaves[leaf] else ""
+
+    def _by_module(self, leaves: Iterable[int]) -> str:
+        counts = Counter(self._module_of(i) for i in leaves)
+        shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(counts.items())[:6])
+        return shown + (", …" if len(counts) > 6 else "")
 
 
 def step_findings(trace: Trace, earlier: Sequence[Finding] = ()) -> list[Finding]:
     """Every gradient-health finding of trace's steps; earlier: the findings already made
     (a NaN finding is pointed to, not repeated)."""
-    loop = _loop(trace)
-    if loop is None:
-        return []
-    norms = {m: module_norms([loop.leaf[i].norms for i in idx]) for m, idx in loop.groups.items()}
-    largest = list(map(max, *norms.values())) if len(norms) > 1 else next(iter(norms.values()))
-    return [*accumulating(loop), *vanishing(loop, norms, largest),
-            *exploding(loop, norms, largest, earlier), *dead(loop)]
-
-
-def _loop(trace: Trace) -> Loop | None:
     steps = trace.steps
     if steps is None or not steps.leaves:
-        return None
-    rows = len(steps.grads)
-    same = len(trace.passes) == rows
-    counted: list[int] = []
-    stepped: list[int] = []
+        return []
+    health = StepHealth()
+    health.extend(steps.leaves, steps.modules)
+    same = len(trace.passes) == len(steps.grads)
     pending = 0
-    for p in range(rows):
+    for p, row in enumerate(steps.grads):
         pending += steps.optimizer_steps[p]
         if same and trace.passes[p].kind != "backward":
             continue  # autograd.grad leaves .grad as it was; its steps go to the next pass
-        counted.append(p)
-        stepped.append(pending)
+        one = not same or len(trace.passes[p].roots) <= 1
+        health.add(p, row, steps.loss[p] if one else None, pending,
+                   trace.passes[p].line if same else None)
         pending = 0
-    if len(counted) < MIN_PASSES:
-        return None
-    loss = tuple(None if same and len(trace.passes[p].roots) > 1 else steps.loss[p]
-                 for p in counted)
-    lines = tuple(trace.passes[p].line if same else None for p in counted)
-    columns = leaf_columns(steps, counted)
-    return Loop(tuple(counted), tuple(stepped), loss, steps.leaves, columns,
-                tuple(map(leaf_column, columns)), _groups(steps), lines,
-                steps.optimized or (None,) * len(steps.leaves))
+    return health.findings(earlier, steps.optimized)
 
 
-def leaf_columns(steps: Steps, passes: Sequence[int]) -> tuple[Column, ...]:
-    """steps.grads turned into a column per leaf over passes (rows made before a leaf was
-    named are shorter: None there)."""
-    n = len(steps.leaves)
-    rows = [steps.grads[p] for p in passes]
-    rows = [r if len(r) == n else (*r, *(None,) * (n - len(r))) for r in rows]
-    return tuple(zip(*rows, strict=True))
-
-
-def _groups(steps: Steps) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {}
-    for i, (leaf, module) in enumerate(zip(steps.leaves, steps.modules, strict=True)):
-        groups.setdefault(module or leaf, []).append(i)
-    return groups
-
-
-def leaf_column(column: Column) -> LeafColumn:
-    """The norms and flags of one leaf's column, transposed in C when every pass has a
-    .grad (the usual case)."""
-    if None not in column:
-        norms, _, finite, kept = zip(*column, strict=True) if column else ((), (), (), ())
-        if False not in finite and math.isfinite(sum(norms)):
-            return LeafColumn(list(norms), True, True in kept)
-    present = [g for g in column if g is not None]
-    return LeafColumn(
-        [g.norm if g is not None and g.finite and math.isfinite(g.norm) else 0.0
-         for g in column],
-        all(g.finite for g in present), any(g.kept for g in present))
-
-
-def module_norms(leaves: Sequence[Norms]) -> Norms:
-    """Per pass, the norm of a module's gradient: the root of the sum of its leaves' squared
-    norms (0.0 when none of them has a usable one)."""
+def _module_norm(leaves: list[int], norms: list[float]) -> float:
+    """A module's gradient norm: the root of the sum of its leaves' squared norms (0.0 when
+    none of them has a usable one)."""
     if len(leaves) == 1:
-        return leaves[0]
-    total = list(map(mul, leaves[0], leaves[0]))
-    for xs in leaves[1:]:
-        total = list(map(add, total, map(mul, xs, xs)))
-    return list(map(math.sqrt, total))
+        return norms[leaves[0]]
+    total = norms[leaves[0]] * norms[leaves[0]]
+    for i in leaves[1:]:
+        total += norms[i] * norms[i]
+    return math.sqrt(total)
 
 
-# --- grad-accumulating -------------------------------------------------------------------
-
-def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] | None:
-    """The first run of counted passes (start, end), each of which added to the leaf's .grad
-    as the pass before left it, not reset (clipped or unscaled in place, perhaps), over which
-    the optimizer stepped before at least ACCUMULATING_RUN of them: zero_grad() forgotten,
-    in a plain loop or an accumulation loop. Deliberate gradient accumulation keeps .grad
-    only across passes with no optimizer step between them, and is not such a run."""
-    start, crossed = -1, 0
-    for k in range(1, len(column) + 1):
-        g = column[k] if k < len(column) else None
-        if g is not None and g.kept and column[k - 1] is not None:
-            if start < 0:
-                start, crossed = k, 0
-            crossed += stepped[k] > 0
-        elif start >= 0:
-            if crossed >= ACCUMULATING_RUN:
-                return start, k - 1
-            start = -1
-    return None
-
-
-def accumulating(loop: Loop) -> list[Finding]:
-    # a leaf no stepping optimizer holds is no optimizer's to reset (not-optimized says why)
-    runs = {i: run for i, col in enumerate(loop.columns)
-            if loop.leaf[i].kept and loop.optimized[i] is not False
-            and (run := accumulating_run(col, loop.stepped)) is not None}
-    if not runs:
-        return []
-    first = min(runs, key=lambda i: (runs[i][0], i))
-    start, end = runs[first]
-    name = loop.leaves[first]
-    norms = loop.leaf[first].norms
-    span = f"passes {loop.passes[start - 1] + 1} to {loop.passes[end] + 1}"
-    growth = f"its norm went from {_n(norms[start - 1])} to {_n(norms[end])}"
-    # clipping rescales what it adds up to: the norm need not grow
-    kept = "kept growing" if norms[end] > norms[start - 1] else "kept adding up"
-    steps = sum(loop.stepped[start:end + 1])
-    before = "before each pass" if steps == end - start + 1 else f"{steps} times over them"
-    hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
-            "accumulate on purpose, step the optimizer only after the last micro-batch")
-    if len(runs) == 1:
-        message = (f"{name}{_where(loop, first)}: its .grad {kept} over {span} without "
-                   f"being reset, while the optimizer stepped {before} ({growth}): "
-                   "zero_grad() is missing, so each step applies the sum of all the "
-                   "gradients so far")
-    else:
-        message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
-                   f"the optimizer stepped {before}, first {name}{_where(loop, first)} "
-                   f"over {span} ({growth}): zero_grad() is missing, so each step applies "
-                   f"the sum of all the gradients so far; by module: {_by_module(loop, runs)}")
-    return [GRAD_ACCUMULATING.finding(message, tensor=name, hint=hint,
-                                      line=loop.lines[start])]
-
-
-# --- vanishing-gradient and exploding-gradient -------------------------------------------
-
-def low_share(norms: Norms, largest: Norms) -> tuple[int, int]:
-    """(passes where the module has a non-zero gradient, those of them where it is below
-    1/FACTOR of the largest module's), counted in C: a pass where the module has none
-    (0.0) counts as low when the largest has one, so those are taken off again."""
-    low = sum(map(lt, map(mul, norms, repeat(FACTOR)), largest))
-    zeros, none_at_all = norms.count(0.0), largest.count(0.0)
-    return len(norms) - zeros, low - (zeros - none_at_all)
-
-
-def vanishing_from(norms: Norms, largest: Norms,
-                   loss: Sequence[float | None]) -> tuple[int, str] | None:
-    """The first counted pass from which a module's gradient counts as vanished, and how:
-    "share", below 1/FACTOR of the largest module's in more than half of the passes where it
-    has a non-zero gradient (at least MIN_PASSES of them); or "fell", more than FACTOR-fold
-    from its first non-zero value to its last while the loss did not converge (a gradient
-    that shrinks as the loss converges is not vanishing, whatever value it converges to)."""
-    present, low = low_share(norms, largest)
-    if present < MIN_PASSES:
+def _vanished(h: ModuleHealth) -> str | None:
+    """How a module's gradient counts as vanished: "share", below 1/FACTOR of the largest
+    module's in more than half of the passes where it has a non-zero gradient (at least
+    MIN_PASSES of them); or "fell", more than FACTOR-fold from its first non-zero value to
+    its last while the loss did not converge (a gradient that shrinks as the loss converges
+    is not vanishing, whatever value it converges to)."""
+    if h.present < MIN_PASSES:
         return None
-    if 2 * low > present:
-        return next(k for k, x in enumerate(norms) if 0 < x and x * FACTOR < largest[k]), \
-            "share"
-    a = next(k for k, x in enumerate(norms) if x > 0)
-    b = len(norms) - 1 - next(k for k, x in enumerate(reversed(norms)) if x > 0)
-    if norms[b] * FACTOR < norms[a] and stalled(loss[a], loss[b]):
-        return next(k for k in range(a, b + 1) if 0 < norms[k] * FACTOR < norms[a]), "fell"
+    if 2 * h.low > h.present:
+        return "share"
+    assert h.first is not None
+    if h.last_norm * FACTOR < h.first.norm and stalled(h.first_loss, h.last_loss):
+        return "fell"
     return None
 
 
@@ -225,108 +401,6 @@ def stalled(first: float | None, last: float | None) -> bool:
     if first is None or last is None or not math.isfinite(first) or not math.isfinite(last):
         return False
     return last > first - LOSS_STALLED * abs(first)
-
-
-def vanishing(loop: Loop, norms: dict[str, Norms], largest: Norms) -> list[Finding]:
-    found = {m: v for m, xs in norms.items()
-             if (v := vanishing_from(xs, largest, loop.loss)) is not None}
-    if not found:
-        return []
-    module = next(iter(found))  # the first in leaf order: nearest the input, as a rule
-    k, how = found[module]
-    xs = norms[module]
-    name = _top_leaf(loop, module, k)
-    at = f"pass {loop.passes[k] + 1}"
-    if how == "share":
-        present, low = low_share(xs, largest)
-        what = (f"{module}'s gradient norm is below 1/{FACTOR:,.0f} of the largest module's "
-                f"({_top_module(norms, k)}) in {low} of {present} passes, from {at} "
-                f"({_n(xs[k])} against {_n(largest[k])})")
-    else:
-        a = next(j for j, x in enumerate(xs) if x > 0)
-        what = (f"{module}'s gradient norm fell more than {FACTOR:,.0f}-fold, from "
-                f"{_n(xs[a])} at pass {loop.passes[a] + 1} to {_n(xs[k])} at {at}, while "
-                "the loss did not converge")
-    who = name if name == module else f"{name} and the rest of {module}"
-    more = f"; {len(found)} modules in all: {_names(list(found))}" if len(found) > 1 else ""
-    known = [x for x in loop.loss if x is not None]
-    # a warning once the run is long enough to tell a loss that does not converge (a few
-    # steps of a big model barely move it)
-    stuck = len(known) >= STUCK_PASSES and (how == "fell" or stalled(known[0], known[-1]))
-    if stuck:  # not meant: the run does not learn
-        more += (f"; the loss did not converge ({_n(known[0])} to {_n(known[-1])})"
-                 if how == "share" else "")
-    return [VANISHING_GRADIENT.finding(
-        f"{what}: {who} barely learn{'s' if name == module else ''}{more}", tensor=name,
-        line=loop.lines[k], severity="warning" if stuck else None,
-        hint="saturating activations (sigmoid, tanh) or many layers between it and the loss: "
-             "use ReLU/GELU, normalisation layers, residual connections, or a better "
-             "initialisation")]
-
-
-def exploding_from(norms: Norms, baseline: float) -> int | None:
-    """The first counted pass at which a module's gradient norm is more than FACTOR times
-    baseline (the largest module norm of the first pass with a gradient: a module's own
-    first norm may be tiny for a reason, as after a zero-initialised layer)."""
-    limit = baseline * FACTOR
-    if baseline <= 0 or max(norms) <= limit:
-        return None
-    return next(k for k, x in enumerate(norms) if x > limit)
-
-
-def exploding(loop: Loop, norms: dict[str, Norms], largest: Norms,
-              earlier: Sequence[Finding]) -> list[Finding]:
-    k0 = next((k for k, x in enumerate(largest) if x > 0), None)
-    baseline = 0.0 if k0 is None else largest[k0]
-    grown = {m: k for m, xs in norms.items() if (k := exploding_from(xs, baseline)) is not None}
-    broken = _first_non_finite(loop)
-    if not grown and broken is None:
-        return []
-    nan_hint = _nan_hint(earlier)
-    if grown:
-        assert k0 is not None
-        module = min(grown, key=lambda m: (grown[m], -norms[m][grown[m]]))
-        k = grown[module]
-        name = _top_leaf(loop, module, k)
-        mostly = f" (most of it {name}'s)" if name != module else ""
-        message = (f"{module}'s gradient norm reached {_n(norms[module][k])} at pass "
-                   f"{loop.passes[k] + 1}{mostly}, more than {FACTOR:,.0f} times the largest "
-                   f"module's at pass {loop.passes[k0] + 1} ({_n(baseline)}, "
-                   f"{_top_module(norms, k0)})")
-        if broken is not None:
-            kb, leaf = broken
-            message += (f"; {loop.leaves[leaf]}'s .grad became non-finite at pass "
-                        f"{loop.passes[kb] + 1}")
-        if len(grown) > 1:
-            message += f"; {len(grown)} modules in all: {_names(list(grown))}"
-        hint = ("a learning rate too high, or a recurrence or product of layers that "
-                "amplifies: clip the gradient (torch.nn.utils.clip_grad_norm_), lower the "
-                "learning rate, or normalise")
-        if broken is not None and nan_hint:
-            hint += f"; {nan_hint}"
-        return [EXPLODING_GRADIENT.finding(message, tensor=name, hint=hint, line=loop.lines[k])]
-    assert broken is not None
-    kb, leaf = broken
-    name = loop.leaves[leaf]
-    message = (f"{name}{_where(loop, leaf)}: its .grad became non-finite (NaN or Inf) at pass "
-               f"{loop.passes[kb] + 1}, and an optimizer step spreads it into the weights")
-    return [EXPLODING_GRADIENT.finding(
-        message, tensor=name, line=loop.lines[kb],
-        hint=nan_hint or "an overflow, log(0) or a division by zero: clip the gradient "
-                         "(torch.nn.utils.clip_grad_norm_), lower the learning rate, or guard "
-                         "the op with an epsilon")]
-
-
-def _first_non_finite(loop: Loop) -> tuple[int, int] | None:
-    """(counted pass, leaf) of the first .grad that is not finite (leaf order breaks ties)."""
-    best: tuple[int, int] | None = None
-    for i, col in enumerate(loop.columns):
-        if loop.leaf[i].finite:
-            continue
-        k = next(k for k, g in enumerate(col) if g is not None and not g.finite)
-        if best is None or k < best[0]:
-            best = (k, i)
-    return best
 
 
 def _nan_hint(earlier: Sequence[Finding]) -> str | None:
@@ -340,69 +414,9 @@ def _nan_hint(earlier: Sequence[Finding]) -> str | None:
     return None
 
 
-# --- dead-parameter ----------------------------------------------------------------------
-
-def is_dead(column: Column, norms: Norms) -> bool:
-    """A .grad in at least MIN_PASSES passes, and exactly zero in each (finite, norm 0): on
-    the graph, yet nothing it does reaches the loss."""
-    if max(norms) > 0:
-        return False  # the usual case, told in C
-    present = [g for g in column if g is not None]
-    return len(present) >= MIN_PASSES and all(g.norm == 0 and g.finite for g in present)
-
-
-def dead(loop: Loop) -> list[Finding]:
-    found = [i for i, (col, leaf) in enumerate(zip(loop.columns, loop.leaf, strict=True))
-             if is_dead(col, leaf.norms)]
-    hint = ("a ReLU whose inputs are all negative (dead units: a lower learning rate, "
-            "LeakyReLU or another initialisation), a mask or a multiplication by 0 on its way "
-            "to the loss; requires_grad_(False) if it is meant to stay as it is")
-    out = []
-    for i in found if len(found) <= 3 else found[:1]:
-        col = loop.columns[i]
-        k = next(k for k, g in enumerate(col) if g is not None)
-        held = len(col) - col.count(None)
-        name = loop.leaves[i]
-        if len(found) <= 3:
-            message = (f"{name}{_where(loop, i)}: its .grad is exactly zero in all {held} "
-                       f"passes that gave it one, from pass {loop.passes[k] + 1}: it is on the "
-                       "graph but never learns")
-        else:
-            message = (f"{len(found)} parameters' .grad is exactly zero in every pass that "
-                       f"gave them one, first {name}{_where(loop, i)} from pass "
-                       f"{loop.passes[k] + 1} ({held} passes): they are on the graph but "
-                       f"never learn; by module: {_by_module(loop, found)}")
-        out.append(DEAD_PARAMETER.finding(message, tensor=name, hint=hint, line=loop.lines[k]))
-    return out
-
-
-# --- texts -------------------------------------------------------------------------------
-
 def _n(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _where(loop: Loop, leaf: int) -> str:
-    module = next(m for m, idx in loop.groups.items() if leaf in idx)
-    return f" ({module})" if module != loop.leaves[leaf] else ""
-
-
-def _top_module(norms: dict[str, Norms], k: int) -> str:
-    return max(norms, key=lambda m: norms[m][k])
-
-
-def _top_leaf(loop: Loop, module: str, k: int) -> str:
-    """The module's leaf with the largest .grad norm at counted pass k (the first of them
-    on a tie)."""
-    return loop.leaves[max(loop.groups[module], key=lambda i: (loop.leaf[i].norms[k], -i))]
-
-
 def _names(modules: list[str]) -> str:
     return ", ".join(modules[:6]) + (", …" if len(modules) > 6 else "")
-
-
-def _by_module(loop: Loop, leaves: Iterable[int]) -> str:
-    modules = {i: m for m, idx in loop.groups.items() for i in idx}
-    counts = Counter(modules[i] for i in leaves)
-    shown = ", ".join(f"{m} ({k})" if k > 1 else m for m, k in list(counts.items())[:6])
-    return shown + (", …" if len(counts) > 6 else "")

@@ -12,9 +12,8 @@ from pathlib import Path
 from .._version import __version__
 from ..appending import LineFile
 from ..errors import GradtraceError
-from ..gcpause import collector_paused
 from ..model.facts import Fact
-from ..model.records import Finding, LeafStep, Steps, Trace
+from ..model.records import Finding, LeafStep, Steps
 from ..model.run_log import (
     LogEnd,
     LogFinding,
@@ -26,15 +25,8 @@ from ..model.run_log import (
     log_line,
     told_as,
 )
-from .health import step_findings
+from .health import StepHealth
 from .recorded import findings_of
-
-# The steps' health is judged over every row so far, so it is judged again only once the rows
-# grew by an eighth since the last time (or more: every batch of a short run): a run's
-# judgements then cost about nine of its whole, not one per batch (quadratic in its length),
-# and a health finding is told at most an eighth of the run late (a .grad not finite: at
-# once). The run's end judges what is left, so the log holds what the end-of-run report finds.
-REJUDGED_AFTER = 8
 
 
 def stop_codes(asked: str | Iterable[str] | None, option: str) -> frozenset[str]:
@@ -64,17 +56,12 @@ class LiveFindings:
         # told_as(...) of each finding told, and the words it was told in
         self._seen: dict[tuple[str | int | None, ...], str] = {}
         self._leaves: tuple[str, ...] = ()
-        self._modules: tuple[str | None, ...] = ()
-        self._loss: list[float | None] = []
-        self._optimizer_steps: list[int] = []
-        self._grads: list[tuple[LeafStep | None, ...]] = []
+        # the gradients' health, judged a row at a time: what it keeps does not grow with
+        # the run, and a finding is told in the batch whose rows make it
+        self._health = StepHealth()
+        self.steps = 0  # the rows read so far
+        self._last: tuple[float | None, tuple[LeafStep | None, ...]] = (None, ())  # loss, row
         self._after = 0  # optimizer steps since the last row read
-        self._judged = 0  # the rows the steps' health was last judged over
-
-    @property
-    def steps(self) -> int:
-        """The rows read so far."""
-        return len(self._grads)
 
     def told(self, fact: Fact, passes: int) -> list[LogRecord]:
         """A fact met at that many passes: its finding, when it is new."""
@@ -87,18 +74,19 @@ class LiveFindings:
         if len(rows.leaves) > len(self._leaves):
             records.append(LogLeaves(len(self._leaves), rows.leaves[len(self._leaves):],
                                      rows.modules[len(self._leaves):]))
-            self._leaves, self._modules = rows.leaves, rows.modules
+            self._leaves = rows.leaves
+            self._health.extend(rows.leaves, rows.modules)
         records.append(LogSteps(first, rows.loss, rows.optimizer_steps, rows.grads,
                                 rows.loss_scale if any(rows.loss_scale) else (),
                                 rows.loss_divisor if any(rows.loss_divisor) else ()))
-        self._loss.extend(rows.loss)
-        self._optimizer_steps.extend(rows.optimizer_steps)
-        self._grads.extend(rows.grads)
+        for loss, stepped, row in zip(rows.loss, rows.optimizer_steps, rows.grads,
+                                      strict=True):
+            self._health.add(self.steps, row, loss, stepped, None)
+            self.steps += 1
+        if rows.grads:
+            self._last = (rows.loss[-1], rows.grads[-1])
         self._after = rows.optimizer_steps_after
-        not_finite = any(g is not None and not g.finite for row in rows.grads for g in row)
-        if self.steps - self._judged < self._judged // REJUDGED_AFTER and not not_finite:
-            return records
-        return records + self._judge()
+        return records + self._fired(self._health.findings(), self.steps)
 
     def stop(self) -> str | None:
         """The --stop-on code that fired, the first time it is asked (the run stops once)."""
@@ -110,26 +98,18 @@ class LiveFindings:
     def end(self, outcome: Outcome) -> list[LogRecord]:
         """The log's last records: the health findings of every row (again, those whose
         counts grew: a log's reader keeps a finding's last words), and that the run ended so."""
-        late = self._judge(again=True) if self.steps else []
+        late = self._fired(self._health.findings(), self.steps, again=True)
         return [*late, LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)]
 
     def heartbeat(self, seconds: float) -> str:
         """step N  loss L  |g| G  S steps/s: the latest row read, seconds into the run."""
-        if not self._grads:
+        if not self.steps:
             return "step 0"
-        norms = [g.norm for g in self._grads[-1] if g is not None]
+        loss, row = self._last
+        norms = [g.norm for g in row if g is not None]
         total = math.sqrt(sum(n * n for n in norms)) if norms else None
-        return (f"step {self.steps}  loss {_number(self._loss[-1])}  |g| {_number(total)}  "
+        return (f"step {self.steps}  loss {_number(loss)}  |g| {_number(total)}  "
                 f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
-
-    def _judge(self, again: bool = False) -> list[LogRecord]:
-        """The health findings the steps so far newly make (see REJUDGED_AFTER)."""
-        self._judged = self.steps
-        # a judgement makes columns of every row, no cycles: collections meanwhile would
-        # only scan them (3× the judgement's time at 20,000 rows of 100 leaves)
-        with collector_paused():
-            findings = step_findings(self._trace())
-        return self._fired(findings, self.steps, again)
 
     def _fired(self, findings: list[Finding], step: int | None, again: bool = False
                ) -> list[LogRecord]:
@@ -145,15 +125,6 @@ class LiveFindings:
                 if words is None and finding.code in self.stop_on and self.stopped is None:
                     self.stopped = finding
         return new
-
-    def _trace(self) -> Trace:
-        """The steps read so far, as the trace step_findings judges (no graph)."""
-        steps = Steps(self._leaves, self._modules, tuple(self._loss),
-                      tuple(self._optimizer_steps),
-                      tuple(row + (None,) * (len(self._leaves) - len(row))
-                            for row in self._grads))
-        return Trace(self.script, __version__, self.torch_version, (), (), "", (), (), (), (),
-                     (), steps=steps)
 
 
 class LiveLog:
