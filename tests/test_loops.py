@@ -179,3 +179,27 @@ def test_every_pass_shows_the_grad_its_backward_wrote_before_a_clip(tmp_path: Pa
         assert all(a["values"] is not None for a in after), after
         total = sum(a["norm"] ** 2 for a in after) ** 0.5
         assert total == pytest.approx(norm * scale, rel=1e-5)
+
+
+def test_a_saved_run_shows_a_pass_kept_in_full_and_says_what_it_kept_of_the_others(
+        tmp_path: Path) -> None:
+    saved = tmp_path / "run.json"
+    assert invoke("show", LOOPS / "mlp_30_steps.py", "-o", saved).exit_code == 0
+    passes = json.loads(saved.read_text())["passes"]
+    full = [i for i, p in enumerate(passes, 1) if not p.get("light")]
+    light = next(i for i, p in enumerate(passes, 1) if p.get("light"))
+    kept = invoke("show", saved, "--pass", str(full[-1]))
+    assert kept.exit_code == 0 and f"gradients of pass {full[-1]} " in kept.stdout
+    loss = json.loads(saved.read_text())["steps"]["loss"][light - 1]
+    for command in (("show",), ("dot", "--grads")):
+        result = invoke(*command, saved, "--pass", str(light))
+        assert result.exit_code == 2 and not result.stdout, command
+        assert (f"--pass {light}: this trace kept only the light statistics of pass {light} "
+                f"(loss {loss:.4g}; .grad norm ") in result.stderr
+        assert f"passes kept in full: {full[0]}" in result.stderr
+        assert f"--pass {light} -o FILE" in result.stderr and "Traceback" not in result.stderr
+    # recorded with it, the pass is kept in full
+    again = invoke("show", LOOPS / "mlp_30_steps.py", "--pass", str(light))
+    assert again.exit_code == 0 and f"gradients of pass {light} " in again.stdout
+    out_of_range = invoke("show", saved, "--pass", str(len(passes) + 1))
+    assert out_of_range.exit_code == 2 and "error:" in out_of_range.stderr

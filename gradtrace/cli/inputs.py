@@ -244,5 +244,35 @@ def pick_pass(trace: Trace, choice: str | None) -> Pass | None:
         if number > len(trace.passes):
             raise GradtraceError(f"--pass {number}: the scenario ran {len(trace.passes)} "
                                  "pass(es)", "passes are numbered from 1 in `gradtrace show`")
+        if trace.passes[number - 1].light:
+            raise GradtraceError(_not_kept(trace, number),
+                                 f"pass {number} is recorded in full when the script runs with "
+                                 f"it: gradtrace show {trace.scenario or 'SCENARIO'} --pass "
+                                 f"{number} -o FILE")
         return trace.passes[number - 1]
     return trace.shown_pass()
+
+
+def _not_kept(trace: Trace, number: int) -> str:
+    """What a trace kept of a pass it holds only the light statistics of, and which passes
+    it kept in full."""
+    full = [i for i, p in enumerate(trace.passes, 1) if not p.light]
+    spans: list[list[int]] = []
+    for i in full:
+        if spans and spans[-1][-1] == i - 1:
+            spans[-1][1:] = [i]
+        else:
+            spans.append([i])
+    kept = ", ".join("–".join(map(str, span)) for span in spans)
+    steps, row = trace.steps, number - 1
+    light = ""
+    if steps is not None and row < len(steps.grads):
+        loss = steps.loss[row]
+        norms = [f"{leaf} {g.norm:.4g}" for leaf, g in zip(steps.leaves, steps.grads[row],
+                                                           strict=False) if g is not None]
+        said = ([] if loss is None else [f"loss {loss:.4g}"]) + (
+            [".grad norm " + ", ".join(norms[:3]) + (", …" if len(norms) > 3 else "")]
+            if norms else [])
+        light = f" ({'; '.join(said)})" if said else ""
+    return (f"--pass {number}: this trace kept only the light statistics of pass {number}"
+            f"{light}, not its graph and gradients; passes kept in full: {kept}")
