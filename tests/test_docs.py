@@ -257,6 +257,17 @@ def fused_conv_bn(out: str, folder: Path) -> bool:
         any(r["sampled"] for r in results)
 
 
+def tensorboard_has_every_step(folder: Path, steps: int) -> bool:
+    """The event files in folder hold the loss and the global gradient norm at passes 1 to
+    steps, as TensorBoard reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return all([e.step for e in events.Scalars(tag)] == list(range(1, steps + 1))
+               for tag in ("loss", "grad_norm/global"))
+
+
 def diff_names_the_swap(out: str, folder: Path) -> bool:
     return "different: 1 node(s) changed" in out and \
         "ReluBackward0 → TanhBackward0 in model.1" in out
@@ -359,6 +370,9 @@ EXAMPLES: dict[str, Example] = {
     "gradtrace watch example:bugs/nan_masked_mean --stop-on nan-value -o nan.json": Example(
         1, lambda out, folder: len(json.loads((folder / "nan.json").read_text())["passes"])
         == 5),
+    "gradtrace watch example:loops/mlp_30_steps --tensorboard runs/mlp": Example(
+        0, lambda out, folder: "30 passes over the same graph" in out
+        and tensorboard_has_every_step(folder / "runs" / "mlp", 30)),
     "gradtrace examples chain_rule": Example(0, lambda out, _: (
         out == (SCENARIOS / "chain_rule.py").read_text())),
 }

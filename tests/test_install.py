@@ -148,14 +148,16 @@ def test_examples_and_the_chain_rule_after_install(installed: Path, tmp_path: Pa
 
 
 PLOT_EXTRA = {"gradtrace steps trace.json --by-leaf -o steps.png"}  # needs gradtrace[plot]
+# needs the tensorboard package, which a plain install lacks
+TENSORBOARD = {"gradtrace watch example:loops/mlp_30_steps --tensorboard runs/mlp"}
 
 
 @pytest.mark.parametrize("example", list(EXAMPLES))
 def test_every_help_example_runs_after_install(installed: Path, tmp_path: Path,
                                                example: str) -> None:
     """As typed, in an empty folder: the exit code and what it promises (the same
-    checks as tests/test_docs.py's). A PNG chart needs the optional plot extra, which a
-    plain install lacks: it says so, exit 2."""
+    checks as tests/test_docs.py's). A PNG chart needs the optional plot extra, and
+    --tensorboard the tensorboard package, which a plain install lacks: each says so, exit 2."""
     if (".svg" in example or ".png" in example) and DOT is None:
         pytest.skip("Graphviz is not installed")
     for needed, producer in PRODUCERS.items():
@@ -168,6 +170,11 @@ def test_every_help_example_runs_after_install(installed: Path, tmp_path: Path,
     if example in PLOT_EXTRA and \
             run(installed, "python -c 'import cairosvg'", tmp_path).returncode != 0:
         assert result.returncode == 2 and "gradtrace[plot]" in result.stderr, result.stderr
+        return
+    if example in TENSORBOARD and \
+            run(installed, "python -c 'import tensorboard'", tmp_path).returncode != 0:
+        assert result.returncode == 2 and "pip install tensorboard" in result.stderr, \
+            result.stderr
         return
     expected = EXAMPLES[example]
     assert result.returncode == expected.code, result.stdout[-2000:] + result.stderr[-2000:]

@@ -58,7 +58,9 @@ THIRD_PARTY = {  # outside the standard library
     "extract": {"torch"}, "capture": {"torch"}, "check": {"torch"},
     "api": {"rich"},
     "integrations": {"lightning", "transformers"},
-    "cli": {"typer", "rich"},
+    # torch and tensorboard: watch --tensorboard's SummaryWriter (cli/scalars.py), imported
+    # only when asked
+    "cli": {"typer", "rich", "torch", "tensorboard"},
     "package": set(),
     "plugin": {"pytest", "rich"},
 }

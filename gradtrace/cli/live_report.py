@@ -18,22 +18,26 @@ from rich.text import Text
 from ..findings.live import LiveFindings, LiveLog
 from ..model.facts import Fact
 from ..model.records import Steps
+from ..model.run_log import Outcome
 from ..render.escape import Visible
 from ..render.live_panel import Pace, RunSparks, live_panel
+from .scalars import Scalars
 
 REFRESH = 4  # the panel's redraws a second, at most: never one per pass
 # what gradtrace's share of the time covers: the recorder's own work in each pass is not timed
 COVERS = "findings, log and panel"
+COVERS_SCALARS = "findings, log, panel and TensorBoard"  # with watch --tensorboard
 
 
 class LivePanel:
     """watch's panel on a terminal (rich's Live), redrawn as rows come, at most REFRESH times
     a second; each finding printed above it, where it stays in the scrollback."""
 
-    def __init__(self, terminal: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
-        self.terminal, self.clock = terminal, clock
+    def __init__(self, terminal: TextIO, clock: Callable[[], float] = time.monotonic,
+                 covers: str = COVERS) -> None:
+        self.terminal, self.clock, self.covers = terminal, clock, covers
         self.run = RunSparks()
-        self.pace = Pace(0.0, 0.0, COVERS)
+        self.pace = Pace(0.0, 0.0, covers)
         # redirect nothing: the script's output is captured below, shown in the report
         self._live = Live(console=Console(file=terminal, highlight=False), auto_refresh=False,
                           redirect_stdout=False, redirect_stderr=False)
@@ -53,7 +57,8 @@ class LivePanel:
 
     def timed(self, seconds: float, own: float) -> None:
         """seconds into the run, own of them gradtrace's: drawn, unless it was just now."""
-        self.pace = Pace(self.run.steps / max(seconds, 1e-9), own / max(seconds, 1e-9), COVERS)
+        self.pace = Pace(self.run.steps / max(seconds, 1e-9), own / max(seconds, 1e-9),
+                         self.covers)
         if self.clock() - self._drawn >= 1 / REFRESH:
             self._draw()
 
@@ -77,14 +82,14 @@ class LivePanel:
 
 class LiveReport(LiveLog):
     """The RunListener of a watched run: the log written, each finding said, the panel drawn
-    (panel None: a heartbeat said), and the run stopped at its next pass once a --stop-on
-    code fired."""
+    (panel None: a heartbeat said), the rows written as TensorBoard scalars (scalars None:
+    none), and the run stopped at its next pass once a --stop-on code fired."""
 
     def __init__(self, live: LiveFindings, log: Path | None, heartbeat: float,
                  say: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
-                 panel: LivePanel | None = None) -> None:
+                 panel: LivePanel | None = None, scalars: Scalars | None = None) -> None:
         super().__init__(live, log, say, stops=True)
-        self.heartbeat, self.clock, self.panel = heartbeat, clock, panel
+        self.heartbeat, self.clock, self.panel, self.scalars = heartbeat, clock, panel, scalars
         self._started = self._beat = clock()
         self.own = 0.0  # seconds spent in told and read: what the panel's share covers
 
@@ -99,6 +104,8 @@ class LiveReport(LiveLog):
         if self.panel is not None:  # before the findings: the panel drawn with them has them
             self.panel.run.add(rows)
         stop = super().read(first, rows)
+        if self.scalars is not None:
+            self.scalars.write(first, rows)
         now = self.clock()
         if self.panel is not None:
             self.panel.timed(now - self._started, self.own + now - started)
@@ -107,3 +114,11 @@ class LiveReport(LiveLog):
             self.say(self.live.heartbeat(self._beat - self._started))
         self.own += self.clock() - started
         return stop
+
+    def end(self, outcome: Outcome) -> None:
+        """The log ended; the scalars flushed and their file closed, whatever the log did."""
+        try:
+            super().end(outcome)
+        finally:
+            if self.scalars is not None:
+                self.scalars.close()

@@ -1,7 +1,7 @@
 """`gradtrace watch`: run a scenario as `show` does, telling each finding as it fires (with
 its step) and a heartbeat on stderr (on a terminal, a live panel), appending steps and
-findings to a run log, and ending the run at a finding asked for; then the report `show`
-prints."""
+findings to a run log (and their norms to TensorBoard), and ending the run at a finding asked
+for; then the report `show` prints."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from ..findings.live import LiveFindings, stop_codes
 from ..model.run_log import Outcome
 from .core import DEBUG, FAIL_ON, SCRIPT_ARGS, STRICT, TIMEOUT, ExitCode, app
 from .inputs import is_run_log
-from .live_report import LivePanel, LiveReport
+from .live_report import COVERS, COVERS_SCALARS, LivePanel, LiveReport
 from .options import RunOptions
 from .ranked import rank_file
+from .scalars import open_scalars
 from .show import ShowOptions, show_trace
 
 
@@ -36,6 +37,7 @@ class WatchOptions(RunOptions):
     stop_on: str | None
     heartbeat: float
     strict: bool
+    tensorboard: Path | None = None
 
 
 @app.command(
@@ -43,6 +45,7 @@ class WatchOptions(RunOptions):
     "  gradtrace watch example:loops/mlp_30_steps --log run.jsonl\n\n"
     "  gradtrace steps run.jsonl --follow\n\n"
     "  gradtrace watch example:bugs/nan_masked_mean --stop-on nan-value -o nan.json\n\n"
+    "  gradtrace watch example:loops/mlp_30_steps --tensorboard runs/mlp\n\n"
     "Exit codes: 0 the run ended; 1 --stop-on stopped it, or a --strict or --fail-on "
     "finding appeared; 2 bad usage, or a scenario that cannot run.",
 )
@@ -65,6 +68,12 @@ def watch(
                                     help="Print the step, loss and global gradient norm on "
                                     "stderr this often; on a terminal a panel shows them "
                                     "instead, redrawn a few times a second."),
+    tensorboard: Path | None = typer.Option(None, "--tensorboard", metavar="DIR",
+                                            help="Write each step's loss and gradient norms "
+                                            "(global, and per module) as TensorBoard scalars "
+                                            "to DIR as the run goes (needs the tensorboard "
+                                            "package). NaN and inf are written as they "
+                                            "are. Under torchrun put {rank} in DIR."),
     out: Path | None = typer.Option(None, "-o", "--output", metavar="FILE",
                                     help="Write the trace (a .json FILE: as --json) or the "
                                     "report to this file at the end."),
@@ -75,7 +84,7 @@ def watch(
 ) -> None:
     """Run a scenario and tell its findings as they fire, then show it."""
     watch_run(WatchOptions(script_args, None, out, False, timeout, "all", False, fail_on,
-                           scenario, log, stop_on, heartbeat, strict))
+                           scenario, log, stop_on, heartbeat, strict, tensorboard))
 
 
 def watch_run(asked: WatchOptions) -> None:
@@ -87,8 +96,10 @@ def watch_run(asked: WatchOptions) -> None:
                              f"`gradtrace steps {asked.scenario}`")
     stop_on = stop_codes(asked.stop_on, "--stop-on")
     # a log per rank under torchrun: reducing norms across ranks would synchronise them
-    asked = replace(asked, log=rank_file(asked.log, "--log"))
+    asked = replace(asked, log=rank_file(asked.log, "--log"),
+                    tensorboard=rank_file(asked.tensorboard, "--tensorboard"))
     _check_log(asked)
+    scalars = open_scalars(asked.tensorboard)  # before the script runs: its errors too
     ranks = launched()
     said_as = "" if ranks is None else f"rank {ranks.rank}: "
     # stderr as it is now: while the script runs, descriptors 1 and 2 are its captured output
@@ -100,11 +111,12 @@ def watch_run(asked: WatchOptions) -> None:
         terminal.flush()
 
     # a panel only for one process on a terminal: ranks would draw theirs over each other
-    panel = LivePanel(terminal) if ranks is None and _is_terminal(terminal) else None
+    panel = LivePanel(terminal, covers=COVERS if scalars is None else COVERS_SCALARS) \
+        if ranks is None and _is_terminal(terminal) else None
     live = LiveFindings(asked.scenario, list(asked.script_args or []),
                         importlib.metadata.version("torch"), stop_on)
     report = LiveReport(live, asked.log, asked.heartbeat, say if panel is None else panel.say,
-                        panel=panel)
+                        panel=panel, scalars=scalars)
     outcome: Outcome = "failed"
     try:
         if panel is not None:
