@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from helpers import SCENARIOS
+from helpers import SCENARIOS, write_script
 
 from gradtrace.capture.options import CaptureOptions
 from gradtrace.capture.runner import run_scenario
 from gradtrace.model.records import Steps
+from gradtrace.model.spilled import SpilledRows
 
 
 class Listening:
@@ -47,3 +50,40 @@ def test_a_fact_is_told_when_it_is_met() -> None:
                          CaptureOptions(listener=heard))
     assert ("NonFiniteBorn", 5) in heard.heard  # at the fifth pass, not at the end
     assert any(f.code == "nan-value" for f in trace.findings)
+
+
+# A loop whose rows hold each way a row is made: a leaf first seen late, a pass that leaves a
+# .grad as it was (autograd.grad), a GradScaler's scaled passes, a .grad kept across passes.
+ROWS_OF_EVERY_KIND = """
+import torch
+torch.manual_seed(0)
+w, b = torch.randn(4, requires_grad=True), torch.randn(1, requires_grad=True)
+late = torch.randn(4, requires_grad=True)
+opt = torch.optim.SGD([w, b, late], lr=0.01)
+scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+x = torch.randn(8, 4)
+for step in range(300):
+    if step % 3:
+        opt.zero_grad()
+    loss = ((x @ w + b) ** 2).mean() + (((x @ late) ** 2).mean() if step >= 100 else 0)
+    if step % 7 == 0:
+        torch.autograd.grad((x @ w).sum(), [w])
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+"""
+
+
+def test_a_listener_s_run_keeps_its_rows_in_a_file_the_same_as_a_run_without_one(
+        tmp_path: Path) -> None:
+    script = write_script(tmp_path, ROWS_OF_EVERY_KIND)
+    heard = Listening()
+    spilled = run_scenario(script, CaptureOptions(listener=heard)).steps
+    kept = run_scenario(script, CaptureOptions()).steps
+    assert spilled is not None and kept is not None
+    assert isinstance(spilled.grads, SpilledRows) and isinstance(kept.grads, tuple)
+    assert len(spilled.grads) == len(kept.grads) == 343 and kept.loss_scale
+    width = len(kept.leaves)
+    assert [row + (None,) * (width - len(row)) for row in spilled.grads] == list(kept.grads)
+    assert replace(spilled, grads=()) == replace(kept, grads=())
+    assert heard.grads == list(spilled.grads)

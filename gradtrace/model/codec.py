@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
 from typing import Any
 
@@ -430,7 +430,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
     }
 
 
-def leaf_steps_json(grads: tuple[tuple[LeafStep | None, ...], ...]) -> list[Any]:
+def leaf_steps_json(grads: Iterable[tuple[LeafStep | None, ...]]) -> list[Any]:
     """Rows of leaves' .grad in brief as JSON data: each [norm, max_abs, finite, kept] or null."""
     return [[None if g is None else [json_float(g.norm), json_float(g.max_abs), g.finite, g.kept]
              for g in row] for row in grads]

@@ -5,7 +5,7 @@ Built once by the extractor; every renderer, the JSON form and `diff` read only 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
@@ -221,7 +221,8 @@ class Steps:
     modules: tuple[str | None, ...]  # the nn.Module path each leaf belongs to, else None
     loss: tuple[float | None, ...]  # the pass's root when it is one number
     optimizer_steps: tuple[int, ...]  # torch.optim steps since the previous pass
-    grads: tuple[tuple[LeafStep | None, ...], ...]  # [pass][leaf]
+    # [pass][leaf]: a tuple, or a long watched run's rows in a temporary file (SpilledRows)
+    grads: Sequence[tuple[LeafStep | None, ...]]
     optimizer_steps_after: int = 0  # torch.optim steps after the last pass
     # [pass]: the GradScaler scale its .grads were divided by here (None: not scaled); empty
     # when no pass was: the norms are of the gradients the optimizer is meant to see

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
@@ -57,7 +57,7 @@ class LogSteps:
     first: int
     loss: tuple[float | None, ...]
     optimizer_steps: tuple[int, ...]
-    grads: tuple[tuple[LeafStep | None, ...], ...]
+    grads: Sequence[tuple[LeafStep | None, ...]]
     loss_scale: tuple[float | None, ...] = ()  # empty: no row's gradients were scaled
     loss_divisor: tuple[float | None, ...] = ()  # empty: no row's loss was divided
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..model.records import LeafStep, Steps
 
@@ -65,13 +65,103 @@ def grad_series(steps: Steps, by_module: bool = False) -> list[Series]:
     if not by_module:
         return [Series(name, (name,), values)
                 for name, values in zip(steps.leaves, per_leaf, strict=True)]
-    groups: dict[str, list[int]] = {}
-    for i, (leaf, module) in enumerate(zip(steps.leaves, steps.modules, strict=True)):
-        groups.setdefault(module if module is not None else leaf, []).append(i)
     return [Series(name, tuple(steps.leaves[i] for i in members),
                    tuple(module_norm([per_leaf[i][p] for i in members])
                          for p in range(len(steps.grads))))
-            for name, members in groups.items()]
+            for name, members in _groups(steps).items()]
+
+
+def _groups(steps: Steps) -> dict[str, list[int]]:
+    """Each module's leaves (a leaf outside any module: its own), in the order first seen."""
+    groups: dict[str, list[int]] = {}
+    for i, (leaf, module) in enumerate(zip(steps.leaves, steps.modules, strict=True)):
+        groups.setdefault(module if module is not None else leaf, []).append(i)
+    return groups
+
+
+class Brief(NamedTuple):
+    """A series as a picture of a long run needs it, not its values: its marks (width
+    buckets, as bucketed makes them), its first and last value, its finite extremes, whether
+    it is drawn on a log scale, and the pass (1-based) it was first NaN or inf."""
+
+    name: str
+    leaves: tuple[str, ...]
+    marks: list[Value]
+    first: Value
+    last: Value
+    low: Value
+    high: Value
+    log: bool
+    first_bad: int | None
+
+
+class _Briefing:
+    """A Brief made a value at a time."""
+
+    def __init__(self, bounds: list[tuple[int, int]], pick: Callable[[list[float]], float]
+                 ) -> None:
+        self.ends, self.pick = [end for _, end in bounds], pick
+        self.marks: list[Value] = []
+        self.part: list[float] = []
+        self.first: Value = None
+        self.last: Value = None
+        self.low: Value = None
+        self.high: Value = None
+        self.positive = self.negative = False
+        self.first_bad: int | None = None
+
+    def add(self, p: int, x: Value) -> None:
+        """The value of pass p (0-based), the passes before it given."""
+        if p == self.ends[len(self.marks)]:
+            self._close()
+        if x is None:
+            return
+        self.part.append(x)
+        self.first = x if self.first is None else self.first
+        self.last = x
+        if not math.isfinite(x):
+            self.first_bad = p + 1 if self.first_bad is None else self.first_bad
+            return
+        self.low = x if self.low is None else min(self.low, x)
+        self.high = x if self.high is None else max(self.high, x)
+        self.positive, self.negative = self.positive or x > 0, self.negative or x < 0
+
+    def brief(self, name: str, leaves: tuple[str, ...]) -> Brief:
+        while len(self.marks) < len(self.ends):
+            self._close()
+        return Brief(name, leaves, self.marks, self.first, self.last, self.low, self.high,
+                     self.positive and not self.negative, self.first_bad)
+
+    def _close(self) -> None:
+        self.marks.append(_mark(self.part, self.pick))
+        self.part = []
+
+
+def grad_briefs(steps: Steps, by_module: bool, width: int) -> list[Brief]:
+    """grad_series(steps, by_module) in brief (marks: max of each bucket), made a row at a
+    time: a long run's rows, read back from a file, are never all held at once."""
+    groups = _groups(steps) if by_module else {
+        leaf: [i] for i, leaf in enumerate(steps.leaves)}
+    bounds = bucket_bounds(len(steps.grads), width)
+    making = [_Briefing(bounds, max) for _ in groups]
+    members = list(groups.values())
+    for p, row in enumerate(steps.grads):
+        norms = [_norm(g) for g in row]
+        for briefing, leaves in zip(making, members, strict=True):
+            values = [norms[i] if i < len(norms) else None for i in leaves]
+            briefing.add(p, module_norm(values) if by_module else values[0])
+    return [briefing.brief(name, tuple(steps.leaves[i] for i in leaves))
+            for briefing, (name, leaves) in zip(making, groups.items(), strict=True)]
+
+
+def loss_brief(steps: Steps, width: int) -> Brief | None:
+    """loss_series(steps) in brief (marks: the mean of each bucket); None without a loss."""
+    if all(x is None for x in steps.loss):
+        return None
+    briefing = _Briefing(bucket_bounds(len(steps.loss), width), mean)
+    for p, x in enumerate(steps.loss):
+        briefing.add(p, x)
+    return briefing.brief("loss", ())
 
 
 def loss_series(steps: Steps) -> Series | None:
@@ -88,13 +178,17 @@ def log_scale(values: Sequence[Value]) -> bool:
     return all(x >= 0 for x in numbers) and any(x > 0 for x in numbers)
 
 
-def chosen(rows: list[Series], limit: int | None) -> list[Series]:
+Row = TypeVar("Row", Series, Brief)
+
+
+def chosen(rows: list[Row], limit: int | None) -> list[Row]:
     """rows, or limit - 1 of them and room for the "… more" line: those with a NaN or inf
     chosen first (none hides behind "… more"), the rest in order, all in their order."""
     if limit is None or len(rows) <= limit:
         return rows
     room = max(limit - 1, 1)
-    bad = [i for i, s in enumerate(rows) if any(non_finite(x) for x in s.values)][:room]
+    bad = [i for i, s in enumerate(rows) if (s.first_bad is not None if isinstance(s, Brief)
+                                              else any(non_finite(x) for x in s.values))][:room]
     good = [i for i in range(len(rows)) if i not in set(bad)][:room - len(bad)]
     return [rows[i] for i in sorted(bad + good)]
 
@@ -116,12 +210,14 @@ def bucketed(values: Sequence[Value], width: int,
              pick: Callable[[list[float]], float] = max) -> list[Value]:
     """values in at most width buckets: a bucket is non-finite (NaN or inf) when one of its
     passes was, else pick of its values (max: a spike is never averaged away), else None."""
-    out: list[Value] = []
-    for start, end in bucket_bounds(len(values), width):
-        part = [x for x in values[start:end] if x is not None]
-        bad = [x for x in part if not math.isfinite(x)]
-        out.append(bad[0] if bad else pick(part) if part else None)
-    return out
+    return [_mark([x for x in values[start:end] if x is not None], pick)
+            for start, end in bucket_bounds(len(values), width)]
+
+
+def _mark(part: list[float], pick: Callable[[list[float]], float]) -> Value:
+    """A bucket's mark: its first non-finite value, else pick of its values, else None."""
+    bad = [x for x in part if not math.isfinite(x)]
+    return bad[0] if bad else pick(part) if part else None
 
 
 def mean(values: list[float]) -> float:

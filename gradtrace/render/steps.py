@@ -17,17 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.records import Trace
-from .series import (
-    Series,
-    Value,
-    bucketed,
-    chosen,
-    first_non_finite,
-    grad_series,
-    log_scale,
-    loss_series,
-    mean,
-)
+from .series import Brief, Value, chosen, grad_briefs, loss_brief
 from .table import compact
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -71,19 +61,10 @@ def _value(x: Value) -> Text:
     return Text(compact(x))
 
 
-def _extremes(values: Sequence[Value]) -> tuple[Value, Value]:
-    finite = [x for x in values if x is not None and math.isfinite(x)]
-    return (min(finite), max(finite)) if finite else (None, None)
-
-
-def _row(table: Table, series: Series, width: int, pick_mean: bool = False,
-         style: str = "cyan") -> None:
-    present = [x for x in series.values if x is not None]
-    low, high = _extremes(series.values)
-    marks = bucketed(series.values, width, mean if pick_mean else max)
-    table.add_row(Text(series.name, style=style), sparkline(marks, log_scale(series.values)),
-                  _value(present[0] if present else None),
-                  _value(present[-1] if present else None), _value(low), _value(high))
+def _row(table: Table, series: Brief, style: str = "cyan") -> None:
+    table.add_row(Text(series.name, style=style), sparkline(series.marks, series.log),
+                  _value(series.first), _value(series.last), _value(series.low),
+                  _value(series.high))
 
 
 def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROWS,
@@ -96,8 +77,8 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
     if steps is None or len(steps.grads) < max(min_passes, 1):
         return None
     passes = len(steps.grads)
-    rows = grad_series(steps, by_module)
-    bad = [(s, first) for s in rows if (first := first_non_finite(s)) is not None]
+    rows = grad_briefs(steps, by_module, width)
+    bad = [(s, s.first_bad) for s in rows if s.first_bad is not None]
     shown = chosen(rows, None if max_rows is None else max(max_rows - bool(bad), 2))
     title = Text("\nsteps", style="bold", no_wrap=True, overflow="ellipsis")
     optimizer = steps.optimizer_steps_taken
@@ -121,11 +102,11 @@ def steps_view(trace: Trace, by_module: bool = False, max_rows: int | None = ROW
     table.add_column(f"passes 1…{passes:,}, log scale", no_wrap=True, min_width=min(width, passes))
     for heading in ("first", "last", "min", "max"):
         table.add_column(heading, justify="right", no_wrap=True)
-    loss = loss_series(steps)
+    loss = loss_brief(steps, width)
     if loss is not None:
-        _row(table, loss, width, pick_mean=True, style="bold")
+        _row(table, loss, style="bold")
     for s in shown:
-        _row(table, s, width)
+        _row(table, s)
     parts: list[RenderableType] = [title, table]
     if len(shown) < len(rows):
         kind = "modules" if by_module else "parameters"

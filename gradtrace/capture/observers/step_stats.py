@@ -29,6 +29,18 @@ Fingerprint = list[Any]
 Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
 
 
+def scaled(output: Any, loss: Any, scale: Any) -> Scaled | None:
+    """What GradScaler.scale(loss) returning output (loss × scale) is remembered as: None when
+    it is not a scaled copy of a tensor."""
+    if not isinstance(output, torch.Tensor) or not isinstance(loss, torch.Tensor) \
+            or output is loss:
+        return None
+    # a copy: GradScaler.update() changes its scale in place
+    factor = scale.detach().reshape(-1)[:1].to(torch.float64, copy=True) \
+        if isinstance(scale, torch.Tensor) else None
+    return weakref.ref(output), loss.detach(), factor
+
+
 def loss_of(roots: Sequence[Any], scaled: Scaled | None
             ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The pass's one root, when it is one real number, as a 0-d tensor (not a copy: the

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -20,6 +20,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from ...compat.torch import never_compiled, tensor_version
 from ...extract.tensors import Named
 from ...model.records import LeafStep, Steps
+from ...model.spilled import SpilledRows
 from . import step_stats
 from .base import Observer, Part, PassState, Recording
 from .readback import Readback
@@ -53,16 +54,17 @@ class StepLog(Observer):
         self._owners: list[str | None] = []  # a parameter's module, as its name says
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
-        # LeafStep, None (no .grad, or none readable), PENDING or SAME until steps()
+        # LeafStep, None (no .grad, or none readable), PENDING or SAME until steps(); with a
+        # listener, the rows from row _base on: those before went to _spilled once read
         self.rows: list[list[Any]] = []
+        self._base, self._spilled = 0, cast(SpilledRows | None, None)
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
         self.not_finite_read = 0  # rows read so far that hold a .grad not finite
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
-        # the latest GradScaler.scale(loss) output, the loss it was given and the scale it
-        # was multiplied by: a pass from that output has that loss and gradients that many
-        # times the optimizer's
+        # GradScaler.scale(loss)'s latest output, its loss and scale: a pass from it has that
+        # loss, and gradients that many times the optimizer's
         self._scaled: Scaled | None = None
         self.loss_scale: list[float | None] = []  # a pass's scale, once read
         self.loss_divisor: list[float | None] = []  # k of a pass from `loss / k`
@@ -73,7 +75,7 @@ class StepLog(Observer):
             ([], [], {})
         self._carried: dict[int, bool] = {}
         self._slots = 0
-        self._unread: list[int] = []  # per row, its vectors not read yet
+        self._unread: list[int] = []  # per row of self.rows, its vectors not read yet
         self._settled = 0  # the rows told as read (RunListener.read)
         self._settled_last: tuple[LeafStep | None, ...] = ()  # the last of them
 
@@ -86,7 +88,7 @@ class StepLog(Observer):
             if isinstance(one, torch.Tensor) else None
 
     def finish(self, p: PassState) -> None:
-        p.record.row = len(self.rows)
+        p.record.row = self._base + len(self.rows)
         leaves, untouched, carried = self._pass
         if p.swapped:
             leaves = [(name, p.swapped.get(name, t)) for name, t in leaves]
@@ -118,12 +120,7 @@ class StepLog(Observer):
     def note_scaled(self, output: Any, loss: Any, scale: Any) -> None:
         """GradScaler.scale(loss) returned output, loss × scale: a pass from it has loss, and
         gradients scale times those the optimizer will step with."""
-        if isinstance(output, torch.Tensor) and isinstance(loss, torch.Tensor) \
-                and output is not loss:
-            # a copy: GradScaler.update() changes its scale in place
-            factor = scale.detach().reshape(-1)[:1].to(torch.float64, copy=True) \
-                if isinstance(scale, torch.Tensor) else None
-            self._scaled = (weakref.ref(output), loss.detach(), factor)
+        self._scaled = step_stats.scaled(output, loss, scale) or self._scaled
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
         """The named leaves that require grad, each given its column."""
@@ -201,15 +198,15 @@ class StepLog(Observer):
         divided = self._divided if loss is not None and scale is None else None
         self.loss_divisor.append(None if divided is None else divided[1])
         loss = loss if divided is None else divided[0].reshape(())
+        at = len(self.loss) - 1  # the row's, of all rows
         if scale is not None:  # the row's norms are divided by it
-            self._later(scale, partial(step_stats.fill_scale, self.loss_scale,
-                                       len(self.rows) - 1))
+            self._later(scale, partial(step_stats.fill_scale, self.loss_scale, at))
         for values, indices, with_loss in step_stats.briefs_now([g for _, g, _ in read], loss):
             chosen = [(read[i][0], read[i][2]) for i in indices]
             for column, _ in chosen:
                 row[column] = PENDING
             self._later(values, partial(self._fill_row, row, chosen, self.loss
-                                        if with_loss else None, len(self.rows) - 1))
+                                        if with_loss else None, at))
         self.optimizer_steps.append(self._stepped - self._stepped_at_last_pass)
         self._stepped_at_last_pass = self._stepped
 
@@ -219,12 +216,12 @@ class StepLog(Observer):
         if self.recorder.options.listener is None:
             self.readback.later(values, reader)
             return
-        at = len(self.rows) - 1
-        self._unread[at] += 1
+        at = self._base + len(self.rows) - 1  # rows before it may go meanwhile
+        self._unread[-1] += 1
 
         def read(numbers: list[float]) -> None:
             reader(numbers)
-            self._unread[at] -= 1
+            self._unread[at - self._base] -= 1
 
         self.readback.later(values, read)
 
@@ -250,48 +247,54 @@ class StepLog(Observer):
         """The leaves whose values are not what they were when a pass first named them
         (same tensor, a new version or sum): trained, or updated without autograd."""
         self.readback.read()
-        changed = set()
-        for name, t in named:
-            first = self._first.get(name)
-            if first is not None and first[0]() is t \
-                    and step_stats.fingerprint(t) != tuple(first[1:]):
-                changed.add(name)
-        return frozenset(changed)
+        return frozenset(name for name, t in named if (first := self._first.get(name))
+                         is not None and first[0]() is t
+                         and step_stats.fingerprint(t) != tuple(first[1:]))
 
     def steps(self, modules: dict[int, str]) -> Steps | None:
         """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
-        if not self.rows:
+        if not self.loss:
             return None
         self.readback.read()
-        grads = resolved_rows(self.rows, self.loss_scale, (), len(self.columns))
-        return Steps(
-            leaves=tuple(self.columns), modules=tuple(  # a module that died: its name's
-                modules.get(i, o if self._first[n][0]() is None else None)
-                for n, i, o in zip(self.columns, self.leaf_ids, self._owners, strict=True)),
-            loss=tuple(self.loss), optimizer_steps=tuple(self.optimizer_steps),
-            grads=tuple(grads), optimizer_steps_after=self._stepped - self._stepped_at_last_pass,
-            loss_scale=tuple(self.loss_scale) if any(self.loss_scale) else (),
-            loss_divisor=tuple(self.loss_divisor) if any(self.loss_divisor) else ())
+        if self._spilled is not None:  # a listener was told them: each row went to the file
+            self.read_since()
+        return self._part(slice(None), self._spilled if self._spilled is not None else tuple(
+            resolved_rows(self.rows, self.loss_scale, (), len(self.columns))), tuple(
+            modules.get(i, o if self._first[n][0]() is None else None)  # a dead module: its
+            for n, i, o in zip(self.columns, self.leaf_ids, self._owners, strict=True)))
 
     def read_since(self) -> tuple[int, Steps] | None:
         """The rows whose numbers were read since the last call, as Steps (their modules
-        as their names say), and the 0-based row of the first; None: none."""
+        as their names say), and the 0-based row of the first; None: none. They go to a
+        temporary file, and memory keeps the last of them: a run's length costs no memory."""
         end = self._settled
-        while end < len(self.rows) and not self._unread[end]:
+        while end - self._base < len(self.rows) and not self._unread[end - self._base]:
             end += 1
         if end == self._settled:
             return None
         first, self._settled = self._settled, end
-        part = slice(first, end)
-        grads = resolved_rows(self.rows[part], self.loss_scale[part], self._settled_last,
-                              len(self.columns))
+        grads = resolved_rows(self.rows[first - self._base:end - self._base],
+                              self.loss_scale[first:end], self._settled_last, len(self.columns))
         self._settled_last = grads[-1]
-        return first, Steps(tuple(self.columns), tuple(self._owners), tuple(self.loss[part]),
-                            tuple(self.optimizer_steps[part]), tuple(grads),
-                            self._stepped - self._stepped_at_last_pass,
-                            loss_scale=tuple(self.loss_scale[part]),
-                            loss_divisor=tuple(self.loss_divisor[part]))
+        self._spilled = self._spilled if self._spilled is not None else SpilledRows()
+        self._spilled.extend(grads)
+        if end - 1 > self._base:  # the last read row stays, as read: a SAME after it is it
+            del self.rows[:end - 1 - self._base], self._unread[:end - 1 - self._base]
+            self._base, self.rows[0] = end - 1, list(self._settled_last)
+        return first, self._part(slice(first, end), tuple(grads), tuple(self._owners))
+
+    def _part(self, part: slice, grads: Sequence[tuple[LeafStep | None, ...]],
+              modules: tuple[str | None, ...]) -> Steps:
+        """The Steps of the rows in part, as read (grads)."""
+        scales, divisors = self.loss_scale[part], self.loss_divisor[part]
+        return Steps(tuple(self.columns), modules, tuple(self.loss[part]),
+                     tuple(self.optimizer_steps[part]), grads,
+                     self._stepped - self._stepped_at_last_pass,
+                     loss_scale=tuple(scales) if any(scales) else (),
+                     loss_divisor=tuple(divisors) if any(divisors) else ())
 
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
-        return row_finite(self.rows, row)
+        if self._spilled is not None and row < self._base:
+            return all(g is None or g.finite for g in self._spilled[row])
+        return row_finite(self.rows, row - self._base)
