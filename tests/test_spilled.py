@@ -24,7 +24,7 @@ def rows_of(seed: int, count: int) -> list[tuple[LeafStep | None, ...]]:
 
 def test_rows_read_back_exactly_by_index_slice_and_iteration(monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
-    monkeypatch.setattr(spilled, "BLOCK", 7)  # several blocks
+    monkeypatch.setattr(spilled, "BLOCK", 100)  # several blocks, a row each or a few
     rows = rows_of(0, 100)
     store = SpilledRows()
     store.extend(rows[:40])

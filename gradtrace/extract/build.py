@@ -87,7 +87,10 @@ def build_trace(c: Captured) -> Trace:
             placed, roots = _placed(p, shown, node_ids, twin_walks, fragments)
             if p.carriers:
                 carried[number] = _carriers(p, placed)
-            trace_passes.append(_pass_record(p, placed, roots, graph))
+            made = _pass_record(p, placed, roots, graph)
+            # a loop's light steps are alike: one frozen record for each run of them
+            trace_passes.append(trace_passes[-1] if trace_passes and made.light
+                                and trace_passes[-1] == made else made)
         for twin_walk in twin_walks.values():
             release(twin_walk)
         edges = _edges(raw_edges, node_ids.ids)

@@ -3,7 +3,7 @@ observers' parts), torch objects still, as build_trace takes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
@@ -40,7 +40,9 @@ class FlowRecord(NamedTuple):
     unhooked: list[RawStats | None] | None = None
 
 
-@dataclass
+# A long loop makes one RawPass per pass: slots, and its parts shared empties until the pass
+# has some (each is set whole, never added to), keep a light step's at a few hundred bytes.
+@dataclass(slots=True)
 class RawPass:
     """A backward/grad call as it ran: torch node objects, not yet ids."""
 
@@ -54,9 +56,9 @@ class RawPass:
     code: str | None = None
     error: str | None = None
     error_kind: str | None = None  # what torch_compat.error_kind made of the error
-    grad_changes: list[GradChange] = field(default_factory=list)
+    grad_changes: Sequence[GradChange] = ()
     flow: dict[int, FlowRecord] = field(default_factory=dict)  # by id(node)
-    flow_failures: list[str] = field(default_factory=list)  # nodes whose flow is not recorded
+    flow_failures: Sequence[str] = ()  # nodes whose flow is not recorded
     batched: bool = False  # inside a torch.func transform: its gradients are not summarised
     compiled: bool = False  # under compiled autograd: no hook of gradtrace's in its graph
     signature: int = 0  # its graph's structure: passes over graphs alike have equal ones
@@ -64,11 +66,11 @@ class RawPass:
     thinned: bool = False  # its detail was let go of (a repeat of a later pass's graph)
     keep: bool = False  # its detail is kept whatever passes follow (first, failed, asked for)
     # .grad changes summarised as the pass ended, not read yet: (name, before, after)
-    pending_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    pending_changes: Sequence[tuple[str, Any, Any]] = ()
     row: int | None = None  # its row of the steps' statistics (None: none was made)
     # id() of the nodes whose values saved for backward were not finite, read as it began
     # (only when its root was not finite): what their gradients carry came from the forward
-    carriers: set[int] = field(default_factory=set)
+    carriers: Set[int] = frozenset()
     # its graph as plain data, made as the code let go of it (its nodes were let go of then)
     frozen: FrozenGraph | None = None
 

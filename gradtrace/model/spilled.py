@@ -12,7 +12,7 @@ from typing import Any, overload
 from .records import LeafStep
 
 Row = tuple[LeafStep | None, ...]
-BLOCK = 4096  # rows read back at a time when iterated
+BLOCK = 1 << 18  # bytes read back at a time (at least a row) when iterated
 # a cell's flags byte: no .grad, a .grad, finite, kept (as the row was read)
 _NONE, _PRESENT, _FINITE, _KEPT = 0, 1, 2, 4
 
@@ -76,21 +76,25 @@ class SpilledRows(Sequence[Row]):
         return tuple, (tuple(self),)  # a copy elsewhere holds its rows, not the file
 
     def _rows(self, start: int, stop: int, step: int) -> Iterator[Row]:
-        """The rows start, start + step, … before stop, read a block at a time."""
+        """The rows start, start + step, … before stop, read about BLOCK bytes at a time."""
         chosen = range(start, stop, step)
-        for first in range(0, len(chosen), BLOCK):
-            block = chosen[first:first + BLOCK]
-            if not block:
-                return
-            low, high = block[0], block[-1]
-            if step < 0:
-                low, high = high, low
+        first = 0
+        while first < len(chosen):
+            low = high = chosen[first]
+            last = first
+            while last + 1 < len(chosen) and abs(self._at(chosen[last + 1]) - self._at(low)) \
+                    < BLOCK:
+                last += 1
+                low, high = min(low, chosen[last]), max(high, chosen[last])
             self._file.seek(self._starts[low])
-            end = self._starts[high + 1] if high + 1 < len(self) else self._end
-            data = self._file.read(end - self._starts[low])
-            base = self._starts[low]
-            for i in block:
-                yield self._decoded(data, self._starts[i] - base, self._widths[i])
+            data = self._file.read(self._at(high + 1) - self._starts[low])
+            for i in chosen[first:last + 1]:
+                yield self._decoded(data, self._starts[i] - self._starts[low], self._widths[i])
+            first = last + 1
+
+    def _at(self, row: int) -> int:
+        """Where row starts in the file (the file's end for the row after the last)."""
+        return self._starts[row] if row < len(self._starts) else self._end
 
     @staticmethod
     def _decoded(data: bytes, at: int, width: int) -> Row:

@@ -4,6 +4,7 @@ read when the pass's detail is shown."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -59,7 +60,7 @@ def changed_grads(before: list[GradBefore], swapped: dict[str, Any]) -> list[Pen
     return [(b.name, b.summary, None if new is None else next(after)) for b, new in changed]
 
 
-def read_changes(changes: list[PendingChange]) -> list[GradChange]:
+def read_changes(changes: Sequence[PendingChange]) -> list[GradChange]:
     """The .grad changes, from what to what, read in one go."""
     pending = [s for _, before, after in changes for s in (before, after) if s is not None]
     read = iter(read_summaries(pending))
