@@ -324,3 +324,26 @@ def test_hugging_face_callback_ends_a_train_that_raised_as_the_next_begins(
     assert steps == 6 and written.outcome == "finished"
     assert written.steps is not None and len(written.steps.loss) == 6  # its own steps alone
     assert RECORDING == []
+
+
+@FRAMEWORK
+def test_hugging_face_callback_ends_the_log_of_a_script_that_raised_in_train(
+        tmp_path: Path) -> None:
+    """transformers calls no callback when train() raises: the log ends as the script does,
+    'failed', with the steps it ran."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_watch_integrations import hf_train\n"
+        "from gradtrace.integrations.huggingface import GradtraceCallback\n"
+        f"hf_train(GradtraceCallback(log={str(tmp_path / 'run.jsonl')!r}), fails_at=3)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1 and "ValueError: a bad batch" in done.stderr, done.stderr
+    written = read_log((tmp_path / "run.jsonl").read_bytes())
+    assert written.ended and written.outcome == "failed"
+    assert written.steps is not None and len(written.steps.loss) == 2

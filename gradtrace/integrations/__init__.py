@@ -3,6 +3,8 @@ Trainer) and `huggingface` (transformers' Trainer). Each module imports its fram
 
 from __future__ import annotations
 
+import atexit
+import sys
 from types import FrameType
 
 from ..api import Watching
@@ -21,7 +23,7 @@ def calling_frame(frameworks: frozenset[str]) -> FrameType | None:
 
 class TrainingWatch:
     """One training at a time, watched: started at its beginning, stopped once, at its end
-    or at an error (whichever a framework tells first)."""
+    or at an error (whichever a framework tells first), else as the process exits."""
 
     def __init__(self, watching: Watching, frameworks: frozenset[str]) -> None:
         self.watching, self.frameworks = watching, frameworks
@@ -31,9 +33,17 @@ class TrainingWatch:
         """Record the training from now on, named from the code that called the trainer."""
         self.watching.start(calling_frame(self.frameworks), rank)
         self._running = True
+        atexit.register(self._exits)
 
     def end(self, error: BaseException | None) -> None:
         """Stop recording, once (an error after the training's end: already stopped)."""
         if self._running:
             self._running = False
+            atexit.unregister(self._exits)
             self.watching.stop(error)
+
+    def _exits(self) -> None:
+        # a framework that tells no callback of an error (transformers' train() raising):
+        # the log ends as the script does, with the error that ended it
+        self.end(getattr(sys, "last_value", None)
+                 or RuntimeError("the process exited while the training ran"))
