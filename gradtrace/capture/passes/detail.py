@@ -14,6 +14,11 @@ from ..options import CaptureOptions
 # The passes in detail: the first ones, then one in every DETAILED_EVERY.
 DETAILED_FIRST = 32
 DETAILED_EVERY = 100
+# A watched run (a RunListener told as it goes: `watch`, gradtrace.watch()) is a long one: its
+# detail goes to its first pass and the first over a .grad a step left, every DETAILED_EVERY-th
+# and those after a .grad read not finite, not to its first 32 (each costs a GPT-style step
+# ~20% more than a light one).
+WATCHED_FIRST = 2
 # Once a light step's .grad is read not finite, the next passes are in detail, so that one
 # whose gradients are not finite most likely keeps its flow (told where NaN or inf arose);
 # again for a later batch's, CHASES times in all.
@@ -66,7 +71,8 @@ class DetailPlan:
     def detailed(self, number: int, hooked: bool) -> bool:
         """Whether the pass numbered so is planned to be recorded in detail (hooked: the code
         has tensor or module hooks, which every pass records)."""
-        return number <= DETAILED_FIRST or number % DETAILED_EVERY == 0 \
+        first = DETAILED_FIRST if self.options.listener is None else WATCHED_FIRST
+        return number <= first or number % DETAILED_EVERY == 0 \
             or self.asked_for(number) or hooked or number <= (self._chase_until or 0)
 
     def began(self, record: RawPass) -> None:
