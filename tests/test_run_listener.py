@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
 from helpers import SCENARIOS, write_script
 
 from gradtrace.capture.options import CaptureOptions
@@ -83,7 +86,88 @@ def test_a_listener_s_run_keeps_its_rows_in_a_file_the_same_as_a_run_without_one
     assert spilled is not None and kept is not None
     assert isinstance(spilled.grads, SpilledRows) and isinstance(kept.grads, tuple)
     assert len(spilled.grads) == len(kept.grads) == 343 and kept.loss_scale
-    width = len(kept.leaves)
-    assert [row + (None,) * (width - len(row)) for row in spilled.grads] == list(kept.grads)
+    assert list(spilled.grads) == list(kept.grads)  # a row read before a leaf: None in it
     assert replace(spilled, grads=()) == replace(kept, grads=())
     assert heard.grads == list(spilled.grads)
+
+
+# A .grad of a subclass whose own tolist() refuses, from pass 51: it is joined into a batch with
+# the loss and the other passes' numbers, which are read all the same.
+REFUSING_GRAD = """
+import torch
+
+
+class Refuses(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.tolist:
+            raise RuntimeError("this tensor's numbers are not for reading")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3)
+for step in range(200):
+    loss = (w * x).sum() ** 2
+    loss.backward()  # no zero_grad: pass p's .grad is p times the first's
+    if step == 50:
+        w.grad = w.grad.as_subclass(Refuses)
+"""
+
+
+def test_a_grad_whose_numbers_refuse_to_be_listed_leaves_every_row_read(tmp_path: Path
+                                                                        ) -> None:
+    script = write_script(tmp_path, REFUSING_GRAD)
+    torch.manual_seed(0)
+    w, x = torch.randn(3), torch.randn(3)
+    first = float((2 * (w * x).sum() * x).norm())
+    for options in (CaptureOptions(listener=Listening()), CaptureOptions()):
+        steps = run_scenario(script, options).steps
+        assert steps is not None and len(steps.grads) == 200
+        norms = [row[0].norm for row in steps.grads if row[0] is not None]
+        assert norms == pytest.approx([first * (p + 1) for p in range(200)], rel=1e-5)
+
+
+def test_numbers_never_handed_out_end_their_rows_with_none_the_trace_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vector Readback never hands out (a meta tensor's) leaves its row unread for good:
+    once nothing is pending, the rows go on past it, and the trace keeps a row per pass."""
+    from gradtrace.capture.observers import readback
+    from gradtrace.model.codec import trace_to_dict
+    from gradtrace.model.validate import validate_trace
+
+    given = readback.Readback.later
+    count = iter(range(10**6))
+
+    def drops_one(self: Any, values: Any, reader: Any) -> None:
+        if next(count) != 100:  # one of pass ~50's
+            given(self, values, reader)
+
+    monkeypatch.setattr(readback.Readback, "later", drops_one)
+    script = write_script(tmp_path, ROWS_OF_EVERY_KIND)
+    heard = Listening()
+    trace = run_scenario(script, CaptureOptions(listener=heard))
+    assert trace.steps is not None and len(trace.steps.grads) == len(trace.passes) == 343
+    assert len(heard.grads) == 343
+    validate_trace(json.loads(json.dumps(trace_to_dict(trace))))
+
+
+def test_a_watched_run_plans_its_first_two_passes_in_detail_not_thirty_two() -> None:
+    """A watched run is a long one: its detail goes to its first two passes, every 100th and
+    those after a .grad read not finite; show's to its first 32 as well."""
+    from gradtrace.capture.observers.readback import Readback
+    from gradtrace.capture.passes.detail import DetailPlan
+
+    class NoSteps:
+        readback, not_finite_read = Readback(), 0
+
+        def finite(self, row: int) -> bool | None:
+            return True
+
+    def planned(options: CaptureOptions) -> list[int]:
+        plan = DetailPlan(options, NoSteps(), lambda p: None)
+        return [n for n in range(1, 251) if plan.detailed(n, hooked=False)]
+
+    assert planned(CaptureOptions(listener=Listening())) == [1, 2, 100, 200]
+    assert planned(CaptureOptions()) == [*range(1, 33), 100, 200]

@@ -27,6 +27,7 @@ class SpilledRows(Sequence[Row]):
         self._starts = array("q")  # each row's offset in the file
         self._widths = array("l")  # each row's cells
         self._end = 0
+        self.width = 0  # rows read back as wide as this at least (None after their cells)
 
     def append(self, row: Row) -> None:
         """One more row, written at the file's end."""
@@ -89,7 +90,8 @@ class SpilledRows(Sequence[Row]):
             self._file.seek(self._starts[low])
             data = self._file.read(self._at(high + 1) - self._starts[low])
             for i in chosen[first:last + 1]:
-                yield self._decoded(data, self._starts[i] - self._starts[low], self._widths[i])
+                row = self._decoded(data, self._starts[i] - self._starts[low], self._widths[i])
+                yield row + (None,) * (self.width - len(row)) if len(row) < self.width else row
             first = last + 1
 
     def _at(self, row: int) -> int:

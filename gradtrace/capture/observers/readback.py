@@ -43,6 +43,12 @@ class Readback:
         if len(self._waiting) >= self.every:
             self._start()
 
+    @property
+    def pending(self) -> bool:
+        """Whether some vector given is still to be handed out (none: every reader that will
+        ever be called was)."""
+        return bool(self._waiting or self._copying)
+
     def read(self) -> None:
         """Hand every vector given so far to its reader."""
         self._start()
@@ -96,7 +102,7 @@ class Readback:
 def _hand_out(values: torch.Tensor, sizes: list[int], readers: list[Reader]) -> None:
     """Read values, and hand each reader its part (sizes: the parts' lengths, in order)."""
     try:
-        read, at = values.tolist(), 0
+        read, at = _listed(values), 0
     # Any tensor may be a .grad or a leaf (a subclass whose methods raise): its numbers stay
     # unread (no statistics), the others' are read alone.
     except Exception:  # noqa: BLE001
@@ -107,3 +113,14 @@ def _hand_out(values: torch.Tensor, sizes: list[int], readers: list[Reader]) -> 
     for size, reader in zip(sizes, readers, strict=True):
         reader(read[at:at + size])
         at += size
+
+
+def _listed(values: torch.Tensor) -> list[float]:
+    """values as a list: a subclass's (a batch joined with a .grad of one) read as a plain
+    tensor when its own tolist refuses, so one such .grad leaves its batch's others read."""
+    try:
+        return values.tolist()  # type: ignore[no-any-return]
+    except Exception:
+        if type(values) is torch.Tensor:
+            raise
+        return values.as_subclass(torch.Tensor).tolist()  # type: ignore[no-any-return]

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -57,7 +57,8 @@ class StepLog(Observer):
         # LeafStep, None (no .grad, or none readable), PENDING or SAME until steps(); with a
         # listener, the rows from row _base on: those before went to _spilled once read
         self.rows: list[list[Any]] = []
-        self._base, self._spilled = 0, cast(SpilledRows | None, None)
+        self._base = 0
+        self._spilled: SpilledRows | None = None
         self._stepped = 0  # optimizer steps taken so far
         self._stepped_at_last_pass = 0
         self.not_finite_read = 0  # rows read so far that hold a .grad not finite
@@ -145,10 +146,9 @@ class StepLog(Observer):
         return leaves
 
     def carried(self, chosen: list[tuple[str, torch.Tensor]]) -> Carried:
-        """The .grads the last pass left and the code changed in place since (clipping,
-        GradScaler.unscale_, zero_()): by name, the tensor, its version and a slot that says,
-        once read, whether it was non-zero as this pass began: a pass adding to it then
-        adds to what the step before used, unless it was zeroed."""
+        """The .grads the last pass left, changed in place since (clipped, unscaled, zeroed):
+        by name, the tensor, its version and the slot that says, once read, whether it was
+        non-zero as this pass began (a pass adding to it adds to what the step before used)."""
         carried: Carried = {}
         for values, indices in step_stats.norms_now([g for _, g in chosen]):
             slots = list(range(self._slots, self._slots + len(indices)))
@@ -258,17 +258,17 @@ class StepLog(Observer):
         self.readback.read()
         if self._spilled is not None:  # a listener was told them: each row went to the file
             self.read_since()
+            self._spilled.width = len(self.columns)  # a row read before a column: None in it
         return self._part(slice(None), self._spilled if self._spilled is not None else tuple(
             resolved_rows(self.rows, self.loss_scale, (), len(self.columns))), tuple(
             modules.get(i, o if self._first[n][0]() is None else None)  # a dead module: its
             for n, i, o in zip(self.columns, self.leaf_ids, self._owners, strict=True)))
 
     def read_since(self) -> tuple[int, Steps] | None:
-        """The rows whose numbers were read since the last call, as Steps (their modules
-        as their names say), and the 0-based row of the first; None: none. They go to a
-        temporary file, and memory keeps the last of them: a run's length costs no memory."""
-        end = self._settled
-        while end - self._base < len(self.rows) and not self._unread[end - self._base]:
+        """The rows read since the last call as Steps (modules as their names say), with the
+        first's 0-based row (None: none); into a temporary file, memory keeping the last."""
+        end, idle = self._settled, not self.readback.pending  # idle: the rest stay unread
+        while end - self._base < len(self.rows) and (idle or not self._unread[end - self._base]):
             end += 1
         if end == self._settled:
             return None
