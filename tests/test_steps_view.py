@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 import pytest
 from rich.console import Console, RenderableType
@@ -11,6 +12,7 @@ from steps_fixtures import loop_trace, mlp_loop, steps_of
 
 from gradtrace.render.report import Budget, module_report, report
 from gradtrace.render.series import (
+    Series,
     bucket_bounds,
     bucketed,
     chosen,
@@ -159,3 +161,48 @@ def test_names_with_brackets_are_text_not_markup() -> None:
 @pytest.mark.parametrize("passes", [3, 41, 1_000])
 def test_the_section_is_deterministic(passes: int) -> None:
     assert printed(steps_view(mlp_loop(passes))) == printed(steps_view(mlp_loop(passes)))
+
+
+def test_a_brief_made_a_row_at_a_time_is_what_the_whole_series_says() -> None:
+    """grad_briefs and loss_brief (the steps section's, reading a long run's rows once)
+    against the plain reading of grad_series, loss_series and bucketed."""
+    import random
+
+    from gradtrace.model.records import LeafStep, Steps
+    from gradtrace.model.spilled import SpilledRows
+    from gradtrace.render.series import grad_briefs, loss_brief, loss_series, mean
+
+    rng = random.Random(4)
+    for _ in range(300):
+        leaves = tuple(f"m{rng.randint(0, 3)}.p{i}" for i in range(rng.randint(1, 6)))
+        n = rng.choice([1, 2, 39, 40, 41, 97, 400])
+        values = rng.choice([[0.0, 1.0, 2.0], [1e-3, 5.0, 1e5, 0.0], [1.0, math.nan, math.inf]])
+        rows = [tuple(None if rng.random() < 0.15 else LeafStep(
+            rng.choice(values) * rng.random(), 1.0, rng.random() > 0.05, False)
+            for _ in range(rng.randint(0, len(leaves)))) for _ in range(n)]
+        spilled = SpilledRows()
+        spilled.extend(rows)
+        steps = Steps(leaves, tuple(rng.choice([None, leaf[:2]]) for leaf in leaves),
+                      tuple(rng.choice([None, rng.uniform(-1, 3), math.nan]) for _ in range(n)),
+                      (1,) * n, rng.choice([tuple(rows), spilled]))
+        width = rng.choice([1, 5, 40])
+        for by_module in (False, True):
+            briefs = grad_briefs(steps, by_module, width)
+            series = grad_series(steps, by_module)
+            assert [(b.name, b.leaves) for b in briefs] == [(s.name, s.leaves) for s in series]
+            for brief, whole in zip(briefs, series, strict=True):
+                assert repr(brief) == repr(plain_brief(whole, width, max))  # NaN as NaN
+        loss = loss_series(steps)
+        assert repr(loss_brief(steps, width)) == repr(
+            None if loss is None else plain_brief(loss, width, mean))
+
+
+def plain_brief(series: Series, width: int, pick: Any) -> Any:
+    from gradtrace.render.series import Brief, first_non_finite
+
+    present = [x for x in series.values if x is not None]
+    finite = [x for x in present if math.isfinite(x)]
+    return Brief(series.name, series.leaves, bucketed(series.values, width, pick),
+                 present[0] if present else None, present[-1] if present else None,
+                 min(finite) if finite else None, max(finite) if finite else None,
+                 log_scale(series.values), first_non_finite(series))

@@ -74,7 +74,6 @@ class LeafHealth:
 
     present: int = 0  # passes with a .grad
     first: At | None = None  # the first of them
-    positive: bool = False  # some pass gave it a usable (finite) non-zero norm
     zero: bool = True  # every .grad it had was finite and exactly zero
     before: bool = False  # the last pass gave it a .grad
     norm: float = 0.0  # its usable norm in the last pass (0.0: none)
@@ -90,11 +89,15 @@ class StepHealth:
     leaves: list[str] = field(default_factory=list)
     groups: dict[str, ModuleHealth] = field(default_factory=dict)  # module (or leaf) -> it
     counted: int = 0
-    _leaf: list[LeafHealth] = field(default_factory=list)
-    _last: tuple[int, int | None] = (0, None)  # the last counted pass: (p, line)
-    _baseline: At | None = None  # the first pass with a non-zero gradient (top: its module)
-    _broken: tuple[At, int] | None = None  # the first .grad not finite, and its leaf
-    _losses: tuple[float | None, float | None, int] = (None, None, 0)  # first, last, count
+    _leaf: list[LeafHealth] = field(default_factory=list, init=False)
+    # (p, line) of the last counted pass
+    _last: tuple[int, int | None] = field(default=(0, None), init=False)
+    # the first pass with a non-zero gradient (top: its module)
+    _baseline: At | None = field(default=None, init=False)
+    # the first .grad not finite, and its leaf
+    _broken: tuple[At, int] | None = field(default=None, init=False)
+    # the loss as first and last known, and how many passes knew it
+    _losses: tuple[float | None, float | None, int] = field(default=(None, None, 0), init=False)
 
     def extend(self, leaves: Sequence[str], modules: Sequence[str | None]) -> None:
         """Leaves first seen (their module each): new columns, None in the passes before."""
@@ -155,7 +158,6 @@ class StepHealth:
                     h.first = At(k, p, line)
                 if g.finite and math.isfinite(g.norm):
                     norm = g.norm
-                    h.positive = h.positive or norm > 0
                 if not (g.norm == 0 and g.finite):
                     h.zero = False
                 if not g.finite and self._broken is None:
@@ -310,8 +312,7 @@ class StepHealth:
     def _dead(self) -> list[Finding]:
         # a .grad in at least MIN_PASSES passes, and exactly zero in each (finite, norm 0):
         # on the graph, yet nothing it does reaches the loss
-        found = [i for i, h in enumerate(self._leaf)
-                 if not h.positive and h.zero and h.present >= MIN_PASSES]
+        found = [i for i, h in enumerate(self._leaf) if h.zero and h.present >= MIN_PASSES]
         hint = ("a ReLU whose inputs are all negative (dead units: a lower learning rate, "
                 "LeakyReLU or another initialisation), a mask or a multiplication by 0 on its "
                 "way to the loss; requires_grad_(False) if it is meant to stay as it is")
@@ -371,6 +372,9 @@ def step_findings(trace: Trace, earlier: Sequence[Finding] = ()) -> list[Finding
 def _module_norm(leaves: list[int], norms: list[float]) -> float:
     """A module's gradient norm: the root of the sum of its leaves' squared norms (0.0 when
     none of them has a usable one)."""
+    # a module's only leaf: its own norm. Where a second leaf joins the module later, its
+    # earlier passes differ from a judgement of the whole run only below 1e-154 or above
+    # 1e154, where a square under- or overflows
     if len(leaves) == 1:
         return norms[leaves[0]]
     total = norms[leaves[0]] * norms[leaves[0]]

@@ -60,7 +60,8 @@ def module_norm(norms: Sequence[Value]) -> Value:
 def grad_series(steps: Steps, by_module: bool = False) -> list[Series]:
     """A series per leaf, in the order first seen; by_module: a series per module (a leaf
     outside any module stands for itself), in the order its first leaf was seen."""
-    per_leaf = [tuple(_norm(row[i]) if i < len(row) else None for row in steps.grads)
+    rows = list(steps.grads)  # read once: a watched run's are in a file
+    per_leaf = [tuple(_norm(row[i]) if i < len(row) else None for row in rows)
                 for i in range(len(steps.leaves))]
     if not by_module:
         return [Series(name, (name,), values)
