@@ -247,8 +247,9 @@ def pick_pass(trace: Trace, choice: str | None) -> Pass | None:
         if trace.passes[number - 1].light:
             raise GradtraceError(_not_kept(trace, number),
                                  f"pass {number} is recorded in full when the script runs with "
-                                 f"it: gradtrace show {trace.scenario or 'SCENARIO'} --pass "
-                                 f"{number} -o FILE")
+                                 "it: gradtrace show "
+                                 f"{shlex.quote(trace.scenario) if trace.scenario else 'SCENARIO'}"
+                                 f" --pass {number} -o FILE")
         return trace.passes[number - 1]
     return trace.shown_pass()
 

@@ -28,11 +28,13 @@ class TrainingWatch:
     def __init__(self, watching: Watching, frameworks: frozenset[str]) -> None:
         self.watching, self.frameworks = watching, frameworks
         self._running = False
+        self._error_before: BaseException | None = None
 
     def begin(self, rank: int) -> None:
         """Record the training from now on, named from the code that called the trainer."""
         self.watching.start(calling_frame(self.frameworks), rank)
         self._running = True
+        self._error_before = getattr(sys, "last_value", None)  # an earlier one (IPython's)
         atexit.register(self._exits)
 
     def end(self, error: BaseException | None) -> None:
@@ -45,5 +47,6 @@ class TrainingWatch:
     def _exits(self) -> None:
         # a framework that tells no callback of an error (transformers' train() raising):
         # the log ends as the script does, with the error that ended it
-        self.end(getattr(sys, "last_value", None)
-                 or RuntimeError("the process exited while the training ran"))
+        error = getattr(sys, "last_value", None)
+        self.end(error if error is not None and error is not self._error_before
+                 else RuntimeError("the process exited while the training ran"))
