@@ -12,6 +12,8 @@ from itertools import repeat
 from operator import add, lt, mul
 from typing import NamedTuple
 
+from gradtrace.findings.health import nan_hint as _nan_hint
+from gradtrace.findings.health import stalled  # (a loss's test and the NaN hint: unchanged)
 from gradtrace.findings.registry import (
     DEAD_PARAMETER,
     EXPLODING_GRADIENT,
@@ -219,14 +221,6 @@ def vanishing_from(norms: Norms, largest: Norms,
     return None
 
 
-def stalled(first: float | None, last: float | None) -> bool:
-    """Whether a loss did not converge from first to last: it fell by less than LOSS_STALLED
-    of its first value's size (a negative log-likelihood too), or rose (False: unknown)."""
-    if first is None or last is None or not math.isfinite(first) or not math.isfinite(last):
-        return False
-    return last > first - LOSS_STALLED * abs(first)
-
-
 def vanishing(loop: Loop, norms: dict[str, Norms], largest: Norms) -> list[Finding]:
     found = {m: v for m, xs in norms.items()
              if (v := vanishing_from(xs, largest, loop.loss)) is not None}
@@ -327,17 +321,6 @@ def _first_non_finite(loop: Loop) -> tuple[int, int] | None:
         if best is None or k < best[0]:
             best = (k, i)
     return best
-
-
-def _nan_hint(earlier: Sequence[Finding]) -> str | None:
-    # the forward's birth first: a NaN made in the forward makes the gradients NaN
-    for code, what in (("nan-value", "names the forward op that made the first NaN or Inf"),
-                       ("nan-gradient", "names the node where the first non-finite gradient "
-                                        "is born")):
-        f = next((f for f in earlier if f.code == code), None)
-        if f is not None:
-            return f"the {code} finding ({f.message.split(':', 1)[0]}) {what}: fix it there"
-    return None
 
 
 # --- dead-parameter ----------------------------------------------------------------------

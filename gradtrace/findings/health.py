@@ -274,7 +274,7 @@ class StepHealth:
         grown = {m: h.grown for m, h in self.groups.items() if h.grown is not None}
         if not grown and self._broken is None:
             return []
-        nan_hint = _nan_hint(earlier)
+        hint_nan = nan_hint(earlier)
         if grown:
             module = min(grown, key=lambda m: (grown[m].k, -grown[m].norm))
             at, base = grown[module], self._baseline
@@ -292,8 +292,8 @@ class StepHealth:
             hint = ("a learning rate too high, or a recurrence or product of layers that "
                     "amplifies: clip the gradient (torch.nn.utils.clip_grad_norm_), lower the "
                     "learning rate, or normalise")
-            if self._broken is not None and nan_hint:
-                hint += f"; {nan_hint}"
+            if self._broken is not None and hint_nan:
+                hint += f"; {hint_nan}"
             return [EXPLODING_GRADIENT.finding(message, tensor=at.top, hint=hint,
                                                line=at.line)]
         assert self._broken is not None
@@ -303,7 +303,7 @@ class StepHealth:
                    f"pass {broken.p + 1}, and an optimizer step spreads it into the weights")
         return [EXPLODING_GRADIENT.finding(
             message, tensor=name, line=broken.line,
-            hint=nan_hint or "an overflow, log(0) or a division by zero: clip the gradient "
+            hint=hint_nan or "an overflow, log(0) or a division by zero: clip the gradient "
                              "(torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
                              "guard the op with an epsilon")]
 
@@ -407,7 +407,8 @@ def stalled(first: float | None, last: float | None) -> bool:
     return last > first - LOSS_STALLED * abs(first)
 
 
-def _nan_hint(earlier: Sequence[Finding]) -> str | None:
+def nan_hint(earlier: Sequence[Finding]) -> str | None:
+    """Where the findings already made say a run's first NaN or Inf came from (None: none)."""
     # the forward's birth first: a NaN made in the forward makes the gradients NaN
     for code, what in (("nan-value", "names the forward op that made the first NaN or Inf"),
                        ("nan-gradient", "names the node where the first non-finite gradient "
