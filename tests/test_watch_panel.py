@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from pathlib import Path
 
 from helpers import read_terminal
 from plain_python import run_gradtrace, start_gradtrace
@@ -56,8 +57,27 @@ def test_a_finding_on_a_terminal_is_a_line_above_the_panel_with_its_step() -> No
     assert "\x1b[1A" not in screen[screen.rindex("scenario "):]  # what the end adds: lines
 
 
-def test_off_a_terminal_forced_colours_still_get_lines_not_the_panel() -> None:
-    done = run_gradtrace("watch", f"{EXAMPLES}/bugs/nan_masked_mean.py", "--heartbeat", "0.1",
+# A NaN at step 5 of 40 steps of 20 ms each: its rows are read at the end, 0.8 s in, so
+# however fast the machine a heartbeat of 0.1 s is due by then.
+NAN_AT_5_SLOWLY = """
+import time
+
+import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+for step in range(40):
+    x = torch.full((3,), float("nan")) if step == 4 else torch.randn(3)
+    loss = (w * x).sum() ** 2
+    loss.backward()
+    time.sleep(0.02)
+"""
+
+
+def test_off_a_terminal_forced_colours_still_get_lines_not_the_panel(tmp_path: Path) -> None:
+    script = tmp_path / "nan_at_5.py"
+    script.write_text(NAN_AT_5_SLOWLY)
+    done = run_gradtrace("watch", str(script), "--heartbeat", "0.1",
                          env={**os.environ, "FORCE_COLOR": "1"})
     assert done.returncode == 0, done.stderr
     assert "step 5: error [nan-value]" in done.stderr
