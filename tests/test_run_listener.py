@@ -171,3 +171,36 @@ def test_a_watched_run_plans_its_first_two_passes_in_detail_not_thirty_two() -> 
 
     assert planned(CaptureOptions(listener=Listening())) == [1, 2, 100, 200]
     assert planned(CaptureOptions()) == [*range(1, 33), 100, 200]
+
+
+def test_a_loop_s_settled_light_steps_alike_share_one_record() -> None:
+    """A long loop keeps a record per distinct step, not per step: a settled light step is
+    the step before's record when alike; the latest over its graph, a step with changes of
+    its own, and one unlike the step before keep their own."""
+    from gradtrace.capture.observers.readback import Readback
+    from gradtrace.capture.passes.detail import DetailPlan
+    from gradtrace.extract.captured import RawPass
+
+    class NoSteps:
+        readback, not_finite_read = Readback(), 0
+
+        def finite(self, row: int) -> bool | None:
+            return True
+
+    def step(line: int = 7, **kwargs: Any) -> RawPass:
+        return RawPass("backward", "scenario", [], ["loss"], False, False, line, "x",
+                       signature=1, thinned=True, **kwargs)
+
+    plan = DetailPlan(CaptureOptions(), NoSteps(), lambda p: None)
+    made = [step(keep=True), step(), step(), step(error="boom"), step(), step(line=9), step(),
+            step()]
+    passes: list[RawPass] = []
+    for p in made:
+        passes.append(p)
+        plan.last_of[p.signature] = p
+        plan.fold(passes)
+    assert len(passes) == len(made)
+    kept = [next(i for i, q in enumerate(made) if q is p) for p in passes]
+    # 2 is 1's record; 3 failed; 4 is unlike 3 (3's error); 5 is at another line; 6 is 5's;
+    # 7, the latest over its graph, keeps its own
+    assert kept == [0, 1, 1, 3, 4, 5, 5, 7]

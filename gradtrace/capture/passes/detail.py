@@ -5,7 +5,7 @@ and read in batches), and when a repeated pass's detail is let go of."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...extract.captured import RawPass
 from ..observers.readback import Readback
@@ -130,7 +130,31 @@ class DetailPlan:
             return passes[asked - 1:asked]
         return [p for p in passes if self.last_of.get(p.signature) is p]
 
+    def fold(self, passes: list[RawPass]) -> None:
+        """A loop's settled light step is kept as the step before's record when the two are
+        alike (their numbers are the steps' rows): a record per pass, not a long run's ~1 KB
+        a step. The latest over its graph stays its own (the trace shows its graph)."""
+        if len(passes) < 3 or passes[-2] is passes[-3]:
+            return
+        older, step = passes[-3], passes[-2]
+        if self.last_of.get(step.signature) is not step and _settled(older) \
+                and _settled(step) and _alike(older) == _alike(step):
+            passes[-2] = older
+
     def clear(self) -> None:
         self.latest_of.clear()
         self.last_of.clear()
         self._undecided.clear()
+
+
+def _settled(p: RawPass) -> bool:
+    """A light step with nothing of its own left: no roots, detail, error or changes."""
+    return p.thinned and not (p.keep or p.roots or p.nodes or p.frozen or p.error
+                              or p.grad_changes or p.pending_changes or p.carriers or p.flow
+                              or p.flow_failures)
+
+
+def _alike(p: RawPass) -> tuple[Any, ...]:
+    """What a settled light step's record says of it."""
+    return (p.kind, p.by, p.root_names, p.retain_graph, p.create_graph, p.line, p.code,
+            p.signature, p.batched, p.compiled, p.error_kind)

@@ -218,6 +218,7 @@ class Recorder:
             release(self.last_walk.order)
         self.last_walk = walked
         self.plan.ended(record, p.number, new_graph, bool(self.marks.hooked))
+        self.plan.fold(self.passes)
         if self.options.listener is not None:
             self._tell_rows()
         if self._observer(Profile).samples is None:  # --profile times a graph it holds
