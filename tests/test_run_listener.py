@@ -192,8 +192,8 @@ def test_a_loop_s_settled_light_steps_alike_share_one_record() -> None:
                        signature=1, thinned=True, **kwargs)
 
     plan = DetailPlan(CaptureOptions(), NoSteps(), lambda p: None)
-    made = [step(keep=True), step(), step(), step(error="boom"), step(), step(line=9), step(),
-            step()]
+    made = [step(keep=True), step(), step(), step(error="boom"), step(), step(line=9),
+            step(line=9), step(line=9)]
     passes: list[RawPass] = []
     for p in made:
         passes.append(p)
