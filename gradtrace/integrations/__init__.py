@@ -4,10 +4,13 @@ Trainer) and `huggingface` (transformers' Trainer). Each module imports its fram
 from __future__ import annotations
 
 import atexit
+import os
 import sys
+from collections.abc import Iterable
 from types import FrameType
+from typing import Protocol
 
-from ..api import Watching
+from ..api import Watching, watch
 from ..compat.cpython import caller_frame
 
 
@@ -50,3 +53,28 @@ class TrainingWatch:
         error = getattr(sys, "last_value", None)
         self.end(error if error is not None and error is not self._error_before
                  else RuntimeError("the process exited while the training ran"))
+
+
+class Warns(Protocol):
+    """A framework's logger, as the callbacks use it."""
+
+    def warning(self, msg: str) -> None: ...
+
+
+class WatchingCallback:
+    """What both frameworks' callbacks are made of: each training's watch, its findings told
+    to the framework's logger, named from the code outside the framework's packages."""
+
+    FRAMEWORK: frozenset[str]
+    LOGGER: Warns
+
+    def __init__(self, log: str | os.PathLike[str] | None = None,
+                 stop_on: str | Iterable[str] | None = None, saved: bool = False,
+                 flow: bool = True) -> None:
+        super().__init__()
+        self.training = TrainingWatch(watch(log, stop_on, self.LOGGER.warning, saved, flow),
+                                      self.FRAMEWORK)
+
+    @property
+    def watching(self) -> Watching:
+        return self.training.watching

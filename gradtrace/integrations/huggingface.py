@@ -5,33 +5,22 @@ fired."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.utils import logging as transformers_logging
 
-from ..api import Watching, watch
-from . import TrainingWatch
+from . import WatchingCallback
 
 FRAMEWORK = frozenset({"transformers", "accelerate"})
 LOGGER = transformers_logging.get_logger("transformers.gradtrace")
 
 
-class GradtraceCallback(TrainerCallback):
+class GradtraceCallback(WatchingCallback, TrainerCallback):
     """`Trainer(..., callbacks=[GradtraceCallback(log="run.jsonl")])`: each train()'s
     training watched; `.watching` is its trace once it ends (`.watching.show()`)."""
 
-    def __init__(self, log: str | os.PathLike[str] | None = None,
-                 stop_on: str | Iterable[str] | None = None, saved: bool = False,
-                 flow: bool = True) -> None:
-        self.training = TrainingWatch(watch(log, stop_on, LOGGER.warning, saved, flow),
-                                      FRAMEWORK)
-
-    @property
-    def watching(self) -> Watching:
-        return self.training.watching
+    FRAMEWORK, LOGGER = FRAMEWORK, LOGGER
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, **kwargs: Any) -> None:

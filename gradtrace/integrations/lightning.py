@@ -5,32 +5,21 @@ stopped (trainer.should_stop) once a stop_on finding fired."""
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterable
 from typing import Any
 
 import lightning.pytorch as pl
 
-from ..api import Watching, watch
-from . import TrainingWatch
+from . import WatchingCallback
 
 FRAMEWORK = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
 LOGGER = logging.getLogger("lightning.pytorch.callbacks.gradtrace")
 
 
-class GradtraceCallback(pl.Callback):
+class GradtraceCallback(WatchingCallback, pl.Callback):
     """`Trainer(callbacks=[GradtraceCallback(log="run.jsonl")])`: each fit's training
     watched; `.watching` is its trace once the fit ends (`.watching.show()`)."""
 
-    def __init__(self, log: str | os.PathLike[str] | None = None,
-                 stop_on: str | Iterable[str] | None = None, saved: bool = False,
-                 flow: bool = True) -> None:
-        self.training = TrainingWatch(watch(log, stop_on, LOGGER.warning, saved, flow),
-                                      FRAMEWORK)
-
-    @property
-    def watching(self) -> Watching:
-        return self.training.watching
+    FRAMEWORK, LOGGER = FRAMEWORK, LOGGER
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.training.begin(trainer.global_rank)
