@@ -156,14 +156,7 @@ def test_numbers_never_handed_out_end_their_rows_with_none_the_trace_whole(
 def test_a_watched_run_plans_its_first_two_passes_in_detail_not_thirty_two() -> None:
     """A watched run is a long one: its detail goes to its first two passes, every 100th and
     those after a .grad read not finite; show's to its first 32 as well."""
-    from gradtrace.capture.observers.readback import Readback
     from gradtrace.capture.passes.detail import DetailPlan
-
-    class NoSteps:
-        readback, not_finite_read = Readback(), 0
-
-        def finite(self, row: int) -> bool | None:
-            return True
 
     def planned(options: CaptureOptions) -> list[int]:
         plan = DetailPlan(options, NoSteps(), lambda p: None)
@@ -177,15 +170,8 @@ def test_a_loop_s_settled_light_steps_alike_share_one_record() -> None:
     """A long loop keeps a record per distinct step, not per step: a settled light step is
     the step before's record when alike; the latest over its graph, a step with changes of
     its own, and one unlike the step before keep their own."""
-    from gradtrace.capture.observers.readback import Readback
     from gradtrace.capture.passes.detail import DetailPlan
     from gradtrace.extract.captured import RawPass
-
-    class NoSteps:
-        readback, not_finite_read = Readback(), 0
-
-        def finite(self, row: int) -> bool | None:
-            return True
 
     def step(line: int = 7, **kwargs: Any) -> RawPass:
         return RawPass("backward", "scenario", [], ["loss"], False, False, line, "x",
@@ -204,3 +190,15 @@ def test_a_loop_s_settled_light_steps_alike_share_one_record() -> None:
     # 2 is 1's record; 3 failed; 4 is unlike 3 (3's error); 5 is at another line; 6 is 5's;
     # 7, the latest over its graph, keeps its own
     assert kept == [0, 1, 1, 3, 4, 5, 5, 7]
+
+
+class NoSteps:
+    """The steps' statistics a DetailPlan reads, of a run whose .grads are all finite."""
+
+    def __init__(self) -> None:
+        from gradtrace.capture.observers.readback import Readback
+
+        self.readback, self.not_finite_read = Readback(), 0
+
+    def finite(self, row: int) -> bool | None:
+        return True
