@@ -117,9 +117,8 @@ class StepHealth:
         norms = self._leaves_at(k, p, row, stepped, line)
         modules = {m: _module_norm(h.leaves, norms) for m, h in self.groups.items()}
         largest = max(modules.values(), default=0.0)
-        top = max(modules, key=modules.__getitem__) if modules else ""
         if self._baseline is None and largest > 0:
-            self._baseline = At(k, p, line, largest, top)
+            self._baseline = At(k, p, line, largest, _largest_of(modules))
         if loss is not None:
             first, _, known = self._losses
             self._losses = (loss if not known else first, loss, known + 1)
@@ -133,7 +132,7 @@ class StepHealth:
                 h.low += 1
                 if h.share is None:
                     h.share = At(k, p, line, x, self._top_leaf(h, norms))
-                    h.share_largest, h.share_module = largest, top
+                    h.share_largest, h.share_module = largest, _largest_of(modules)
             if h.first is None:
                 h.first, h.first_loss = At(k, p, line, x), loss
             elif h.fell is None and x * FACTOR < h.first.norm:
@@ -381,6 +380,11 @@ def _module_norm(leaves: list[int], norms: list[float]) -> float:
     for i in leaves[1:]:
         total += norms[i] * norms[i]
     return math.sqrt(total)
+
+
+def _largest_of(modules: dict[str, float]) -> str:
+    """The module with the largest norm (the first of them on a tie)."""
+    return max(modules, key=modules.__getitem__)
 
 
 def _vanished(h: ModuleHealth) -> str | None:
