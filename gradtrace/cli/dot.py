@@ -12,6 +12,7 @@ from ..errors import ExportError, GradtraceError
 from ..model.labels import led_by_library
 from ..model.profile import CostMeasure
 from ..model.records import Trace
+from ..render.bounded import MAX_BOXES
 from ..render.drawing import DrawOptions
 from ..render.formats import FORMATS, ExportFormat, find_format, suffix_list
 from ..render.report import finding_lines
@@ -195,7 +196,10 @@ def _draw_options(asked: DotOptions, trace: Trace) -> DrawOptions:
                        grads=pick_pass(trace, asked.pass_number) if asked.grads else None,
                        max_nodes=asked.max_nodes, fold=not asked.no_fold, focus=asked.focus,
                        radius=asked.radius, module_depth=asked.module_depth,
-                       lines=asked.source_lines, heat=heat)
+                       lines=asked.source_lines, heat=heat,
+                       # --max-nodes N is the bound asked: N nodes, however many boxes
+                       max_boxes=None if asked.max_nodes is not None else MAX_BOXES,
+                       more_hint="--max-nodes N draws N nodes; --focus NODE around one")
 
 
 def _old_format(to: str | None, old: str | None) -> str | None:

@@ -33,6 +33,7 @@ from ..model.records import (
     custom_kind_label,
 )
 from ..model.texts import grad_text, node_names, shape_text
+from .bounded import MAX_BOXES, Capped, cap_boxes
 from .heat import Heat, heat
 from .marks import Mark, non_finite_nodes
 from .palette import PALETTE, BoxKind
@@ -84,6 +85,8 @@ class DrawOptions:
     module_depth: int | None = None
     lines: bool = False  # each op's scenario line ("line 12")
     heat: CostMeasure | None = None  # fill boxes by backward time or memory (--heat)
+    max_boxes: int | None = MAX_BOXES  # past this many boxes the rest are left out, said
+    more_hint: str | None = None  # how to draw more, as the caller's user asks (a flag)
 
 
 @gc_paused
@@ -177,13 +180,33 @@ def drawing(trace: Trace, options: DrawOptions = DrawOptions()) -> Drawing:  # n
     if out.arrows:
         out.direction = DIRECTION if options.grads is None else DIRECTION_GRADS
     left_out = 0 if keep is None else len(trace.nodes) - len(keep)
-    if left_out:
-        out.boxes.append(("more", (f"… {left_out} more nodes not drawn",), "more", None))
-        for e in trace.edges:  # one arrow from the cut to each kept node it feeds
-            if e.src not in kept and e.dst in kept:
-                out.arrows.append(("more", drawn(e.dst), None))
+    capped = cap_boxes(out, options.max_boxes) if options.max_boxes is not None else None
+    if capped is not None and not capped.boxes:
+        capped = None  # the common case: within the bound
+    if left_out or capped:
+        _more(out, left_out, capped, options)
+        if left_out:
+            for e in trace.edges:  # one arrow from the cut to each kept node it feeds
+                if e.src not in kept and e.dst in kept:
+                    out.arrows.append(("more", drawn(e.dst), None))
         out.arrows = list(dict.fromkeys(out.arrows))
     return out
+
+
+def _more(out: Drawing, left_out: int, capped: Capped | None, options: DrawOptions) -> None:
+    """The box that says what was not drawn: the nodes a cut (max_nodes, focus) left out and
+    those past the box cap, with an arrow to each kept box that lost an input to the cap."""
+    lines = [f"… {left_out + (capped.nodes if capped else 0):,} more nodes not drawn"]
+    if capped:
+        lines.append(f"(in {capped.boxes:,} boxes past the first {options.max_boxes:,}: "
+                     "a picture's bound)")
+        out.arrows += [("more", box_id, None) for box_id in capped.fed]
+    if capped and capped.mark is not None:  # a NaN/Inf among them is said, not lost
+        out.marks["more"] = capped.mark
+        lines.append(capped.mark.note.replace(" here", "") + " among them")
+    if options.more_hint:
+        lines.append(options.more_hint)
+    out.boxes.append(("more", tuple(lines), "more", None))
 
 
 def _cuts(out: Drawing, trace: Trace, kept: Container[str], drawn: Callable[[str], str]
@@ -207,7 +230,9 @@ def _mark(out: Drawing, marked: dict[str, tuple[str, Mark]]) -> None:
     """A note line in each box where a NaN or Inf was born or passed, and in its tooltip; a
     folded box takes the strongest mark of the nodes it stands for."""
     notes: dict[str, Mark] = {}
-    for box_id, mark in marked.values():
+    for node_id, (box_id, mark) in marked.items():
+        if mark.level == "born" and box_id != node_id:  # in a fold: say which of its nodes
+            mark = mark._replace(note=mark.note.replace(" here", f" at {node_id}"))
         if box_id not in notes or (mark.level == "born" and notes[box_id].level != "born"):
             notes[box_id] = mark
     out.marks = {box[0]: notes[box[0]] for box in out.boxes if box[0] in notes}
