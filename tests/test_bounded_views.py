@@ -4,12 +4,14 @@ nodes a NaN was born at. Real torch graphs, built in-process."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import invoke, needs_dot, write_script
+from rich.console import Console
 
 import gradtrace
 from gradtrace.diff.compare import compare
@@ -17,7 +19,7 @@ from gradtrace.diff.match import match_nodes
 from gradtrace.diff.union import union_trace
 from gradtrace.model.records import Trace
 from gradtrace.render.bounded import MAX_BOXES
-from gradtrace.render.diffs import diff_drawing
+from gradtrace.render.diffs import diff_drawing, diff_report
 from gradtrace.render.dot import to_dot
 from gradtrace.render.drawing import Drawing, DrawOptions, drawing
 
@@ -149,3 +151,41 @@ def test_an_unfoldable_100_000_node_graph_draws_a_bounded_svg(tmp_path: Path) ->
     svg = out.read_text()
     assert len(re.findall(r"<title>n\d+</title>", svg)) == MAX_BOXES
     assert "… 98,001 more nodes not drawn" in svg and out.stat().st_size < 3_000_000
+
+
+def report_text(a: Trace, b: Trace, every: bool = False) -> str:
+    console = Console(file=io.StringIO(), width=200, highlight=False)
+    console.print(diff_report(compare(a, b, "a", "b"), every=every))
+    return console.file.getvalue()
+
+
+def chain(ops: int) -> Trace:
+    x = torch.tensor(1.0, requires_grad=True)
+    y = x
+    for _ in range(ops):
+        y = y * 1.0001
+    return gradtrace.trace(y, backward=True).trace
+
+
+def test_diff_folds_alike_changes_in_a_row_and_counts_every_one() -> None:
+    a, b = chain(600), unfoldable(20)  # A: 600 Muls; B: 100 ops of five kinds
+    d = compare(a, b, "a", "b")
+    removed = [c for c in d.nodes if c.kind == "removed"]
+    text = report_text(a, b)
+    first, last = removed[0].a, removed[-1].a
+    assert first is not None and last is not None and len(removed) > 400
+    assert f"  - MulBackward0 ({first.id}) … ×{len(removed):,} alike, the last {last.id}\n" \
+        in text
+    # the "… N more" line counts changes, not lines: what is listed and what is not add up
+    listed = sum(int(m.group(1).replace(",", "")) if m.group(1) else 1 for m in re.finditer(
+        r"^  [-+] .*?(?:×([\d,]+) alike.*)?$", text.split("\nedges")[0], re.M))
+    more = int(re.search(r"… ([\d,]+) more", text)[1].replace(",", ""))  # type: ignore[index]
+    assert listed + more == len(d.nodes)
+    assert "alike" not in report_text(a, b, every=True)  # --all lists each
+
+
+def test_diff_lists_changes_that_differ_one_by_one() -> None:
+    """The healthy twin: changes in a row that differ in more than their ids stay apart."""
+    a, b = unfoldable(3), unfoldable(6)
+    text = report_text(a, b)
+    assert "alike" not in text and "NegBackward0" in text

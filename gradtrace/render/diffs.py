@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -150,14 +151,41 @@ _NODE_STYLE: dict[NodeChangeKind, str] = {"added": "green", "removed": "red",
 
 
 def _section(title: str, items: list[tuple[str, str]], limit: int | None) -> Text:
-    text = Text(f"\n{title} ({len(items)})\n", style="bold")
-    for line, style in items[:limit]:
+    """A section's title with its count, and its items: all of them, or (limit) runs of
+    alike items folded into one line each, and the first limit lines of those."""
+    text = Text(f"\n{title} ({len(items):,})\n", style="bold")
+    runs = [(line, style, 1) for line, style in items] if limit is None else _alike_runs(items)
+    for line, style, _ in runs[:limit]:
         text.append(f"  {line}\n", style=style)
-    if limit is not None and len(items) > limit:
-        text.append(f"  … {len(items) - limit} more (--all lists them, --json too)\n",
-                    style="dim")
+    if limit is not None and len(runs) > limit:
+        left = len(items) - sum(n for _, _, n in runs[:limit])
+        text.append(f"  … {left:,} more (--all lists them, --json too)\n", style="dim")
     text.rstrip()
     return text
+
+
+NODE_ID = re.compile(r"\b[nr]\d+\b")  # n12 (a trace's node), r3 (a node only A had)
+FOLD_FROM = 3  # alike items in a row from which they are one line
+
+
+def _alike_runs(items: list[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    """Items in a row that differ only in their node ids (a chain's 100,000 removed
+    MulBackward0s) as one line: the first, "×N alike" and the last one's ids; with counts."""
+    runs: list[tuple[str, str, int]] = []
+    i = 0
+    while i < len(items):
+        line, style = items[i]
+        shape = NODE_ID.sub("#", line)
+        j = i + 1
+        while j < len(items) and items[j][1] == style and NODE_ID.sub("#", items[j][0]) == shape:
+            j += 1
+        if j - i >= FOLD_FROM:
+            last = " → ".join(NODE_ID.findall(items[j - 1][0]))
+            runs.append((f"{line} … ×{j - i:,} alike, the last {last}", style, j - i))
+        else:
+            runs += [(text, look, 1) for text, look in items[i:j]]
+        i = j
+    return runs
 
 
 def _node_ref(n: Node | None) -> dict[str, Any] | None:
