@@ -20,6 +20,8 @@ from pathlib import Path
 
 from measure import measured
 
+from gradtrace.model.compact import expanded
+
 CHAIN = """import torch
 
 x = torch.tensor(1.0, requires_grad=True)
@@ -43,8 +45,8 @@ def saved_trace(folder: Path, name: str, n: int, changed: int) -> Path:
 
 
 def renumbered(path: Path, folder: Path) -> Path:
-    """The same trace with every node id changed: reversed order."""
-    data = json.loads(path.read_text())
+    """The same trace with every node id changed: reversed order (written as /2 data)."""
+    data = expanded(json.loads(path.read_text()))
     ids = [n["id"] for n in data["nodes"]]
     new = dict(zip(ids, reversed(ids), strict=True))
     data["nodes"] = [{**n, "id": new[n["id"]]} for n in reversed(data["nodes"])]

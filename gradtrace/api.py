@@ -40,7 +40,7 @@ class TraceView:
                 f"{len(t.passes)} pass(es)>")
 
     def to_json(self) -> str:
-        """The canonical JSON text (schema gradtrace.trace/2)."""
+        """The canonical JSON text (schema gradtrace.trace/3)."""
         from .render.json import to_json
 
         return to_json(self.trace)

@@ -22,6 +22,7 @@ from plain_python import run_gradtrace
 from typer.testing import CliRunner
 
 from gradtrace.cli import app
+from gradtrace.model.compact import SCHEMA_3, expanded
 from gradtrace.model.validate import validate_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,8 +167,11 @@ def _seeded_invoke(args: tuple[str, ...]) -> SharedResult:
 
 
 def as_read(text: str) -> dict[str, Any]:
-    """A trace's JSON text as data (schema /2, as written), checked as gradtrace checks it."""
+    """A trace's JSON text as data in the /2 shape (a /3 trace's rows and tables expanded, as
+    gradtrace reads it), checked as gradtrace checks it."""
     data = json.loads(text)
+    if data.get("schema") == SCHEMA_3:
+        data = expanded(data)
     validate_trace(data)
     return data
 

@@ -48,7 +48,7 @@ def test_representations() -> None:
     t = gradtrace.trace(z)
     assert t.to_dot().startswith("digraph gradtrace {")
     assert t.to_mermaid().startswith("flowchart TB")
-    assert json.loads(t.to_json())["schema"] == "gradtrace.trace/2"
+    assert json.loads(t.to_json())["schema"] == "gradtrace.trace/3"
     console = Console(file=io.StringIO(), width=100, color_system=None)
     console.print(t)
     assert "AccumulateGrad → x" in console.file.getvalue()

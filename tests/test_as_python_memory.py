@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import invoke, show_json, write_script
+from helpers import as_read, invoke, show_json, write_script
 
 # A loop that makes and drops a big leaf each step: python frees each step's leaf, its
 # .grad and its graph at the `del`. 128 Mi float32 elements: a 512 MiB leaf.
@@ -101,9 +101,8 @@ def test_a_training_function_that_returns_keeps_its_graph_names_and_findings() -
     step's graph, its lines, and the running total that kept every step's graph."""
     result = invoke("show", "example:bugs/running_loss_keeps_graph", "--json")
     assert result.exit_code == 0, result.stderr
-    import json
 
-    trace = json.loads(result.stdout)
+    trace = as_read(result.stdout)
     assert trace["output_names"] == ["loss"]
     assert any(n["type"] == "ConvolutionBackward0" and n["source"] for n in trace["nodes"])
     assert [(f["code"], f["line"]) for f in trace["findings"]

@@ -27,7 +27,7 @@ def surrogate_trace(folder: Path) -> tuple[Path, Path]:
     script.write_text(SCRIPT.replace("\\udcff", ""))
     plain = folder / "t.json"
     assert invoke("show", script, "-o", plain).exit_code == 0
-    data = json.loads(plain.read_text())
+    data = as_read(plain.read_text())
     data["scenario"] = "caf\udcff/s.py"
     data["stdout"] = "hi \udcff\n"
     for node in data["nodes"]:

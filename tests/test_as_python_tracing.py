@@ -5,7 +5,6 @@ RecursionError it catches or not, a `raise KeyboardInterrupt` of its own."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import invoke, write_script
+from helpers import as_read, invoke, write_script
 from plain_python import run_gradtrace, run_plain, start_gradtrace
 
 LIMIT = 120  # seconds: a run takes a few
@@ -29,7 +28,7 @@ def shown(script: Path) -> dict[str, Any]:
     """`gradtrace show SCRIPT --json`, which must succeed."""
     result = invoke("show", script, "--json")
     assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    return as_read(result.stdout)
 
 
 GRAPH = """y = x * 2

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helpers import SCENARIOS, invoke, shared_invoke, write_script
+from helpers import SCENARIOS, as_read, invoke, shared_invoke, write_script
 
 from gradtrace.model import Edge, Finding, Node, Source, Trace
 from gradtrace.render.dot import to_dot
@@ -103,7 +103,7 @@ def test_a_root_rebound_after_its_backward_is_not_what_cut_it(tmp_path: Path) ->
 
 def test_a_detach_in_forward_names_the_module_whose_forward_holds_it() -> None:
     result = shared_invoke("show", str(BUGS / "detach_in_forward.py"), "--json")
-    trace = json.loads(result.stdout)
+    trace = as_read(result.stdout)
     ((line, message),) = _cuts(trace["findings"])
     assert line == 34
     assert "in Classifier.forward of model.model took a value without its graph" in message

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SCENARIOS, invoke, needs_dot
+from helpers import SCENARIOS, as_read, invoke, needs_dot
 
 from gradtrace.diff.compare import compare
 from gradtrace.diff.match import match_nodes
@@ -81,7 +81,7 @@ def renumbered(data: dict[str, Any]) -> dict[str, Any]:
 def test_a_renumbered_but_equal_graph_is_the_same(tmp_path: Path) -> None:
     path = saved(RELU, tmp_path, "relu.json")
     moved = tmp_path / "renumbered.json"
-    moved.write_text(json.dumps(renumbered(json.loads(path.read_text()))))
+    moved.write_text(json.dumps(renumbered(as_read(path.read_text()))))
     assert json.loads(moved.read_text())["nodes"][0]["type"] == "AccumulateGrad"
     result = invoke("diff", path, moved)
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -185,7 +185,7 @@ def test_bad_input_exits_2_and_inputs_are_never_overwritten(tmp_path: Path) -> N
     page = invoke("diff", RELU, TANH, "-o", tmp_path / "d.html")
     assert page.exit_code == 2 and "not made for a diff" in page.stderr
     assert not (tmp_path / "d.html").exists()
-    broken = json.loads(trace.read_text())
+    broken = as_read(trace.read_text())
     broken["nodes"][2]["type"] = 7  # diff reads nodes: checked as show checks them
     bad_node = tmp_path / "bad_node.json"
     bad_node.write_text(json.dumps(broken))

@@ -226,7 +226,7 @@ def svg_texts(path: Path) -> list[str]:
 
 def saved_trace(path: Path, scenario: str) -> bool:
     data = json.loads(path.read_text())
-    return data["schema"] == "gradtrace.trace/2" and data["scenario"] == scenario and \
+    return data["schema"] == "gradtrace.trace/3" and data["scenario"] == scenario and \
         bool(data["nodes"]) and bool(data["passes"])
 
 

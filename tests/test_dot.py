@@ -101,7 +101,7 @@ def test_a_picture_graphviz_cannot_make_says_what_to_draw_instead() -> None:
 
 def test_json_and_mermaid_files(tmp_path: Path) -> None:
     assert invoke("dot", SCENARIOS / "chain_rule.py", "-o", tmp_path / "t.json").exit_code == 0
-    assert '"schema": "gradtrace.trace/2"' in (tmp_path / "t.json").read_text()
+    assert '"schema": "gradtrace.trace/3"' in (tmp_path / "t.json").read_text()
     assert invoke("dot", tmp_path / "t.json", "-o", tmp_path / "g.mmd").exit_code == 0
     assert (tmp_path / "g.mmd").read_text().startswith("flowchart TB")
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCENARIOS, invoke
+from helpers import SCENARIOS, as_read, invoke
 
 import gradtrace
 from gradtrace.check.discover import targets_of
@@ -184,5 +184,5 @@ def test_an_installed_example_names_its_tensors_and_lines(tmp_path: Path) -> Non
     steps = invoke("steps", script, "--", "--epochs", "1")
     assert steps.exit_code == 0, steps.stderr
     assert "model.conv1.weight" in steps.stdout  # named from main()'s locals
-    trace = json.loads(invoke("show", script, "--json", "--", "--epochs", "1").stdout)
+    trace = as_read(invoke("show", script, "--json", "--", "--epochs", "1").stdout)
     assert any(n["source"] and n["source"]["file"] == str(script) for n in trace["nodes"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SCENARIOS, flow_entry, grad, invoke, show_json, tensor
+from helpers import SCENARIOS, as_read, flow_entry, grad, invoke, show_json, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from plain_python import run_plain
@@ -447,7 +447,7 @@ def test_scalar_gradients_are_one_entry_per_edge_and_keep_their_sign(tmp_path: P
                     "z = y * 4 + (w * -1.0) * 0.0\nz.backward()\n")
     result = invoke("show", path, "--json")
     assert result.exit_code == 0, result.stderr
-    raw = json.loads(result.stdout)
+    raw = as_read(result.stdout)
     ids = {t["name"]: t["node"] for t in raw["tensors"]}
     flow = raw["passes"][0]["flow"]
     table = raw["gradients"]

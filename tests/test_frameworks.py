@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import as_read
 from plain_python import forwarding_command, run_gradtrace, run_plain
 from test_distributed import two_ranks
 
@@ -29,7 +30,7 @@ def recorded(script: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
     out = tmp_path / "trace.json"
     run = run_gradtrace("show", FRAMEWORKS / script, "-o", out, timeout=LIMIT, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    trace = json.loads(out.read_text())
+    trace = as_read(out.read_text())
     return trace, trace["stdout"]
 
 

@@ -141,7 +141,7 @@ def test_output_is_an_output_file_in_show(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "" and "LogBackward0 (z)" in report.read_text()
     assert invoke("show", CHAIN, "-o", tmp_path / "t.json").exit_code == 0
-    assert json.loads((tmp_path / "t.json").read_text())["schema"] == "gradtrace.trace/2"
+    assert json.loads((tmp_path / "t.json").read_text())["schema"] == "gradtrace.trace/3"
 
 
 def test_show_output_never_overwrites_the_scenario(tmp_path: Path) -> None:

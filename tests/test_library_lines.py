@@ -10,7 +10,7 @@ import linecache
 from pathlib import Path
 
 import pytest
-from helpers import invoke, needs_dot, write_script
+from helpers import as_read, invoke, needs_dot, write_script
 from plain_python import run_plain
 from test_html import page, parts
 
@@ -40,7 +40,7 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     script = write_script(tmp_path_factory.mktemp("bert"), BERT)
     result = invoke("show", script, "--json")
     assert result.exit_code == 0, result.stderr
-    return script, json.loads(result.stdout)
+    return script, as_read(result.stdout)
 
 
 def test_each_node_of_the_model_carries_its_modeling_file_line(bert: tuple[Path, dict]) -> None:

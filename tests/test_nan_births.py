@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import SCENARIOS, invoke, shared_invoke, write_script
+from helpers import SCENARIOS, as_read, invoke, shared_invoke, write_script
 
 import gradtrace
 from gradtrace.capture.observers import births
@@ -33,7 +33,7 @@ DIVISION = line_of(MASKED_MEAN, "pooled = total / count")
 def _show(path: Path, *args: str, shared: bool = True) -> tuple[int, dict[str, Any]]:
     result = (shared_invoke if shared else invoke)("show", str(path), "--json", *args)
     assert result.stdout.lstrip().startswith("{"), result.stderr
-    return result.exit_code, json.loads(result.stdout)
+    return result.exit_code, as_read(result.stdout)
 
 
 def _one(trace: dict[str, Any], code: str) -> dict[str, Any]:

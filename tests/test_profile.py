@@ -218,7 +218,7 @@ def _grads(data: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.matrix
 def test_grads_passes_and_output_are_the_same_with_profile(scenario: str) -> None:
     plain = json.loads(shared_invoke("show", str(SCENARIOS / scenario), "--json").stdout)
-    profiled = json.loads(shared_invoke("show", str(SCENARIOS / scenario), "--profile",
+    profiled = as_read(shared_invoke("show", str(SCENARIOS / scenario), "--profile",
                                         "--json").stdout)
     assert _grads(profiled) == _grads(plain)
     assert profiled["stdout"] == plain["stdout"]
@@ -230,7 +230,7 @@ def test_grads_passes_and_output_are_the_same_with_profile(scenario: str) -> Non
 
 @pytest.mark.matrix
 def test_a_replayable_pass_is_replayed_and_a_retained_grad_is_not(tmp_path: Path) -> None:
-    data = json.loads(shared_invoke("show", str(SCENARIOS / "mlp_modules.py"), "--profile",
+    data = as_read(shared_invoke("show", str(SCENARIOS / "mlp_modules.py"), "--profile",
                                     "--json").stdout)
     costs = data["costs"]
     assert costs["method"] == "replay" and costs["note"] is None
@@ -298,7 +298,7 @@ def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) ->
     # the timed steps ran without gradtrace's flow hooks: the flow shown is the first pass's
     assert steps["passes"][0]["flow"] and not any(p["flow"] for p in steps["passes"][1:])
     assert costs["note"] == "timed over passes 2–10"
-    third = json.loads(invoke("show", script, "--profile", "--pass", "3", "--json").stdout)
+    third = as_read(invoke("show", script, "--profile", "--pass", "3", "--json").stdout)
     assert (third["costs"]["method"], third["costs"]["pass"]) == ("replay", 3)
     assert len(third["costs"]["wall_us"]) == SAMPLES
     assert {t["name"]: t["grad"] for t in third["tensors"]} == \
@@ -306,7 +306,7 @@ def test_a_loop_is_timed_over_its_steps_and_pass_n_by_replays(tmp_path: Path) ->
 
 
 def test_checkpointing_says_what_recomputing_cost_and_what_it_saved() -> None:
-    data = json.loads(shared_invoke("show", str(SCENARIOS / "real" / "checkpointed.py"),
+    data = as_read(shared_invoke("show", str(SCENARIOS / "real" / "checkpointed.py"),
                                     "--profile", "--json").stdout)
     costs = data["costs"]
     assert costs["method"] == "once"

@@ -21,6 +21,7 @@ from gradtrace.model import (
     Trace,
 )
 from gradtrace.model.codec import trace_from_dict, trace_to_dict
+from gradtrace.model.compact import expanded
 from gradtrace.render.json import to_json
 from gradtrace.render.report import findings_view, passes_view
 from gradtrace.render.table import tensor_table
@@ -177,7 +178,7 @@ def test_streamed_json_is_the_dict_json_writes() -> None:
     trace = replace(trace, passes=(replace(trace.passes[0], flow=flow),
                                    replace(trace.passes[0], flow={})))
     data = trace_to_dict(trace)
-    assert data["passes"][0]["flow"]["n2"]["order"] == 2
+    assert data["passes"][0]["flow"]["n2"][2] == {"order": 2}
     assert data["passes"][-1]["flow"] == {} and data["passes"][0]["flow"]
     lines = to_json(trace).splitlines()
     for key, value in data.items():
@@ -206,7 +207,7 @@ def test_json_has_no_nan_literals() -> None:
 
 
 def test_json_contract_keys() -> None:
-    data = json.loads(to_json(chain_rule_trace()))
+    data = expanded(json.loads(to_json(chain_rule_trace())))  # read: the /2 shape
     for key in ("schema", "gradtrace_version", "torch_version", "scenario", "outputs", "nodes",
                 "edges", "tensors", "gradients", "passes", "findings"):
         assert key in data
@@ -225,3 +226,26 @@ def test_long_scenario_output_shows_its_end() -> None:
     trace = make_trace([], [], stdout="".join(f"line {i}\n" for i in range(100)))
     text = render(scenario_output(trace))
     assert "line 99" in text and "line 89" not in text and "90 earlier lines" in text
+
+
+def test_one_number_gradients_written_short_read_back_exactly() -> None:
+    """/3 writes a gradient of one finite, non-zero number as its shape and value; any other
+    (zero of either sign, NaN, inf, two numbers, a min that is not the value) keeps its
+    statistics, and every one reads back as it was."""
+    odd = GradSummary((2,), 5.0, 3.0, 4.0, True, [3.0, 4.0])
+    not_its_value = GradSummary((), 2.0, 2.0, 2.5, True, 2.0)  # not from a tensor: kept
+    kinds = [scalar(3.0), scalar(-2.5), scalar(0.0), scalar(-0.0), scalar(float("nan")),
+             scalar(float("inf")), GradSummary((1, 1), 3.5, 3.5, 3.5, True, [[3.5]]), odd,
+             not_its_value]
+    nodes = [Node(f"n{i}", "MulBackward0", "op", None) for i in range(len(kinds))]
+    flow = {n.id: NodeFlow((g,), (), i) for i, (n, g) in enumerate(zip(nodes, kinds, strict=True))}
+    trace = make_trace(nodes, [], passes=(Pass("backward", ("n0",), False, False, None,
+                                                   flow),))
+    text = to_json(trace)
+    table = json.loads(text)["gradients"]
+    assert [set(g) for g in table] == [{"shape", "values"}] * 2 + [
+        {"shape", "norm", "min", "max", "finite", "values"}] * 4 + [{"shape", "values"}] + [
+        {"shape", "norm", "min", "max", "finite", "values"}] * 2
+    back = trace_from_dict(json.loads(text)).passes[0].flow
+    assert [repr(back[n.id].grad_outputs[0]) for n in nodes] == [repr(g) for g in kinds]
+    assert to_json(trace_from_dict(json.loads(text))) == text

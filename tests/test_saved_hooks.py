@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import invoke, write_script
+from helpers import as_read, invoke, write_script
 from plain_python import run_gradtrace, run_plain
 
 # each call of the checkpointed block appends a line to a file next to the script: a side
@@ -117,7 +117,7 @@ def _saved(text: str, tmp_path: Path) -> dict[str, list[dict[str, object]]]:
     """The saved tensors of each node, by type, in `show --json` of the script text."""
     result = invoke("show", write_script(tmp_path, text), "--json")
     assert result.exit_code == 0, result.stderr
-    return {n["type"]: n.get("saved", []) for n in json.loads(result.stdout)["nodes"]}
+    return {n["type"]: n.get("saved", []) for n in as_read(result.stdout)["nodes"]}
 
 
 def test_tensors_a_hook_packed_are_not_read_and_say_so(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ y.mul_(2)
 z.sum().backward()
 """)
     result = invoke("show", script, "--json")
-    found = json.loads(result.stdout)
+    found = as_read(result.stdout)
     assert [f for f in found["findings"] if f["code"] == "inplace-modified"], found["findings"]
     statuses = {n["type"]: [s.get("status", "ok") for s in n.get("saved", [])]
                 for n in found["nodes"]}
@@ -173,7 +173,7 @@ def test_a_saved_trace_with_packed_tensors_reads_back_and_draws(tmp_path: Path) 
         "show", tmp_path / "t.json", "--saved").stdout
     assert invoke("dot", tmp_path / "t.json", "-o", tmp_path / "t.html").exit_code == 0
     assert "packed by a hook" in (tmp_path / "t.html").read_text()
-    bad = json.loads(again.stdout)
+    bad = as_read(again.stdout)
     next(n for n in bad["nodes"] if n.get("saved"))["saved"][0]["status"] = "unpacked"
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     refused = invoke("show", tmp_path / "bad.json")

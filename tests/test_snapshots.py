@@ -41,7 +41,7 @@ def test_update_writes_then_a_rerun_matches(pytester: pytest.Pytester) -> None:
     pytester.runpytest("--gradtrace-update").assert_outcomes(passed=1)
     snapshot = pytester.path / "__gradtrace_snapshots__" / "test_model" / "test_mlp.json"
     data = json.loads(snapshot.read_text())
-    assert data["schema"] == "gradtrace.trace/2"
+    assert data["schema"] == "gradtrace.trace/3"
     # named from the test's variables: the parameters by their dotted names, with their .grad
     weight = next(t for t in data["tensors"] if t["name"] == "model.0.weight")
     assert weight["grad"] is not None

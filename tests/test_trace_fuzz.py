@@ -116,7 +116,7 @@ def test_a_lone_surrogate_in_a_node_s_type_is_shown_safely(
     """JSON may spell a lone surrogate (\\ud800): the graph's digest for other ranks encoded
     it as UTF-8 and failed, a bug of ours, even with no rank to tell (found by the fuzz)."""
     trace = copy.deepcopy(base_traces[0])
-    trace["nodes"][0]["type"] = "\ud800Backward0"
+    trace["nodes"][0][1] = "\ud800Backward0"  # a node row: [id, type, …]
     each_format_safe(trace, tmp_path)
 
 

@@ -101,7 +101,7 @@ def show(
     timeout: float | None = TIMEOUT,
     passes: str = PASSES,
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON "
-                                 "(schema gradtrace.trace/2) instead of the report."),
+                                 "(schema gradtrace.trace/3) instead of the report."),
     saved: bool = typer.Option(False, "--saved",
                                help="Show the tensors each node saved for backward."),
     max_depth: int = typer.Option(30, "--max-depth", min=1, metavar="N",

@@ -7,6 +7,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TraceFileError
+from .compact import SCHEMA_3, Tables, expanded, one_number
 from .profile import COST_METHODS, Costs, ModuleSaved, NodeCost
 from .records import (
     Edge,
@@ -30,15 +31,16 @@ from .records import (
 from .validate import leaf_flow_only, schema_1_upgraded, validate_trace
 from .values import json_float, json_values, py_float, py_values
 
-SCHEMA = "gradtrace.trace/2"
-READS = ("gradtrace.trace/1", SCHEMA)  # a /1 trace is upgraded to /2, then read as one
+SCHEMA = SCHEMA_3
+# a /1 trace is upgraded to /2 and a /3 expanded to its shape, then read as one
+READS = ("gradtrace.trace/1", "gradtrace.trace/2", SCHEMA)
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The JSON contract's dict (schema gradtrace.trace/2), keys in a fixed order.
+    """The JSON contract's dict (schema gradtrace.trace/3), keys in a fixed order.
 
-    Each flow gradient is written once, in a table, and referred to by its index (see the
-    README's contract)."""
+    Nodes, edges and flow entries are rows; each flow gradient, source and saved tensor is
+    written once, in a table, and referred to by its index (see docs/json.md)."""
     return {key: [_whole(item) for item in value] if isinstance(value, Iterator) else value
             for key, value in trace_sections(trace)}
 
@@ -59,8 +61,8 @@ def _whole(item: Any) -> Any:
 def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
     """The contract's top-level keys and values, in order; each list (nodes, edges,
     gradients …) an iterator that makes its items one at a time, so a writer can stream.
-    A pass's flow is an iterator of (node id, entry) pairs, made as they are written."""
-    gradients = _GradientTable()
+    A pass's flow is an iterator of (node id, row) pairs, made as they are written."""
+    gradients, tables = _GradientTable(), Tables(trace.nodes)
     for p in trace.passes:  # the table, before it is written (the flow refers to it)
         for f in p.flow.values():
             gradients.refs(f.grad_outputs)
@@ -75,10 +77,12 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("outputs", list(trace.outputs)),
         ("output_names", list(trace.output_names)),
         ("root_reason", trace.root_reason),
-        ("nodes", map(_node_dict, trace.nodes)),
-        ("edges", map(_edge_dict, trace.edges)),
+        ("sources", tables.sources()),
+        ("saved_tensors", tables.saved()),
+        ("nodes", map(tables.node_row, trace.nodes)),
+        ("edges", map(list, trace.edges)),  # an Edge is (src, dst, dst_input, src_output)
         ("tensors", map(_tensor_dict, trace.tensors)),
-        ("gradients", map(summary_dict, gradients.kept)),
+        ("gradients", (one_number(summary_dict(g)) for g in gradients.kept)),
         ("passes", (_pass_dict(p, _flow_refs(p, gradients)) for p in trace.passes)),
         ("findings", map(finding_dict, trace.findings)),
         ("functions", (
@@ -105,7 +109,9 @@ def trace_from_dict(data: Any, lean: bool = False) -> Trace:
             f"not a gradtrace trace (schema {found!r:.60}, expected {' or '.join(READS)})",
             "make one with `gradtrace show SCENARIO --json > trace.json`",
         )
-    if data["schema"] != SCHEMA:
+    if data["schema"] == SCHEMA:
+        data = expanded(data)
+    elif data["schema"] == READS[0]:
         data = schema_1_upgraded(data)
     if lean:
         data = leaf_flow_only(data)
@@ -174,33 +180,6 @@ def _content(g: GradSummary) -> Any:
     if type(g.values) is list or 0.0 in (g.norm, g.min, g.max, g.values):
         return repr(g)
     return g
-
-
-def _node_dict(n: Node) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "type": n.type,
-        "kind": n.kind,
-        "tensor": n.tensor,
-        "saved": [
-            {"name": s.name, "shape": _list(s.shape), "dtype": s.dtype, "bytes": s.bytes,
-             "status": s.status}
-            for s in n.saved
-        ],
-        "module": n.module,
-        **({"recomputed": True} if n.recomputed else {}),  # only then: JSON stays small
-        **({"grad_graph": True} if n.grad_graph else {}),
-        **({"hooks": list(n.hooks)} if n.hooks else {}),
-        **({"output_tensors": list(n.output_tensors)} if n.output_tensors else {}),
-        "source": None if n.source is None else
-        {"file": n.source.file, "line": n.source.line, "code": n.source.code},
-        **({"library": {"file": n.library.file, "line": n.library.line,
-                        "code": n.library.code}} if n.library else {}),
-    }
-
-
-def _edge_dict(e: Edge) -> dict[str, Any]:
-    return {"src": e.src, "dst": e.dst, "dst_input": e.dst_input, "src_output": e.src_output}
 
 
 def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
@@ -310,20 +289,23 @@ def _tensor_from(d: dict[str, Any]) -> TensorInfo:
     )
 
 
-def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, dict[str, Any]]]:
-    """A pass's flow with each gradient as its index in the table, entry by entry."""
+def _flow_refs(p: Pass, gradients: _GradientTable) -> Iterator[tuple[str, list[Any]]]:
+    """A pass's flow, entry by entry: [grad_outputs, grad_inputs] each gradient as its index in
+    the table, and an object of order and unhooked when either is given."""
     refs = gradients.refs
     for i, (node, f) in enumerate(p.flow.items()):
-        entry: dict[str, Any] = {"grad_outputs": refs(f.grad_outputs),
-                                 "grad_inputs": refs(f.grad_inputs)}
-        if f.position != i:  # in run order: left out
-            entry["order"] = f.position
-        if f.unhooked is not None:  # what a node sent before a module hook replaced it
-            entry["unhooked"] = refs(f.unhooked)
+        entry: list[Any] = [refs(f.grad_outputs), refs(f.grad_inputs)]
+        if f.position != i or f.unhooked is not None:
+            extras: dict[str, Any] = {}
+            if f.position != i:  # in run order: left out
+                extras["order"] = f.position
+            if f.unhooked is not None:  # what a node sent before a module hook replaced it
+                extras["unhooked"] = refs(f.unhooked)
+            entry.append(extras)
         yield node, entry
 
 
-def _pass_dict(p: Pass, flow: Iterator[tuple[str, dict[str, Any]]]) -> Streamed:
+def _pass_dict(p: Pass, flow: Iterator[tuple[str, list[Any]]]) -> Streamed:
     return Streamed({
         "kind": p.kind,
         "roots": list(p.roots),
@@ -525,10 +507,6 @@ def _norm(x: float | str | None) -> float:
     if norm is None:
         raise ValueError("a gradient summary's norm is null")
     return norm
-
-
-def _list(shape: Shape | None) -> list[int | str] | None:
-    return None if shape is None else list(shape)
 
 
 def _tuple(shape: list[int | str] | None) -> Shape | None:

@@ -44,7 +44,7 @@ def _refuse(value: Any) -> Any:
 
 @gc_paused
 def to_json(trace: Trace) -> str:
-    """JSON of the trace (schema gradtrace.trace/2), byte-identical for the same trace."""
+    """JSON of the trace (schema gradtrace.trace/3), byte-identical for the same trace."""
     return "".join(json_chunks(trace))
 
 
