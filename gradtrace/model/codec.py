@@ -65,10 +65,10 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
     gradients, tables = _GradientTable(), Tables(trace.nodes)
     for p in trace.passes:  # the table, before it is written (the flow refers to it)
         for f in p.flow.values():
-            gradients.refs(f.grad_outputs)
-            gradients.refs(f.grad_inputs)
+            gradients.add(f.grad_outputs)
+            gradients.add(f.grad_inputs)
             if f.unhooked is not None:
-                gradients.refs(f.unhooked)
+                gradients.add(f.unhooked)
     yield from (
         ("schema", SCHEMA),
         ("gradtrace_version", trace.gradtrace_version),
@@ -82,7 +82,7 @@ def trace_sections(trace: Trace) -> Iterator[tuple[str, Any]]:
         ("nodes", map(tables.node_row, trace.nodes)),
         ("edges", map(list, trace.edges)),  # an Edge is (src, dst, dst_input, src_output)
         ("tensors", map(_tensor_dict, trace.tensors)),
-        ("gradients", (one_number(summary_dict(g)) for g in gradients.kept)),
+        ("gradients", (one_number(g) or summary_dict(g) for g in gradients.kept)),
         ("passes", (_pass_dict(p, _flow_refs(p, gradients)) for p in trace.passes)),
         ("findings", map(finding_dict, trace.findings)),
         ("functions", (
@@ -161,17 +161,19 @@ class _GradientTable:
         self._by_id: dict[int, int] = {}
         self._by_content: dict[Any, int] = {}
 
-    def refs(self, summaries: tuple[GradSummary | None, ...]) -> list[int | None]:
-        """The index of each summary (None for None), adding the new ones to the table."""
-        by_id, out = self._by_id, []
+    def add(self, summaries: tuple[GradSummary | None, ...]) -> None:
+        """Add the summaries not in the table yet."""
+        by_id = self._by_id
         for g in summaries:
-            i = None if g is None else by_id.get(id(g))
-            if i is None and g is not None:
+            if g is not None and id(g) not in by_id:
                 i = by_id[id(g)] = self._by_content.setdefault(_content(g), len(self.kept))
                 if i == len(self.kept):
                     self.kept.append(g)
-            out.append(i)
-        return out
+
+    def refs(self, summaries: tuple[GradSummary | None, ...]) -> list[int | None]:
+        """The index of each summary (None for None), each added before."""
+        by_id = self._by_id
+        return [None if g is None else by_id[id(g)] for g in summaries]
 
 
 def _content(g: GradSummary) -> Any:

@@ -4,11 +4,12 @@ the reader checks and reads as it always did."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 from ..errors import TraceFileError
-from .records import Node, SavedTensor, Source
+from .records import GradSummary, Node, SavedTensor, Source
 
 SCHEMA_2, SCHEMA_3 = "gradtrace.trace/2", "gradtrace.trace/3"
 NODE_ROW = ("id", "type", "kind", "tensor", "saved", "module", "source")
@@ -66,20 +67,18 @@ class Tables:
         return row
 
 
-def one_number(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A gradient summary's JSON data as the /3 gradients table holds it: a gradient of one
-    finite, non-zero number as its shape and value (its norm, min, max and finiteness are
-    what the value says); any other as it is."""
-    if summary is None:
+def one_number(g: GradSummary) -> dict[str, Any] | None:
+    """A gradient summary as the /3 gradients table holds it when it is one finite, non-zero
+    number: its shape and value (its norm, min, max and finiteness are what the value says);
+    None for any other, written in full."""
+    value = g.values
+    while type(value) is list and len(value) == 1:
+        value = value[0]
+    if type(value) is not float or not value or value != value or g.min != value \
+            or g.max != value or g.norm != abs(value) or not g.finite or g.note is not None \
+            or g.is_complex or g.local_shard or g.shards or abs(value) == math.inf:
         return None
-    values = summary.get("values")
-    while type(values) is list and len(values) == 1:
-        values = values[0]
-    if type(values) is not float or not values or len(summary) != 6 \
-            or summary["min"] != values or summary["max"] != values \
-            or summary["norm"] != abs(values) or summary["finite"] is not True:
-        return summary
-    return {"shape": summary["shape"], "values": summary["values"]}
+    return {"shape": list(g.shape), "values": g.values}
 
 
 def expanded(data: dict[str, Any]) -> dict[str, Any]:

@@ -78,9 +78,14 @@ def _chunks(trace: Trace, text: Callable[[Any], str]) -> Iterator[str]:
                 continue
             yield f"{text(key)}: [\n    "
             yield from _item(first, text)
-            for item in value:
-                yield ",\n    "
-                yield from _item(item, text)
+            # the rest a few thousand at a time: each item's text joined, a piece per part
+            while part := list(islice(value, _PART)):
+                if any(type(item) is Streamed for item in part):
+                    for item in part:
+                        yield ",\n    "
+                        yield from _item(item, text)
+                else:
+                    yield ",\n    " + ",\n    ".join(map(text, part))
             yield "\n  ]"
         else:
             yield f"{text(key)}: {text(value)}"
