@@ -190,6 +190,9 @@ def test_a_saved_run_shows_a_pass_kept_in_full_and_says_what_it_kept_of_the_othe
     light = next(i for i, p in enumerate(passes, 1) if p.get("light"))
     kept = invoke("show", saved, "--pass", str(full[-1]))
     assert kept.exit_code == 0 and f"gradients of pass {full[-1]} " in kept.stdout
+    # the report says which passes it keeps in full
+    assert full == [1, 30] and "(passes 1–30; kept in full: 1, 30, the others' statistics " \
+        "only)" in " ".join(invoke("show", saved).stdout.split())
     loss = json.loads(saved.read_text())["steps"]["loss"][light - 1]
     for command in (("show",), ("dot", "--grads")):
         result = invoke(*command, saved, "--pass", str(light))
@@ -203,3 +206,4 @@ def test_a_saved_run_shows_a_pass_kept_in_full_and_says_what_it_kept_of_the_othe
     assert again.exit_code == 0 and f"gradients of pass {light} " in again.stdout
     out_of_range = invoke("show", saved, "--pass", str(len(passes) + 1))
     assert out_of_range.exit_code == 2 and "error:" in out_of_range.stderr
+    assert "the scenario ran 30 pass(es)" in out_of_range.stderr

@@ -17,6 +17,7 @@ from ..model.codec import trace_from_dict
 from ..model.labels import label_file
 from ..model.records import Pass, Trace
 from ..model.run_log import RunLog, read_log, starts_run_log
+from ..render.report import kept_in_full
 from .files import is_stream
 from .output import tell
 
@@ -257,14 +258,6 @@ def pick_pass(trace: Trace, choice: str | None) -> Pass | None:
 def _not_kept(trace: Trace, number: int) -> str:
     """What a trace kept of a pass it holds only the light statistics of, and which passes
     it kept in full."""
-    full = [i for i, p in enumerate(trace.passes, 1) if not p.light]
-    spans: list[list[int]] = []
-    for i in full:
-        if spans and spans[-1][-1] == i - 1:
-            spans[-1][1:] = [i]
-        else:
-            spans.append([i])
-    kept = ", ".join("–".join(map(str, span)) for span in spans)
     steps, row = trace.steps, number - 1
     light = ""
     if steps is not None and row < len(steps.grads):
@@ -276,4 +269,4 @@ def _not_kept(trace: Trace, number: int) -> str:
             if norms else [])
         light = f" ({'; '.join(said)})" if said else ""
     return (f"--pass {number}: this trace kept only the light statistics of pass {number}"
-            f"{light}, not its graph and gradients; passes kept in full: {kept}")
+            f"{light}, not its graph and gradients; passes kept in full: {kept_in_full(trace)}")

@@ -140,15 +140,37 @@ def header(trace: Trace) -> Text:
 
 def passes_summary(trace: Trace) -> str:
     """ "1 pass", or for a loop "30 passes over the same graph of 6 ops (passes 1–30)"."""
-    count = len(trace.passes)
+    count, kept = len(trace.passes), _kept_said(trace)
     graphs = {p.graph for p in trace.passes}
     if count < 2 or len(graphs) == count:
         return f"{count} pass(es)"
     if len(graphs) == 1:  # (--pass all draws each copy of it)
         copies = len({p.roots for p in trace.passes})
         ops = sum(1 for n in trace.nodes if n.kind != "leaf") // max(copies, 1)
-        return f"{count} passes over the same graph of {ops} ops (passes 1–{count})"
-    return f"{count} passes over {len(graphs)} distinct graphs"
+        return f"{count} passes over the same graph of {ops} ops (passes 1–{count}" \
+            f"{f'; {kept}' if kept else ''})"
+    return f"{count} passes over {len(graphs)} distinct graphs{f' ({kept})' if kept else ''}"
+
+
+def _kept_said(trace: Trace) -> str:
+    """Which passes a trace keeps in full, when it keeps only the others' light statistics;
+    else ""."""
+    if not any(p.light for p in trace.passes):
+        return ""
+    return f"kept in full: {kept_in_full(trace)}, the others' statistics only"
+
+
+def kept_in_full(trace: Trace) -> str:
+    """The numbers of the passes a trace keeps in full, runs as spans: "1–2, 30"."""
+    spans: list[list[int]] = []
+    for i, p in enumerate(trace.passes, 1):
+        if p.light:
+            continue
+        if spans and spans[-1][-1] == i - 1:
+            spans[-1][1:] = [i]
+        else:
+            spans.append([i])
+    return ", ".join("–".join(map(str, span)) for span in spans)
 
 
 def graph_title(trace: Trace, shown: Pass | None) -> Text:
