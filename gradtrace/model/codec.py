@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import TraceFileError
 from .compact import SCHEMA_3, Tables, expanded, one_number
@@ -31,6 +31,7 @@ from .records import (
 from .validate import leaf_flow_only, schema_1_upgraded, validate_trace
 from .values import json_float, json_values, py_float, py_values
 
+Made = TypeVar("Made")
 SCHEMA = SCHEMA_3
 # a /1 trace is upgraded to /2 and a /3 expanded to its shape, then read as one
 READS = ("gradtrace.trace/1", "gradtrace.trace/2", SCHEMA)
@@ -185,19 +186,33 @@ def _content(g: GradSummary) -> Any:
 
 
 def _nodes_from(nodes: list[dict[str, Any]], lean: bool) -> tuple[Node, ...]:
-    """The nodes, made field by field (a big trace has 100,000s); lean: without saved."""
+    """The nodes, made field by field (a big trace has 100,000s); lean: without saved. The
+    entries /3 nodes share (its tables') are made once, and shared."""
+    saved, source = _once(_decode_saved), _once(_source_from)
     return tuple(Node.from_columns(
         id=_field(nodes, "id"), type=_field(nodes, "type"), kind=_field(nodes, "kind"),
         tensor=_field(nodes, "tensor"),
-        saved=repeat(()) if lean else (tuple(map(_decode_saved, n["saved"])) for n in nodes),
+        saved=repeat(()) if lean else (tuple(map(saved, n["saved"])) for n in nodes),
         module=_optional(nodes, "module", None),
         recomputed=_optional(nodes, "recomputed", False),
-        source=map(_source_from, _optional(nodes, "source", None)),
+        source=map(source, _optional(nodes, "source", None)),
         grad_graph=_optional(nodes, "grad_graph", False),
         hooks=(tuple(n.get("hooks", ())) for n in nodes),
-        library=map(_source_from, _optional(nodes, "library", None)),
+        library=map(source, _optional(nodes, "library", None)),
         output_tensors=(tuple(n.get("output_tensors", ())) for n in nodes),
     ))
+
+
+def _once(make: Callable[[Any], Made]) -> Callable[[Any], Made]:
+    """make, called once per JSON object (by identity: the data read holds each alive)."""
+    made: dict[int, Made] = {}
+
+    def once(d: Any) -> Made:
+        key = id(d)
+        if key not in made:
+            made[key] = make(d)
+        return made[key]
+    return once
 
 
 def _edges_from(edges: list[dict[str, Any]]) -> tuple[Edge, ...]:

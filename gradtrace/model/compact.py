@@ -5,8 +5,8 @@ the reader checks and reads as it always did."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from ..errors import TraceFileError
 from .records import GradSummary, Node, SavedTensor, Source
@@ -18,6 +18,7 @@ NODE_EXTRAS = ("recomputed", "grad_graph", "hooks", "output_tensors", "library")
 EDGE_ROW = ("src", "dst", "dst_input", "src_output")
 FLOW_ROW = ("grad_outputs", "grad_inputs")
 FLOW_EXTRAS = ("order", "unhooked")
+Read = TypeVar("Read")
 
 
 class Tables:
@@ -84,20 +85,20 @@ def one_number(g: GradSummary) -> dict[str, Any] | None:
 def expanded(data: dict[str, Any]) -> dict[str, Any]:
     """A /3 trace's data as the /2 trace it says; raises TraceFileError naming the first row
     or reference that is not one (the rest is left for validate_trace to name)."""
+    saved_keys = ("name", "shape", "dtype", "bytes", "status")
     try:
-        sources = [_row_dict(r, f"sources[{i}]", ("file", "line", "code"))
-                   for i, r in enumerate(_list(data.get("sources", []), "sources"))]
-        saved = [_row_dict(r, f"saved_tensors[{i}]", ("name", "shape", "dtype", "bytes", "status"))
-                 for i, r in enumerate(_list(data.get("saved_tensors", []), "saved_tensors"))]
-        nodes = [_node_dict(r, f"nodes[{i}]", sources, saved)
-                 for i, r in enumerate(_list(data["nodes"], "nodes"))]
-        edges = [_row_dict(r, f"edges[{i}]", EDGE_ROW)
-                 for i, r in enumerate(_list(data["edges"], "edges"))]
+        sources = _rows(data.get("sources", []), "sources",
+                        lambda r: _row_dict(r, ("file", "line", "code")))
+        saved = _rows(data.get("saved_tensors", []), "saved_tensors",
+                      lambda r: _row_dict(r, saved_keys))
+        nodes = _rows(data["nodes"], "nodes", lambda r: _node_dict(r, sources, saved))
+        edges = _rows(data["edges"], "edges", lambda r: _row_dict(r, EDGE_ROW))
         gradients = [_summary_dict(g) for g in _list(data.get("gradients", []), "gradients")]
         passes = [_pass_dict(p, f"passes[{i}]")
                   for i, p in enumerate(_list(data["passes"], "passes"))]
     except (_Invalid, KeyError) as exc:
-        problem = f"{exc}: missing" if isinstance(exc, KeyError) else str(exc)
+        problem = f"{exc.args[0]}: missing" if isinstance(exc, KeyError) \
+            else f"{exc.where}: {exc.problem}"
         raise TraceFileError(f"invalid trace: {problem}",
                              "regenerate it with `gradtrace show SCENARIO --json`") from None
     tables = ("sources", "saved_tensors")
@@ -106,47 +107,66 @@ def expanded(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Invalid(Exception):
-    """A row or reference of a /3 trace that is not one, at its JSON path."""
+    """A row or reference of a /3 trace that is not one: where (in the item being read, until
+    the item's own path is put before it) and what."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where, self.problem = where, problem
 
 
 def _list(value: Any, path: str) -> list[Any]:
     if type(value) is not list:
-        raise _Invalid(f"{path}: expected a list, found {type(value).__name__}")
+        raise _Invalid(path, f"expected a list, found {type(value).__name__}")
     return value
 
 
-def _row_dict(row: Any, path: str, keys: tuple[str, ...], extras: tuple[str, ...] = ()
-              ) -> dict[str, Any]:
+def _rows(items: Any, path: str, make: Callable[[Any], Read]) -> list[Read]:
+    """make(item) of each item of the list at path; a problem is named by its item's path,
+    made only then (100,000s of items are fine)."""
+    items = _list(items, path)
+    try:
+        return [make(item) for item in items]
+    except _Invalid:
+        for i, item in enumerate(items):
+            try:
+                make(item)
+            except _Invalid as exc:
+                raise _Invalid(f"{path}[{i}]{exc.where}", exc.problem) from None
+        raise
+
+
+def _row_dict(row: Any, keys: tuple[str, ...], extras: tuple[str, ...] = ()) -> dict[str, Any]:
     """A row as the object of keys; with extras, an object of those may follow."""
     if type(row) is not list or not len(keys) <= len(row) <= len(keys) + bool(extras):
         said = f"{len(keys)}" + (f" or {len(keys) + 1}" if extras else "")
-        raise _Invalid(f"{path}: expected a list of {said} items, found {row!r:.60}")
+        raise _Invalid("", f"expected a list of {said} items, found {row!r:.60}")
     d = dict(zip(keys, row, strict=False))
     if len(row) > len(keys):
         more = row[-1]
         if type(more) is not dict or not more or not set(more) <= set(extras):
-            raise _Invalid(f"{path}[{len(keys)}]: expected an object of "
-                           f"{', '.join(extras)}, found {more!r:.60}")
+            raise _Invalid(f"[{len(keys)}]", f"expected an object of {', '.join(extras)}, "
+                           f"found {more!r:.60}")
         d.update(more)
     return d
 
 
-def _at(table: list[Any], index: Any, path: str, name: str) -> Any:
+def _at(table: list[Any], index: Any, where: str, name: str) -> Any:
     """table[index], index a whole number within it."""
     if type(index) is not int or not 0 <= index < len(table):
-        raise _Invalid(f"{path}: expected an index into {name} (0 to {len(table) - 1}), "
+        raise _Invalid(where, f"expected an index into {name} (0 to {len(table) - 1}), "
                        f"found {index!r:.40}")
     return table[index]
 
 
-def _node_dict(row: Any, path: str, sources: list[Any], saved: list[Any]) -> dict[str, Any]:
-    d = _row_dict(row, path, NODE_ROW, NODE_EXTRAS)
-    d["saved"] = [_at(saved, k, f"{path}[4][{j}]", "saved_tensors")
-                  for j, k in enumerate(_list(d["saved"], f"{path}[4]"))]
+def _node_dict(row: Any, sources: list[Any], saved: list[Any]) -> dict[str, Any]:
+    d = _row_dict(row, NODE_ROW, NODE_EXTRAS)
+    d["saved"] = [_at(saved, k, f"[4][{j}]", "saved_tensors")
+                  for j, k in enumerate(_list(d["saved"], "[4]"))]
     if d["source"] is not None:
-        d["source"] = _at(sources, d["source"], f"{path}[6]", "sources")
+        d["source"] = _at(sources, d["source"], "[6]", "sources")
     if "library" in d:
-        d["library"] = _at(sources, d["library"], f"{path}[7].library", "sources")
+        d["library"] = _at(sources, d["library"], "[7].library", "sources")
     return d
 
 
@@ -167,6 +187,14 @@ def _summary_dict(g: Any) -> Any:
 def _pass_dict(p: Any, path: str) -> Any:
     if type(p) is not dict or type(p.get("flow")) is not dict:
         return p  # validate_trace names it
-    flow = {node: _row_dict(row, f"{path}.flow[{node!r:.40}]", FLOW_ROW, FLOW_EXTRAS)
-            for node, row in p["flow"].items()}
-    return {**p, "flow": flow}
+    flow = p["flow"]
+    try:
+        return {**p, "flow": {node: _row_dict(row, FLOW_ROW, FLOW_EXTRAS)
+                              for node, row in flow.items()}}
+    except _Invalid:
+        for node, row in flow.items():
+            try:
+                _row_dict(row, FLOW_ROW, FLOW_EXTRAS)
+            except _Invalid as exc:
+                raise _Invalid(f"{path}.flow[{node!r:.40}]{exc.where}", exc.problem) from None
+        raise

@@ -181,7 +181,8 @@ def _trace(data: Any, saved: bool) -> None:
         _str(top[key], key)
     _str(top["scenario"], "scenario", null=True, limit=MAX_TEXT)
     ids: set[str] = set()
-    _each(top["nodes"], "nodes", lambda node: _node(node, ids, saved))
+    shared: set[int] = set()  # the saved tensors and sources checked, by identity
+    _each(top["nodes"], "nodes", lambda node: _node(node, ids, saved, shared))
     for i, node_id in enumerate(_list(top["outputs"], "outputs")):
         _ref(node_id, f"outputs[{i}]", ids)
     for i, name in enumerate(_list(top.get("output_names", []), "output_names")):
@@ -204,7 +205,9 @@ def _trace(data: Any, saved: bool) -> None:
     _costs(top.get("costs"), "costs", ids, len(top["passes"]))
 
 
-def _node(raw: Any, ids: set[str], saved: bool) -> None:
+def _node(raw: Any, ids: set[str], saved: bool, shared: set[int]) -> None:
+    """A node; its saved tensors and sources are checked once each by identity (a /3
+    trace's nodes share their tables' entries)."""
     node = _obj(raw, "", ("id", "type", "kind", "tensor", "saved"))
     _str(node["id"], "id")
     if not NODE_ID.fullmatch(node["id"]):
@@ -221,22 +224,26 @@ def _node(raw: Any, ids: set[str], saved: bool) -> None:
     _each(node.get("hooks", []), "hooks", lambda h: _str(h, ""))
     _each(node.get("output_tensors", []), "output_tensors", lambda t: _str(t, "", null=True))
     for key in ("source", "library"):
-        if node.get(key) is not None:
+        if node.get(key) is not None and id(node[key]) not in shared:
             source = _obj(node[key], key, ("file", "line", "code"))
             _str(source["file"], f"{key}.file")
             _int(source["line"], f"{key}.line")
             _str(source["code"], f"{key}.code")
+            shared.add(id(source))
     if saved and node["saved"]:
-        _each(node["saved"], "saved", _saved)
+        _each(node["saved"], "saved", lambda s: _saved(s, shared))
 
 
-def _saved(raw: Any) -> None:
+def _saved(raw: Any, shared: set[int]) -> None:
+    if id(raw) in shared:
+        return
     saved = _obj(raw, "", ("name", "shape", "dtype", "bytes"))
     _str(saved["name"], "name")
     _shape(saved["shape"], "shape", null=True)
     _str(saved["dtype"], "dtype", null=True)
     _int(saved["bytes"], "bytes")
     _choice(saved.get("status", "ok"), "status", get_args(SavedStatus))
+    shared.add(id(raw))
 
 
 def _edge(raw: Any, ids: set[str]) -> None:
