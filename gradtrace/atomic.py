@@ -10,7 +10,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,15 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(caught[0])
 
 
-def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
-    """path holds data, whole, or is as it was: written to a temporary file in its folder
-    that replaces it (mode: the permission bits it gets; None: a plain open()'s)."""
+def replace_file(path: Path, data: bytes | Iterable[bytes], mode: int | None = None) -> None:
+    """path holds data (bytes, or pieces written as they are made), whole, or is as it was:
+    written to a temporary file in its folder that replaces it (mode: the permission bits it
+    gets; None: a plain open()'s)."""
     with _signals_held():
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                handle.writelines([data] if isinstance(data, bytes) else data)
             if mode is None:  # mkstemp makes the file private (0600)
                 mask = os.umask(0)
                 os.umask(mask)

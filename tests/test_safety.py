@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,23 @@ def test_an_interrupted_write_leaves_nothing_behind(tmp_path: Path,
     with pytest.raises(KeyboardInterrupt):
         write_atomic(tmp_path / "big.svg", b"x" * 1_000_000)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pieces_that_fail_midway_leave_the_old_file_as_it_was(tmp_path: Path) -> None:
+    """A trace is written as it is made (-o of a big one is never whole in memory): a piece
+    that fails after others were written leaves the old file whole and no temporary file."""
+    target = tmp_path / "trace.json"
+    target.write_bytes(b"old")
+
+    def pieces() -> Iterator[bytes]:
+        yield b"{"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, pieces())
+    assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
+    write_atomic(target, iter([b"{", b"}"]))
+    assert target.read_bytes() == b"{}"
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..atomic import replace_file
@@ -36,8 +36,10 @@ def _same_file(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def write_atomic(path: Path, data: bytes, protected: Sequence[Path] = ()) -> None:
-    """Write data to path so that no failure or interruption leaves a half-written file.
+def write_atomic(path: Path, data: bytes | Iterable[bytes], protected: Sequence[Path] = ()
+                 ) -> None:
+    """Write data (bytes, or pieces written as they are made: a big trace is never whole in
+    memory) to path so that no failure or interruption leaves a half-written file.
 
     A regular file is written through a temporary file that replaces it at the end (Ctrl-C
     and SIGTERM held meanwhile: atomic.py); a device, FIFO or socket (/dev/null,
@@ -64,7 +66,7 @@ def write_atomic(path: Path, data: bytes, protected: Sequence[Path] = ()) -> Non
     if mode is not None and not stat.S_ISREG(mode):
         try:
             with open(path, "wb") as handle:
-                handle.write(data)
+                handle.writelines([data] if isinstance(data, bytes) else data)
         except OSError as exc:
             raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
         return
@@ -112,7 +114,7 @@ def _is_ours(name: str) -> bool:
     return name.split("/")[2] in ("self", "thread-self", str(os.getpid()))
 
 
-def _write_descriptor(fd: int, data: bytes, shown: Path) -> None:
+def _write_descriptor(fd: int, data: bytes | Iterable[bytes], shown: Path) -> None:
     """data through a descriptor of this process: the command's stdout for 1."""
     try:
         if fd == 1:
@@ -120,7 +122,8 @@ def _write_descriptor(fd: int, data: bytes, shown: Path) -> None:
             return
         if fd == 2 and sys.stderr is not None:
             sys.stderr.flush()  # what Python holds goes first
-        write_all(fd, data)
+        for piece in [data] if isinstance(data, bytes) else data:
+            write_all(fd, piece)
     except BrokenPipeError:
         raise
     except OSError as exc:

@@ -101,7 +101,7 @@ def stdout_silenced(silent: bool) -> None:
     _SILENT[0] = silent
 
 
-def write_stdout(data: str | bytes | Iterable[str]) -> None:
+def write_stdout(data: str | bytes | Iterable[str] | Iterable[bytes]) -> None:
     """Write a command's output to stdout, pieces as they are made; text as UTF-8."""
     if _SILENT[0]:
         return

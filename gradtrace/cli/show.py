@@ -299,6 +299,7 @@ def _emit(data: str | Iterable[str], output: Output) -> None:
     """Output to stdout, or atomically to -o FILE (never over the scenario's file)."""
     if output.target is None:
         write_stdout(data)
-    else:
-        text = data if isinstance(data, str) else "".join(data)
-        write_atomic(output.target, text.encode("utf-8"), protected=[output.source])
+    else:  # a trace's pieces as they are made: never whole in memory
+        write_atomic(output.target, (piece.encode("utf-8") for piece in
+                                     ([data] if isinstance(data, str) else data)),
+                     protected=[output.source])
