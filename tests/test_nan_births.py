@@ -194,3 +194,25 @@ def test_a_healthy_loop_never_searches(monkeypatch: pytest.MonkeyPatch) -> None:
             loss.backward()
             opt.step()
     assert not [f for f in rec.findings if f.code.startswith("nan")]
+
+
+def test_not_finite_reads_many_small_values_in_batches_as_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A million-node graph saves a million small values: read stacked by shape, in runs of
+    at most JOINED elements, each flag is what reading the tensor alone says (dtypes mixed,
+    complex, big ones on their own); a healthy twin of all-finite values is all False."""
+    from gradtrace.extract import births
+
+    monkeypatch.setattr(births, "JOINED", 7)  # runs cut often
+    torch.manual_seed(0)
+    values = [1.0, -2.5, float("nan"), float("inf"), float("-inf"), 0.0]
+    tensors = [torch.tensor(values[i % 6]) for i in range(40)] + [
+        torch.tensor([1.0, values[i % 6]], dtype=dtype)
+        for i, dtype in enumerate([torch.float16, torch.bfloat16, torch.float64] * 4)] + [
+        torch.tensor([1 + 2j, complex(values[i % 6], 0)]) for i in range(6)] + [
+        torch.randn(5000), torch.full((5000,), float("nan")), torch.randn(3, 4).t(),
+        torch.tensor([70000.0]).half()]
+    alone = [bool((~torch.isfinite(t)).any()) for t in tensors]
+    assert births.not_finite(tensors) == alone and any(alone) and not all(alone)
+    healthy = [t.nan_to_num(0.0, 0.0, 0.0) for t in tensors]
+    assert births.not_finite(healthy) == [False] * len(healthy)

@@ -52,18 +52,49 @@ def plain(t: Any) -> bool:
         and (t.is_floating_point() or t.is_complex()) and not t.is_meta and t.numel() > 0
 
 
+# Elements of small tensors read together: one copy of them, at most this long (a graph of a
+# million nodes saves a million small values; three ops each took 10 s).
+JOINED = 1 << 22
+
+
 def not_finite(tensors: list[torch.Tensor]) -> list[bool]:
-    """Whether each tensor holds a NaN or Inf, read in one batch per device."""
+    """Whether each tensor holds a NaN or Inf, read in one batch per device: small ones of
+    one shape stacked, a few ops for thousands, each big one on its own."""
     flags: list[bool] = [False] * len(tensors)
     by_device: dict[torch.device, list[int]] = {}
     for i, t in enumerate(tensors):
         by_device.setdefault(t.device, []).append(i)
     with torch.no_grad():
         for indices in by_device.values():
-            read = torch.stack([~torch.isfinite(tensors[i]).all() for i in indices]).tolist()
-            for i, bad in zip(indices, read, strict=True):
-                flags[i] = bad
+            big: list[int] = []
+            alike: dict[torch.Size, list[int]] = {}  # small ones by shape
+            for i in indices:
+                t = tensors[i]
+                if t.numel() > _SMALL:
+                    big.append(i)
+                else:
+                    alike.setdefault(t.shape, []).append(i)
+            groups: list[tuple[torch.Tensor, list[int]]] = []
+            if big:
+                groups.append((torch.stack([~torch.isfinite(tensors[i]).all() for i in big]),
+                               big))
+            for shape, same in alike.items():
+                step = max(1, JOINED // max(1, shape.numel()))
+                for k in range(0, len(same), step):
+                    run = same[k:k + step]
+                    stacked = torch.stack([tensors[i] for i in run])  # promoted to one dtype
+                    groups.append((~torch.isfinite(stacked).reshape(len(run), -1).all(1), run))
+            for read, which in groups:
+                for i, bad in zip(which, read.tolist(), strict=True):
+                    flags[i] = bad
     return flags
+
+
+# A tensor of at most this many elements is read stacked with others of its shape, at most
+# JOINED elements together: a graph of a million nodes saves a million small values (three
+# ops each took 10 s).
+_SMALL = 4096
+JOINED = 1 << 22
 
 
 def search(roots: list[torch.Tensor], order: list[Any], edges: list[RawEdge],
