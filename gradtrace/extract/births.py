@@ -170,7 +170,7 @@ def _readings(roots: list[torch.Tensor], order: list[Any], index: dict[Any, int]
                 value = None if leaf is None else (leaf, 0)
             else:
                 value = None
-            out.append((value, i, t.detach()))
+            out.append((value, i, t))  # unpacked: a tensor of its own already
     return out
 
 
