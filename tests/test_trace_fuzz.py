@@ -159,3 +159,59 @@ def test_mutated_traces_make_valid_svg_or_are_refused(data: st.DataObject,
         # hover text only (each box's scenario line): no element links anywhere
         assert not [e for e in svg.iter() if e.tag.endswith("}a")
                     and any(k.endswith("href") for k in e.attrib)]
+
+
+def read_both_ways(data: dict[str, Any], lean: bool) -> tuple[str, str]:
+    """A /3 trace read from its rows (as gradtrace reads it) and the long way (its /2 data):
+    each the JSON of the Trace read, or the error that refused it."""
+    from gradtrace.errors import TraceFileError
+    from gradtrace.model.codec import trace_from_dict
+    from gradtrace.model.compact import SCHEMA_3, expanded
+    from gradtrace.render.json import to_json
+
+    said = []
+
+    def long_way() -> Any:
+        copied = copy.deepcopy(data)
+        return trace_from_dict(expanded(copied) if copied.get("schema") == SCHEMA_3
+                               else copied, lean)
+
+    for read in (lambda: trace_from_dict(copy.deepcopy(data), lean), long_way):
+        try:
+            said.append(to_json(read()))
+        except TraceFileError as exc:
+            said.append(f"refused: {exc}")
+    return said[0], said[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), lean=st.booleans())
+def test_rows_read_as_the_long_way_reads_them(data: st.DataObject, lean: bool,
+                                              base_traces: list[dict[str, Any]]) -> None:
+    """Reading a /3 trace's rows straight (rows.py) gives the Trace its /2 data gives, or
+    the same refusal: for the traces as written (a healthy twin) and mutated anywhere."""
+    for base in base_traces:
+        fast, slow = read_both_ways(base, lean)
+        assert fast == slow and not fast.startswith("refused")
+    fast, slow = read_both_ways(data.draw(mutated(base_traces)), lean)
+    assert fast == slow
+    fast, slow = read_both_ways(data.draw(rows_mutated(base_traces)), lean)
+    assert fast == slow
+
+
+CELL = st.sampled_from([-1, 0, 1, 2, 99, True, False, None, 1.0, "n0", "n1", "n99", "op",
+                        "leaf", "x" * 1001, [], [0], [None], {}, {"order": 1}])
+
+
+@st.composite
+def rows_mutated(draw: st.DrawFn, bases: list[dict[str, Any]]) -> dict[str, Any]:
+    """A trace with a cell of its rows or tables changed: nodes, edges, flow entries,
+    sources, saved tensors (where the row reader checks what the long way checks)."""
+    data = copy.deepcopy(draw(st.sampled_from(bases)))
+    for _ in range(draw(st.integers(1, 2))):
+        rows = [data[key] for key in ("nodes", "edges", "sources", "saved_tensors")] + [
+            p["flow"] for p in data["passes"]]
+        spots = [spot for part in rows for spot in places(part)]
+        container, key = draw(st.sampled_from(spots))
+        container[key] = copy.deepcopy(draw(CELL | JSON_VALUE))  # CELL's lists stay as they are
+    return data

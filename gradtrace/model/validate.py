@@ -40,12 +40,13 @@ class _Invalid(Exception):
                         self.problem)
 
 
-def validate_trace(data: Any, saved: bool = True) -> None:
+def validate_trace(data: Any, saved: bool = True, ids: set[str] | None = None) -> None:
     """Raise TraceFileError naming the first place where data breaks the /2 contract (saved:
     False leaves nodes' saved tensors unchecked, for a reader that does not read them; the
-    gradients no flow entry refers to are not read, nor checked)."""
+    gradients no flow entry refers to are not read, nor checked). ids: the node ids of nodes
+    checked already (data's nodes, edges and flow are left out: rows.py checked them)."""
     try:
-        _trace(data, saved)
+        _trace(data, saved, ids)
     except _Invalid as exc:
         raise TraceFileError(f"invalid trace: {exc}",
                              "regenerate it with `gradtrace show SCENARIO --json`") from None
@@ -174,13 +175,13 @@ def _ref(value: Any, path: str, ids: set[str], null: bool = False) -> None:
         raise _Invalid(path, f"points at {value!r:.40}, which is not a node id")
 
 
-def _trace(data: Any, saved: bool) -> None:
+def _trace(data: Any, saved: bool, known: set[str] | None) -> None:
     top = _obj(data, "", ("schema", "gradtrace_version", "torch_version", "scenario",
                           "outputs", "nodes", "edges", "tensors", "passes", "findings"))
     for key in ("gradtrace_version", "torch_version"):
         _str(top[key], key)
     _str(top["scenario"], "scenario", null=True, limit=MAX_TEXT)
-    ids: set[str] = set()
+    ids: set[str] = set() if known is None else known
     shared: set[int] = set()  # the saved tensors and sources checked, by identity
     _each(top["nodes"], "nodes", lambda node: _node(node, ids, saved, shared))
     for i, node_id in enumerate(_list(top["outputs"], "outputs")):
@@ -478,7 +479,8 @@ def leaf_flow_only(data: dict[str, Any]) -> dict[str, Any]:
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         return data
-    leaves = {n.get("id") for n in nodes if isinstance(n, dict) and n.get("kind") == "leaf"}
+    leaves = {n["id"] for n in nodes if isinstance(n, dict) and n.get("kind") == "leaf"
+              and isinstance(n.get("id"), str)}  # any other id is refused after
     passes = data.get("passes")
     return {**data,
             "passes": [{**p, "flow": _leaf_flow(p["flow"], leaves)}
@@ -540,6 +542,25 @@ def _pass_upgraded(p: dict[str, Any], path: str, table: _Table) -> dict[str, Any
                          if isinstance(f.get(key), list)}}
         out[node] = f
     return {**p, "flow": out}
+
+
+def node_problem(raw: Any) -> str | None:
+    """What breaks the contract in a node (its path first), or None; its id is only checked
+    as an id: it refers to no other node."""
+    try:
+        _node(raw, set(), True, set())
+    except _Invalid as exc:
+        return _said(exc)
+    return None
+
+
+def summary_problem(raw: Any) -> str | None:
+    """What breaks the contract in a gradient summary (its path first), or None."""
+    try:
+        _summary(raw, "")
+    except _Invalid as exc:
+        return _said(exc)
+    return None
 
 
 def steps_problem(raw: Any, passes: int) -> str | None:
