@@ -50,8 +50,8 @@ class Tables:
         """[id, type, kind, tensor, saved indexes, module, source index] and, when a key
         beyond them is not its default, an object of those."""
         saved = self._saved
-        row: list[Any] = [n.id, n.type, n.kind, n.tensor, [saved[s] for s in n.saved], n.module,
-               None if n.source is None else self._sources[n.source]]
+        row: list[Any] = [n.id, n.type, n.kind, n.tensor, [saved[s] for s in n.saved],
+                          n.module, None if n.source is None else self._sources[n.source]]
         if n.recomputed or n.grad_graph or n.hooks or n.output_tensors or n.library:
             extras: dict[str, Any] = {}
             if n.recomputed:
