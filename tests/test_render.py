@@ -249,3 +249,11 @@ def test_one_number_gradients_written_short_read_back_exactly() -> None:
     back = trace_from_dict(json.loads(text)).passes[0].flow
     assert [repr(back[n.id].grad_outputs[0]) for n in nodes] == [repr(g) for g in kinds]
     assert to_json(trace_from_dict(json.loads(text))) == text
+
+
+def test_a_deep_tree_counts_what_it_leaves_out_with_thousands_separated() -> None:
+    nodes = [Node(f"n{i}", "MulBackward0", "op", None) for i in range(1500)]
+    edges = [Edge(f"n{i + 1}", f"n{i}", 0, 0) for i in range(1499)]
+    text = render(graph_tree(make_trace(nodes, edges), max_depth=30, max_nodes=10_000))
+    shown = text.count("MulBackward0")
+    assert f"… {1500 - shown:,} more nodes below --max-depth 30" in text and shown < 100

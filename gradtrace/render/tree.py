@@ -120,10 +120,10 @@ def graph_tree(trace: Trace, max_depth: int = 30, max_nodes: int | None = 300,
                 stack.append((below, LAST if i == 0 else BRANCH, child, child.src, depth + 1))
     hidden = len(trace.nodes) - len(expanded)
     if lines >= max_nodes and hidden > 0:
-        out.append(f"… {hidden} more nodes not shown (--max-nodes N, or --all)\n",
+        out.append(f"… {hidden:,} more nodes not shown (--max-nodes N, or --all)\n",
                    style="yellow")
     elif cut_depth:
-        out.append(f"… {hidden} more nodes below --max-depth {max_depth}\n", style="yellow")
+        out.append(f"… {hidden:,} more nodes below --max-depth {max_depth}\n", style="yellow")
     out.rstrip()
     return out
 
