@@ -216,3 +216,38 @@ def test_not_finite_reads_many_small_values_in_batches_as_one_by_one(
     assert births.not_finite(tensors) == alone and any(alone) and not all(alone)
     healthy = [t.nan_to_num(0.0, 0.0, 0.0) for t in tensors]
     assert births.not_finite(healthy) == [False] * len(healthy)
+
+
+OVERFLOW = """import torch
+
+x = torch.tensor(1.0, requires_grad=True)
+w = torch.tensor(10.0, requires_grad=True)
+y = x
+for _ in range(50):
+    y = y * {factor}
+y.backward()
+"""
+
+
+def test_an_overflow_whose_values_nothing_kept_says_which_ops_may_have_made_it(
+        tmp_path: Path) -> None:
+    """y * 10, fifty times: float32 overflows at the 39th product, but a product by a
+    number keeps no value for backward, so the search cannot tell which one: the finding
+    names the last and says any of the 49 before it may have made it. Its twin, y * w,
+    keeps every value: the 39th product itself is named, of finite inputs."""
+    by_number = tmp_path / "by_number.py"
+    by_number.write_text(OVERFLOW.format(factor="10"))
+    _, trace = _show(by_number, shared=False)
+    born = _one(trace, "nan-value")
+    assert born["node"] == "n0" and born["message"].endswith(
+        "(MulBackward0, y); nothing kept the values before it for backward: it, or one of "
+        "the 49 ops above it, made it")
+    by_tensor = tmp_path / "by_tensor.py"
+    by_tensor.write_text(OVERFLOW.format(factor="w"))
+    _, trace = _show(by_tensor, shared=False)
+    born = _one(trace, "nan-value")
+    assert born["message"].endswith("(MulBackward0, an unnamed tensor), of finite inputs")
+    nodes = {n["id"]: n for n in trace["nodes"]}
+    # the 39th product: 11 products after it lie between it and the root
+    products = [n["id"] for n in trace["nodes"] if n["type"] == "MulBackward0"]
+    assert born["node"] == products[50 - 39] and nodes[born["node"]]["type"] == "MulBackward0"

@@ -43,6 +43,8 @@ class Birth:
     leaf: torch.Tensor | None = None  # the parameter that holds it (origin "parameter")
     certain: bool = True  # every input of the op was read, and finite
     carriers: list[int] = field(default_factory=list)  # positions of nodes that saved one
+    # the ops above the op reached through values nothing kept: any of them may have made it
+    unread_above: int = 0
 
 
 def plain(t: Any) -> bool:
@@ -136,7 +138,8 @@ def search(roots: list[torch.Tensor], order: list[Any], edges: list[RawEdge],
         return Birth(origin, kind, at, carriers=sorted(carriers))
     op = _blamed(order, at, inputs, values)
     certain = all(values.get(v) is True for v in inputs.get(op, ()))
-    return Birth("op", kind, op, certain=certain, carriers=sorted(carriers))
+    unread = sum(node_kind(order[i]) != LEAF for i in _unread_above(op, inputs, values))
+    return Birth("op", kind, op, certain=certain, carriers=sorted(carriers), unread_above=unread)
 
 
 def _readings(roots: list[torch.Tensor], order: list[Any], index: dict[Any, int],

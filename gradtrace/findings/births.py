@@ -53,9 +53,14 @@ def born(fact: NonFiniteBorn, home: str | None = None) -> Finding:
             f"used{where} ({what})", node=fact.box, file=file, line=line,
             hint="check the data where it is loaded: torch.isfinite(batch).all()")
     named = f", {fact.tensor}" if fact.tensor else ", an unnamed tensor"
-    inputs = ", of finite inputs" if fact.certain else \
-        "; those of its inputs kept for backward are finite"
     cause = FORWARD_CAUSES.get(fact.node_type)
+    # an op that makes NaN or Inf of finite numbers is blamed for it; any other (an overflow)
+    # may have been given it by an op above whose output nothing kept
+    inputs = ", of finite inputs" if fact.certain else \
+        f"; nothing kept the values before it for backward: it, or one of the " \
+        f"{fact.unread_above:,} op{'s' if fact.unread_above > 1 else ''} above it, made it" \
+        if fact.unread_above and not cause else \
+        "; those of its inputs kept for backward are finite"
     return NAN_VALUE.finding(
         f"{lead}, and its first {fact.kind} was made in the forward{where} ({what}{named})"
         f"{inputs}", tensor=fact.tensor, node=fact.box, file=file, line=line,

@@ -214,6 +214,8 @@ class NonFiniteBorn(NamedTuple):
     after: int  # how many passes ran before it (none: a leaf held it from the start)
     node: int = 0  # id() of the node (held until the trace is built)
     box: str | None = None  # its node id in the trace's graph, when that shows it
+    # the ops above it whose outputs nothing kept for backward: any of them may have made it
+    unread_above: int = 0
 
 
 class LeafCopied(NamedTuple):

@@ -138,7 +138,8 @@ class NonFiniteBirths(Observer):
             of_node_or_twin(host.library_source_of, "library"),
             of_node_or_twin(host.module_of, "module"),
             tensor, found.certain, stopped,
-            len(self.recorder.passes) - (number is not None), id(node)))
+            len(self.recorder.passes) - (number is not None), id(node),
+            unread_above=found.unread_above))
 
     def _twin(self, signature: int, position: int, order: list[Any]) -> Any:
         """The node at the same place in the latest pass in detail over a graph alike: a
