@@ -53,11 +53,14 @@ class TraceView:
         return to_dot(drawing(self.trace, DrawOptions(**options)))
 
     def to_mermaid(self, **options: Any) -> str:
-        """Mermaid flowchart text, for Markdown."""
+        """Mermaid flowchart text, for Markdown (at most MERMAID_BOXES boxes unless
+        max_boxes= says otherwise: Mermaid refuses bigger ones)."""
+        from .render.bounded import MERMAID_BOXES
         from .render.drawing import DrawOptions, drawing
         from .render.mermaid import to_mermaid
 
-        return to_mermaid(drawing(self.trace, DrawOptions(**options)))
+        return to_mermaid(drawing(self.trace, DrawOptions(**{"max_boxes": MERMAID_BOXES,
+                                                              **options})))
 
     def _repr_svg_(self) -> str | None:
         """Jupyter shows the graph as SVG (None, so it falls back to text, without Graphviz)."""

@@ -189,3 +189,35 @@ def test_diff_lists_changes_that_differ_one_by_one() -> None:
     a, b = unfoldable(3), unfoldable(6)
     text = report_text(a, b)
     assert "alike" not in text and "NegBackward0" in text
+
+
+def test_mermaid_stops_at_its_own_smaller_bound_and_says_so(tmp_path: Path) -> None:
+    """Mermaid refuses a flowchart past 500 edges or 50,000 characters by default: a .mmd (dot,
+    the API, diff -o) stops at MERMAID_BOXES boxes, well inside both; --max-nodes N still draws
+    N. Its twin, a graph within the bound, is drawn whole."""
+    from gradtrace.render.bounded import MERMAID_BOXES
+
+    script = write_script(tmp_path, UNFOLDABLE.format(steps=200))  # 1,001 nodes
+    text = invoke("dot", script, "--to", "mmd").stdout
+    assert text.count("-->") <= 500 and len(text) < 50_000
+    boxes = re.findall(r"^  (n\d+)\[", text, re.M)
+    assert len(boxes) == MERMAID_BOXES
+    assert f"… {1001 - MERMAID_BOXES:,} more nodes not drawn" in text
+    assert f"past the first {MERMAID_BOXES}: a picture's bound" in text
+    x = torch.tensor(1.0, requires_grad=True)
+    y = x
+    for _ in range(200):
+        y = -(((y * 1.5) + 0.5) - 0.5) / 1.5
+    api = gradtrace.trace(y, backward=True).to_mermaid()
+    assert len(re.findall(r"^  (n\d+)\[", api, re.M)) == MERMAID_BOXES
+    wide = invoke("dot", script, "--to", "mmd", "--max-nodes", "400").stdout
+    assert len(re.findall(r"^  (n\d+)\[", wide, re.M)) >= 400
+    other = write_script(tmp_path, UNFOLDABLE.format(steps=200).replace("+ 0.5", "+ 0.25"),
+                         "other.py")
+    assert invoke("diff", script, other, "-o", tmp_path / "d.mmd").exit_code in (0, 1)
+    assert f"past the first {MERMAID_BOXES}: a picture's bound" in \
+        (tmp_path / "d.mmd").read_text()
+    small = write_script(tmp_path, UNFOLDABLE.format(steps=20), "small.py")  # 101 nodes
+    whole = invoke("dot", small, "--to", "mmd").stdout
+    assert "more nodes not drawn" not in whole
+    assert len(re.findall(r"^  (n\d+)\[", whole, re.M)) == 101

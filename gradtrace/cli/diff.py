@@ -135,9 +135,12 @@ def compare_sides(asked: DiffOptions) -> None:
         else:
             from ..diff.union import union_trace
             from ..render.diffs import diff_drawing
+            from ..render.drawing import DrawOptions
 
             union = union_trace(trace_a, trace_b, matching, result.nodes)
-            data = chosen.draw(diff_drawing(union), "TB")
+            options = DrawOptions() if chosen.max_boxes is None \
+                else DrawOptions(max_boxes=chosen.max_boxes)  # Mermaid's own bound
+            data = chosen.draw(diff_drawing(union, options), "TB")
         write_atomic(target, data, protected=sources)
     for ending in endings:
         if ending is not None:

@@ -30,6 +30,9 @@ class Drawing(Protocol):
 # differ throughout (`diff -o`) takes 0.6 s at 1,000 boxes, 2.4 s at 2,000, 17 s at 5,000;
 # a plain chain of 5,000 takes ~1 s. A picture this size is a map to search, not to read.
 MAX_BOXES = 2_000
+# Mermaid refuses a flowchart past 500 edges or 50,000 characters by default (GitHub's and
+# mermaid.live's renderers), a 2,000-box one is ~90 KB: 300 boxes keep a DAG's edges in bound
+MERMAID_BOXES = 300
 EXTRA_KINDS = ("output", "cut", "more")  # boxes that stand for no node: never counted
 
 

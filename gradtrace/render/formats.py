@@ -7,11 +7,12 @@ a renderer module and one row here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ExportError
 from ..model.records import Trace
+from .bounded import MERMAID_BOXES
 from .dot import render, to_dot
 from .drawing import Drawing, DrawOptions, drawing
 from .html import to_html
@@ -35,6 +36,7 @@ class ExportFormat:
     binary: bool = False  # not for a terminal: only written to a file
     graphviz: bool = False  # laid out by Graphviz's `dot` program
     whole: Exporter | None = None  # made from the whole trace (the JSON, the page)
+    max_boxes: int | None = None  # the format's own bound, below a picture's
 
     @property
     def whole_trace(self) -> bool:
@@ -46,6 +48,8 @@ class ExportFormat:
         if self.whole is not None:
             return self.whole(trace, options, rankdir)
         assert self.draw is not None  # each row has one or the other
+        if self.max_boxes is not None and options.max_boxes is not None:
+            options = replace(options, max_boxes=min(options.max_boxes, self.max_boxes))
         return self.draw(drawing(trace, options), rankdir)
 
 
@@ -77,7 +81,7 @@ FORMATS: tuple[ExportFormat, ...] = (
                  graphviz=True),
     ExportFormat("json", (".json",), "the whole trace as JSON", None, whole=_json),
     ExportFormat("mmd", (".mmd", ".mermaid"), "Mermaid flowchart (GitHub renders it)",
-                 _mermaid),
+                 _mermaid, max_boxes=MERMAID_BOXES),
     ExportFormat("html", (".html", ".htm"), "interactive page: pan, zoom, search, details",
                  None, graphviz=True, whole=to_html),
 )
