@@ -48,12 +48,13 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], protected: Sequence[
     """
     shown = path
     path = absolute(path)
+    pieces: Iterable[bytes] = [data] if isinstance(data, bytes) else data
     if any(_same_file(path, p) for p in protected):
         raise ExportError(f"refusing to overwrite {shown}: it is an input",
                           "choose another output file")
     fd = own_descriptor(path)
     if fd is not None:
-        _write_descriptor(fd, data, shown)
+        _write_descriptor(fd, pieces, shown)
         return
     try:
         mode = os.stat(path).st_mode
@@ -66,14 +67,14 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], protected: Sequence[
     if mode is not None and not stat.S_ISREG(mode):
         try:
             with open(path, "wb") as handle:
-                handle.writelines([data] if isinstance(data, bytes) else data)
+                handle.writelines(pieces)
         except OSError as exc:
             raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
         return
     if not path.parent.is_dir():
         raise ExportError(f"cannot write {shown}: folder {path.parent} does not exist")
     try:
-        replace_file(path, data, mode)
+        replace_file(path, pieces, mode)
     except OSError as exc:
         raise ExportError(f"cannot write {shown}: {exc.strerror}") from None
 
@@ -114,15 +115,15 @@ def _is_ours(name: str) -> bool:
     return name.split("/")[2] in ("self", "thread-self", str(os.getpid()))
 
 
-def _write_descriptor(fd: int, data: bytes | Iterable[bytes], shown: Path) -> None:
-    """data through a descriptor of this process: the command's stdout for 1."""
+def _write_descriptor(fd: int, pieces: Iterable[bytes], shown: Path) -> None:
+    """pieces through a descriptor of this process: the command's stdout for 1."""
     try:
         if fd == 1:
-            write_stdout(data)
+            write_stdout(pieces)
             return
         if fd == 2 and sys.stderr is not None:
             sys.stderr.flush()  # what Python holds goes first
-        for piece in [data] if isinstance(data, bytes) else data:
+        for piece in pieces:
             write_all(fd, piece)
     except BrokenPipeError:
         raise

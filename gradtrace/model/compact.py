@@ -13,6 +13,8 @@ from .records import GradSummary, Node, SavedTensor, Source
 
 SCHEMA_2, SCHEMA_3 = "gradtrace.trace/2", "gradtrace.trace/3"
 NODE_ROW = ("id", "type", "kind", "tensor", "saved", "module", "source")
+SOURCE_ROW = ("file", "line", "code")  # the sources table's rows
+SAVED_ROW = ("name", "shape", "dtype", "bytes", "status")  # the saved tensors table's rows
 # a node's keys beyond its row, in its row's last item when any is not the default
 NODE_EXTRAS = ("recomputed", "grad_graph", "hooks", "output_tensors", "library")
 EDGE_ROW = ("src", "dst", "dst_input", "src_output")
@@ -85,12 +87,11 @@ def one_number(g: GradSummary) -> dict[str, Any] | None:
 def expanded(data: dict[str, Any]) -> dict[str, Any]:
     """A /3 trace's data as the /2 trace it says; raises TraceFileError naming the first row
     or reference that is not one (the rest is left for validate_trace to name)."""
-    saved_keys = ("name", "shape", "dtype", "bytes", "status")
     try:
         sources = _rows(data.get("sources", []), "sources",
-                        lambda r: _row_dict(r, ("file", "line", "code")))
+                        lambda r: _row_dict(r, SOURCE_ROW))
         saved = _rows(data.get("saved_tensors", []), "saved_tensors",
-                      lambda r: _row_dict(r, saved_keys))
+                      lambda r: _row_dict(r, SAVED_ROW))
         nodes = _rows(data["nodes"], "nodes", lambda r: _node_dict(r, sources, saved))
         edges = _rows(data["edges"], "edges", lambda r: _row_dict(r, EDGE_ROW))
         gradients = [_summary_dict(g) for g in _list(data.get("gradients", []), "gradients")]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Any
 
-from .compact import NODE_ROW
+from .compact import EDGE_ROW, FLOW_ROW, NODE_ROW, SAVED_ROW, SOURCE_ROW
 from .records import Edge, GradSummary, Node, NodeFlow, SavedTensor, Source
 from .validate import NODE_ID, node_problem, summary_problem
 
@@ -55,18 +55,22 @@ def _ok(problem_of: Callable[[Any], str | None], values: Iterable[Any]) -> bool:
     return all(problem_of(v) is None for v in values)
 
 
+def _plain(rows: Any, width: int) -> bool:
+    """Whether rows is a list of lists of width items each."""
+    return type(rows) is list and all(type(r) is list and len(r) == width for r in rows)
+
+
 def _sources(rows: Any) -> list[Source] | None:
-    if type(rows) is not list or not all(type(r) is list and len(r) == 3 for r in rows):
+    if not _plain(rows, len(SOURCE_ROW)):
         return None
     made = [Source(*r) for r in rows]
     return made if _ok(node_problem, (_node(source=s._asdict()) for s in made)) else None
 
 
 def _saved(rows: Any) -> list[SavedTensor] | None:
-    if type(rows) is not list or not all(type(r) is list and len(r) == 5 for r in rows):
+    if not _plain(rows, len(SAVED_ROW)):
         return None
-    dicts = [dict(zip(("name", "shape", "dtype", "bytes", "status"), r, strict=True))
-             for r in rows]
+    dicts = [dict(zip(SAVED_ROW, r, strict=True)) for r in rows]
     if not _ok(node_problem, (_node(saved=[d]) for d in dicts)):
         return None
     return [SavedTensor(d["name"], None if d["shape"] is None else tuple(d["shape"]),
@@ -91,8 +95,7 @@ def _indexes(values: Iterable[Any], size: int, null: bool = False) -> bool:
 def _nodes(rows: Any, sources: list[Source], saved: list[SavedTensor], lean: bool
            ) -> list[tuple[Any, ...]] | None:
     """The node rows as columns, each checked; None when any row is not plain."""
-    if type(rows) is not list or not all(type(r) is list and len(r) == len(NODE_ROW)
-                                         for r in rows):
+    if not _plain(rows, len(NODE_ROW)):
         return None
     if not rows:
         return [()] * len(NODE_ROW)
@@ -135,7 +138,7 @@ def _made(columns: list[Any], lean: bool) -> tuple[Node, ...]:
 
 
 def _edges(rows: Any, ids: set[str]) -> tuple[Edge, ...] | None:
-    if type(rows) is not list or not all(type(r) is list and len(r) == 4 for r in rows):
+    if not _plain(rows, len(EDGE_ROW)):
         return None
     if not rows:
         return ()
@@ -154,7 +157,7 @@ def _flow(p: Any, ids: set[str], leaves: set[str] | None, gradients: list[Any],
     (each referred to checked); None when any is not plain (an order, an unhooked)."""
     flow = p["flow"]
     if type(flow) is not dict or not flow.keys() <= ids \
-            or not all(type(r) is list and len(r) == 2 and type(r[0]) is list
+            or not all(type(r) is list and len(r) == len(FLOW_ROW) and type(r[0]) is list
                        and type(r[1]) is list for r in flow.values()):
         return None
     refs = list(chain.from_iterable(chain.from_iterable(flow.values())))
