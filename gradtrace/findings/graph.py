@@ -326,6 +326,18 @@ def _finite(g: GradSummary | None) -> bool:
     return g is None or g.finite
 
 
+def _all_finite(p: Pass) -> bool:
+    """Whether every gradient of p's flow is finite (or None)."""
+    for f in p.flow.values():
+        for g in f.grad_outputs:
+            if g is not None and not g.finite:
+                return False
+        for g in f.grad_inputs:
+            if g is not None and not g.finite:
+                return False
+    return True
+
+
 def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
                 ) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
@@ -349,6 +361,8 @@ def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
     """(pass number, finding) for each pass whose gradients turned non-finite."""
     findings: list[tuple[int, Finding]] = []
     for i, p in enumerate(trace.passes, 1):
+        if _all_finite(p):  # the common case, told without sorting 100,000s of entries
+            continue
         for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
             if not all(_finite(g) for g in f.grad_outputs):
                 if f.position == 0:
