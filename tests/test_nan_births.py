@@ -251,3 +251,66 @@ def test_an_overflow_whose_values_nothing_kept_says_which_ops_may_have_made_it(
     # the 39th product: 11 products after it lie between it and the root
     products = [n["id"] for n in trace["nodes"] if n["type"] == "MulBackward0"]
     assert born["node"] == products[50 - 39] and nodes[born["node"]]["type"] == "MulBackward0"
+
+
+NORMALISED = """import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.norm = {norm}
+
+    def forward(self, x):
+        wei = torch.softmax(self.q(x) @ x.transpose(-2, -1), dim=-1)
+        wei = wei + {made}
+        return self.norm((wei @ x).reshape(-1, 8))
+
+
+model = Block()
+x = torch.randn(2, 4, 8){data}
+loss = model(x).sum()
+loss.backward()
+"""
+
+
+@pytest.mark.parametrize("norm", ["nn.LayerNorm(8)", "nn.BatchNorm1d(8)"])
+def test_a_nan_made_before_a_norm_layer_is_blamed_on_its_op_not_on_the_data(
+        tmp_path: Path, norm: str) -> None:
+    # LayerNorm and BatchNorm save their mean and rstd, outputs that need no grad: NaN there
+    # once said "came in with an input without grad (data)" of finite data
+    script = write_script(tmp_path, NORMALISED.format(norm=norm, made="torch.log(wei - 2)",
+                                                      data=""))
+    _, trace = _show(script, shared=False)
+    born = _one(trace, "nan-value")
+    made = line_of(script, "torch.log(wei - 2)")
+    assert born["line"] == made, born["message"]
+    assert born["message"].startswith(f"pass 1: loss is NaN, and its first NaN was made in "
+                                      f"the forward at line {made} ")
+    assert "(LogBackward0 in model" in born["message"]
+    assert "data" not in born["message"] + born["hint"]
+
+
+def test_the_data_s_nan_into_a_norm_layer_is_still_the_data_s(tmp_path: Path) -> None:
+    # the twin: the NaN is in x itself, an input without grad of the first Linear
+    script = write_script(tmp_path, NORMALISED.format(norm="nn.LayerNorm(8)", made="0.0",
+                                                      data="\nx[0, 1, 2] = float('nan')"))
+    _, trace = _show(script, shared=False)
+    born = _one(trace, "nan-value")
+    assert "came in with an input without grad (data) already" in born["message"]
+    assert born["hint"].startswith("check the data where it is loaded")
+
+
+def test_an_evaluating_batch_norm_s_nan_running_mean_is_the_cause(tmp_path: Path) -> None:
+    # the other twin: in eval mode BatchNorm reads its running statistics (buffers, no grad)
+    script = write_script(tmp_path, NORMALISED.format(
+        norm="nn.BatchNorm1d(8)", made="0.0",
+        data="\nmodel.eval()\nmodel.norm.running_mean[3] = float('nan')"))
+    _, trace = _show(script, shared=False)
+    born = _one(trace, "nan-value")
+    assert "came in with an input without grad (data) already" in born["message"]
+    assert "(NativeBatchNormBackward0 in model.norm)" in born["message"]

@@ -29,6 +29,7 @@ from .walk import RawEdge, node_kind, node_type, saved_values
 Origin = Literal["op", "parameter", "input"]
 # a value of the forward: (position of the node that made it in the walk, its output number)
 Value = tuple[int, int]
+OWN_OUTPUT = -1  # the output number of a value a node saved of its own that needs no grad
 
 
 @dataclass
@@ -159,7 +160,7 @@ def _readings(roots: list[torch.Tensor], order: list[Any], index: dict[Any, int]
             continue
         if skip(node):
             continue
-        for t in saved_values(node):
+        for t, output in saved_values(node):
             if not plain(t):
                 continue
             producer = t.grad_fn
@@ -171,6 +172,8 @@ def _readings(roots: list[torch.Tensor], order: list[Any], index: dict[Any, int]
             elif t.requires_grad:
                 leaf = leaves.get(id(t))
                 value = None if leaf is None else (leaf, 0)
+            elif output:  # an output of the node's own that needs no grad: its value, on
+                value = (i, OWN_OUTPUT)  # no edge (LayerNorm's mean and rstd)
             else:
                 value = None
             out.append((value, i, t))  # unpacked: a tensor of its own already

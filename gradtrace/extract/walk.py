@@ -166,10 +166,17 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     return tuple(out)
 
 
-def saved_values(node: Any) -> list[torch.Tensor]:
+# BatchNorm's running statistics as its node saves them: in training, written by the op
+_RUNNING = frozenset({"_saved_running_mean", "_saved_running_var"})
+
+
+def saved_values(node: Any) -> list[tuple[torch.Tensor, bool]]:
     """The tensors themselves that a node saved for backward (unpacked: a saved input carries
-    its producer as .grad_fn, a saved output this node); those that cannot be read (freed by
-    a backward, changed in place) are left out. Reading runs any saved_tensors_hooks unpack
+    its producer as .grad_fn, a saved output this node), each with whether it is one of the
+    node's own outputs (a built-in op's `result`: LayerNorm's mean and rstd need no grad, so
+    they carry no .grad_fn, yet they are no input; a training BatchNorm's running statistics,
+    which it writes and does not read); those that cannot be read (freed by a backward,
+    changed in place) are left out. Reading runs any saved_tensors_hooks unpack
     hook, as backward would: callers leave out nodes that recompute (checkpointing)."""
     names: tuple[str, ...] = ("saved_tensors",)
     if not is_function_node(node):
@@ -177,16 +184,18 @@ def saved_values(node: Any) -> list[torch.Tensor]:
         if attrs is None:
             attrs = _SAVED_ATTRS[type(node)] = saved_attributes(node)
         names = tuple(attr for attr, _ in attrs)
-    found: list[torch.Tensor] = []
+    found: list[tuple[torch.Tensor, bool]] = []
     for attr in names:
         try:
             value = getattr(node, attr)
         except RuntimeError:  # freed or changed in place: its value is not there to read
             continue
+        output = attr.startswith("_saved_result") or attr in _RUNNING \
+            and getattr(node, "_saved_training", False) is True
         if isinstance(value, torch.Tensor):
-            found.append(value)
+            found.append((value, output))
         elif isinstance(value, (list, tuple)):
-            found.extend(t for t in value if isinstance(t, torch.Tensor))
+            found.extend((t, output) for t in value if isinstance(t, torch.Tensor))
     return found
 
 
