@@ -34,6 +34,9 @@ class Listening:
         self.grads.extend(rows.grads)
         self.loss.extend(rows.loss)
 
+    def ended(self, findings: Any) -> None:
+        self.heard.append(("ended", len(findings)))
+
 
 def test_a_loop_s_rows_are_told_in_batches_as_the_trace_ends_with_them() -> None:
     heard = Listening()

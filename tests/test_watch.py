@@ -199,3 +199,24 @@ def test_a_finding_whose_counts_grow_is_told_once() -> None:
     assert "in 2000 of 2000 passes" in last.finding.message
     (kept,) = latest([*fired, last])  # what show LOG shows: the first step, the last words
     assert kept.step == 64 and kept.finding == last.finding
+
+
+def test_a_finding_judged_only_as_the_run_ends_is_in_the_log_too(tmp_path: Path) -> None:
+    # frozen-in-optimizer is judged once the code ended: the log once lacked it, so
+    # `steps LOG --strict` passed a run `watch --strict` failed
+    log = tmp_path / "run.jsonl"
+    result = invoke("watch", SCENARIOS / "bugs" / "frozen_layer_left_in.py", "--log", log,
+                    "--strict")
+    assert result.exit_code == 1, result.output
+    told = [r for r in _records(log) if r["kind"] == "finding"]
+    assert [(r["code"], r["step"]) for r in told] == [("frozen-in-optimizer", None)]
+    assert told[0]["line"] == 25
+    assert _records(log)[-1]["outcome"] == "finished"  # judged at the end: no stop
+    assert invoke("steps", log, "--strict").exit_code == 1
+    assert invoke("show", log, "--strict").exit_code == 1
+    healthy = tmp_path / "healthy.jsonl"
+    result = invoke("watch", SCENARIOS / "bugs" / "frozen_layer_left_in_fixed.py", "--log",
+                    healthy, "--strict")
+    assert result.exit_code == 0, result.output
+    assert not [r for r in _records(healthy) if r["kind"] == "finding"]
+    assert invoke("steps", healthy, "--strict").exit_code == 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..model.facts import Fact
-from ..model.records import Steps
+from ..model.records import Finding, Steps
 
 
 class RunListener(Protocol):
@@ -21,6 +22,10 @@ class RunListener(Protocol):
     def read(self, first: int, rows: Steps) -> str | None:
         """Rows read since the last call: rows.grads[0] is pass first's (1-based); the
         leaves are every column so far. A finding code returned stops the code too."""
+
+    def ended(self, findings: Sequence[Finding]) -> None:
+        """The code ended: every finding of its trace (those judged only now among them:
+        the graph's, a frozen layer's, a stop's), as the report will show them."""
 
 
 @dataclass(frozen=True)

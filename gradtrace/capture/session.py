@@ -95,6 +95,8 @@ class CaptureSession:
             given, scenario=label, outputs=outputs, root_reason=reason,
             facts=[*facts, *recorder.facts, *own_lines.facts(named)], stdout=printed(),
             root_pass=root_pass, source=own_lines.cuts(given.objects)))
+        if self.options.listener is not None:
+            self.options.listener.ended(trace.findings)
         if stopped is not None:
             raise ScenarioStopped(stopped, trace)
         return trace

@@ -6,7 +6,7 @@ integrations write what it returns."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .._version import __version__
@@ -88,6 +88,14 @@ class LiveFindings:
         self._after = rows.optimizer_steps_after
         return records + self._fired(self._health.findings(), self.steps)
 
+    def ended(self, findings: Sequence[Finding]) -> list[LogRecord]:
+        """The trace's findings as the code ended: each not told yet (judged only now: the
+        graph's, a frozen layer's, a stop's), none of them a stop (the run is over). One
+        told as it fired is not told again for the node, file and line the trace adds."""
+        told = {_unplaced(key) for key in self._seen}
+        return self._fired([f for f in findings if _unplaced(told_as(f)) not in told], None,
+                           stops=False)
+
     def stop(self) -> str | None:
         """The --stop-on code that fired, the first time it is asked (the run stops once)."""
         if self.stopped is None or self._stop_asked:
@@ -111,10 +119,10 @@ class LiveFindings:
         return (f"step {self.steps}  loss {_number(loss)}  |g| {_number(total)}  "
                 f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
 
-    def _fired(self, findings: list[Finding], step: int | None, again: bool = False
-               ) -> list[LogRecord]:
+    def _fired(self, findings: list[Finding], step: int | None, again: bool = False,
+               stops: bool = True) -> list[LogRecord]:
         """Each finding not told before (again: and each told in other words, its counts
-        grown); the first --stop-on one is the run's stop."""
+        grown); the first --stop-on one is the run's stop (stops: while it runs)."""
         new: list[LogRecord] = []
         for finding in findings:
             key = told_as(finding)
@@ -122,7 +130,8 @@ class LiveFindings:
             if words is None or again and words != finding.message:
                 self._seen[key] = finding.message
                 new.append(LogFinding(step, finding))
-                if words is None and finding.code in self.stop_on and self.stopped is None:
+                if words is None and stops and finding.code in self.stop_on \
+                        and self.stopped is None:
                     self.stopped = finding
         return new
 
@@ -145,6 +154,9 @@ class LiveLog:
         self.tell(self.live.read(first, rows))
         return self.live.stop() if self.stops else None
 
+    def ended(self, findings: Sequence[Finding]) -> None:
+        self.tell(self.live.ended(findings))
+
     def tell(self, records: list[LogRecord]) -> None:
         """Write the records; say the findings."""
         for record in records:
@@ -156,6 +168,12 @@ class LiveLog:
         """The log's last lines: the findings the end judged, and that the run ended so."""
         self.tell(self.live.end(outcome))
         self._log.close()
+
+
+def _unplaced(key: tuple[str | int | None, ...]) -> tuple[str | int | None, ...]:
+    """A told_as key without the finding's node, file and line."""
+    code, tensor, _, _, _, words = key
+    return code, tensor, words
 
 
 def said(record: LogFinding) -> str:
