@@ -34,6 +34,9 @@ class Listening:
         self.grads.extend(rows.grads)
         self.loss.extend(rows.loss)
 
+    def judged(self, findings: Any, passes: int) -> None:
+        self.heard.extend((f.code, passes) for f in findings)
+
     def ended(self, findings: Any) -> None:
         self.heard.append(("ended", len(findings)))
 

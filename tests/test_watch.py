@@ -220,3 +220,44 @@ def test_a_finding_judged_only_as_the_run_ends_is_in_the_log_too(tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert not [r for r in _records(healthy) if r["kind"] == "finding"]
     assert invoke("steps", healthy, "--strict").exit_code == 0
+
+
+# A loop whose loss stays finite while its gradients turn infinite at step 10 (the
+# derivative of sqrt at 0); {fix} keeps the root's argument away from 0 in the healthy twin.
+INF_GRADIENT_AT_10 = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+for step in range(1, 201):
+    out = model(x)
+    loss = ((out - y) ** 2).mean()
+    if step >= 10:
+        loss = loss + torch.sqrt(((out - out.detach()) ** 2).sum(){fix})
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_stop_on_nan_gradient_stops_a_run_whose_gradients_turn_infinite(tmp_path: Path) -> None:
+    # nan-gradient is judged from a pass's flow: it once fired only in the end's report, so
+    # watch told it no sooner and --stop-on nan-gradient never stopped
+    log, out = tmp_path / "run.jsonl", tmp_path / "stopped.json"
+    script = write_script(tmp_path, INF_GRADIENT_AT_10.format(fix=""))
+    result = invoke("watch", script, "--log", log, "--stop-on", "nan-gradient", "-o", out)
+    assert result.exit_code == 1, result.output
+    told = [r for r in _records(log) if r["kind"] == "finding" and r["code"] == "nan-gradient"]
+    # told as the batch holding step 10's row is read: within 64 steps, not at the end
+    assert told and isinstance(told[0]["step"], int) and 10 <= told[0]["step"] <= 74
+    assert str(told[0]["message"]).startswith("pass 10: the first non-finite gradient is "
+                                              "born at SqrtBackward0")
+    assert _records(log)[-1]["outcome"] == "stopped"
+    trace = json.loads(out.read_text())
+    assert len(trace["passes"]) == told[0]["step"]  # stopped at the next pass
+    healthy = tmp_path / "healthy.jsonl"
+    script = write_script(tmp_path, INF_GRADIENT_AT_10.format(fix=" + 1.0"), "healthy.py")
+    result = invoke("watch", script, "--log", healthy, "--stop-on", "nan-gradient")
+    assert result.exit_code == 0, result.output
+    assert not [r for r in _records(healthy) if r["kind"] == "finding"]

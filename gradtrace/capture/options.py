@@ -23,6 +23,10 @@ class RunListener(Protocol):
         """Rows read since the last call: rows.grads[0] is pass first's (1-based); the
         leaves are every column so far. A finding code returned stops the code too."""
 
+    def judged(self, findings: Sequence[Finding], passes: int) -> str | None:
+        """Findings judged from a pass's detail as the code runs (a nan-gradient, once its
+        pass's row was read), when it had run that many passes. A code returned stops it."""
+
     def ended(self, findings: Sequence[Finding]) -> None:
         """The code ended: every finding of its trace (those judged only now among them:
         the graph's, a frozen layer's, a stop's), as the report will show them."""

@@ -252,6 +252,19 @@ def saved_attributes(node: Any) -> tuple[tuple[str, str], ...]:
     return tuple((a, a[len(SAVED_PREFIX):]) for a in dir(node) if a.startswith(SAVED_PREFIX))
 
 
+# BatchNorm's running statistics as its node saves them: in training, written by the op
+_RUNNING = frozenset({SAVED_PREFIX + "running_mean", SAVED_PREFIX + "running_var"})
+
+
+def saved_own_output(node: Any, attribute: str) -> bool:
+    """Whether a built-in node's saved attribute is a value of its own forward's making, not
+    one of its inputs: a `result` (LayerNorm's mean and rstd need no grad, so they carry no
+    .grad_fn), or a training BatchNorm's running statistics, which it writes and never reads
+    (checked on 2.13: NativeBatchNormBackward0's `training`)."""
+    return attribute.startswith(SAVED_PREFIX + "result") or attribute in _RUNNING \
+        and getattr(node, SAVED_PREFIX + "training", False) is True
+
+
 def _top_saved_hooks() -> Callable[[], Any]:
     top = torch._C._autograd._top_saved_tensors_default_hooks
     try:

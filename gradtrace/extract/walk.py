@@ -14,6 +14,7 @@ from ..compat.torch import (
     is_function_node,
     packed_saved,
     saved_attributes,
+    saved_own_output,
     sequence_number,
 )
 from ..model.records import CUSTOM, LEAF, OP, PACKED, NodeKind, SavedStatus, SavedTensor
@@ -166,10 +167,6 @@ def saved_tensors(node: Any) -> tuple[SavedTensor, ...]:
     return tuple(out)
 
 
-# BatchNorm's running statistics as its node saves them: in training, written by the op
-_RUNNING = frozenset({"_saved_running_mean", "_saved_running_var"})
-
-
 def saved_values(node: Any) -> list[tuple[torch.Tensor, bool]]:
     """The tensors themselves that a node saved for backward (unpacked: a saved input carries
     its producer as .grad_fn, a saved output this node), each with whether it is one of the
@@ -190,8 +187,7 @@ def saved_values(node: Any) -> list[tuple[torch.Tensor, bool]]:
             value = getattr(node, attr)
         except RuntimeError:  # freed or changed in place: its value is not there to read
             continue
-        output = attr.startswith("_saved_result") or attr in _RUNNING \
-            and getattr(node, "_saved_training", False) is True
+        output = saved_own_output(node, attr)
         if isinstance(value, torch.Tensor):
             found.append((value, output))
         elif isinstance(value, (list, tuple)):

@@ -361,22 +361,29 @@ def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
     """(pass number, finding) for each pass whose gradients turned non-finite."""
     findings: list[tuple[int, Finding]] = []
     for i, p in enumerate(trace.passes, 1):
-        if _all_finite(p):  # the common case, told without sorting 100,000s of entries
-            continue
-        for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
-            if not all(_finite(g) for g in f.grad_outputs):
-                if f.position == 0:
-                    findings.append((i, NAN_GRADIENT.finding(
-                        f"pass {i}: the gradient given to backward is already non-finite",
-                        node=node_id)))
-                break
-            bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
-            if bad:
-                findings.append((i, _forward_nan(i, p, node_id, bad, trace)
-                                 if node_id in carried.get(i, ()) else
-                                 _nan_finding(i, p, node_id, bad, trace)))
-                break
+        found = pass_nan_origin(i, p, trace, carried.get(i, frozenset()))
+        if found is not None:
+            findings.append((i, found))
     return findings
+
+
+def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str]) -> Finding | None:
+    """Where pass i's first non-finite gradient was born (None: its flow is finite), on
+    trace's graph (carried: its nodes whose saved forward values were not finite)."""
+    if _all_finite(p):  # the common case, told without sorting 100,000s of entries
+        return None
+    for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
+        if not all(_finite(g) for g in f.grad_outputs):
+            if f.position == 0:
+                return NAN_GRADIENT.finding(
+                    f"pass {i}: the gradient given to backward is already non-finite",
+                    node=node_id)
+            return None
+        bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
+        if bad:
+            return _forward_nan(i, p, node_id, bad, trace) if node_id in carried else \
+                _nan_finding(i, p, node_id, bad, trace)
+    return None
 
 
 def _around(trace: Trace, ids: set[str]) -> tuple[dict[str, Node], dict[str, list[Edge]]]:

@@ -88,6 +88,10 @@ class LiveFindings:
         self._after = rows.optimizer_steps_after
         return records + self._fired(self._health.findings(), self.steps)
 
+    def judged(self, findings: Sequence[Finding], passes: int) -> list[LogRecord]:
+        """Findings judged from a pass's detail at that many passes: each new one."""
+        return self._fired(list(findings), passes or None)
+
     def ended(self, findings: Sequence[Finding]) -> list[LogRecord]:
         """The trace's findings as the code ended: each not told yet (judged only now: the
         graph's, a frozen layer's, a stop's), none of them a stop (the run is over). One
@@ -152,6 +156,10 @@ class LiveLog:
 
     def read(self, first: int, rows: Steps) -> str | None:
         self.tell(self.live.read(first, rows))
+        return self.live.stop() if self.stops else None
+
+    def judged(self, findings: Sequence[Finding], passes: int) -> str | None:
+        self.tell(self.live.judged(findings, passes))
         return self.live.stop() if self.stops else None
 
     def ended(self, findings: Sequence[Finding]) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple, Protocol
 
 from ...extract.captured import Captured, RawPass
+from ...extract.frozen import FrozenGraph
 from ...extract.tensors import Named
 from ...extract.walk import RawEdge
 from ...model.facts import Fact
@@ -73,6 +74,9 @@ class Recording(Protocol):
 
     def tell(self, fact: Fact) -> None:
         """One more fact of the recording's, in the order facts are met."""
+
+    def frozen_of(self, p: RawPass) -> FrozenGraph:
+        """p's graph as plain data, as the session knows it now (p's raw flow let go of)."""
 
 
 # A wrapper an observer sets on torch while the code runs: (owner, attribute, wrapper).

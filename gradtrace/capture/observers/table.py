@@ -10,6 +10,7 @@ from .flow import GradientFlow
 from .freed import FreedGraphs
 from .grad_changes import GradChanges
 from .grad_graph import GradGraph
+from .nan_gradients import NanGradients
 from .optimizers import OptimizerUse
 from .profile import Profile
 from .roots_seen import RootsSeen
@@ -21,6 +22,7 @@ OBSERVERS: tuple[type[Observer], ...] = (
     RootsSeen,  # the roots of the latest pass, and of the one asked for: the default graph
     SecondDerivatives,  # --order 2: the second derivatives of a root
     GradChanges,  # which named .grad each pass changed, from what to what
+    NanGradients,  # a watched run's nan-gradient, judged once a pass's row is read
     SavedTensors,  # saved tensors read before backward frees them; those changed in place
     StepLog,  # the light statistics of every pass: .grad norms, the loss, optimizer steps
     NonFiniteBirths,  # where a non-finite root's NaN was born (before the flow's hooks)
@@ -39,6 +41,9 @@ ORDER: tuple[tuple[type[Observer], type[Observer], str], ...] = (
                             "(p.plain): the flow then sets no hooks"),
     (NonFiniteBirths, GradientFlow, "the birth search reads the graph before the flow's "
                                     "hooks are on it"),
+    (NanGradients, StepLog, "a pass waits for its row, which StepLog numbers as it finishes"),
+    (NanGradients, GradientFlow, "a pass in detail is judged on the flow GradientFlow "
+                                 "recorded as it finished"),
     (SavedTensors, NonFiniteBirths, "as the code ends (in reverse), a NaN's birth is told "
                                     "before the saved tensors changed in place"),
     *((kind, GradGraph, "the span of a create_graph pass holds the call alone, nothing of "

@@ -20,6 +20,7 @@ from ...compat.torch import (
 )
 from ...extract.build import build_trace, frozen_graph
 from ...extract.captured import Captured, RawCall, RawPass
+from ...extract.frozen import FrozenGraph
 from ...extract.tensors import Named
 from ...extract.walk import Walk, indexed_walk, release, structure
 from ...gcpause import gc_paused
@@ -27,11 +28,12 @@ from ...model.facts import Fact
 from ...model.records import PassBy, PassKind, Trace
 from ..naming.names import ScenarioNames
 from ..naming.roots import named_tensors, names_of
-from ..naming.where import running_line, scenario_line
+from ..naming.where import running_line
 from ..observers.base import Ending, Host, Observer, PassState, Patch, with_parts
 from ..observers.gate import Gate
 from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
+from ..observers.nan_gradients import NanGradients
 from ..observers.profile import ForwardClock, Profile
 from ..observers.roots_seen import DefaultRoots, RootsSeen
 from ..observers.saved import SavedTensors
@@ -41,6 +43,7 @@ from ..observers.table import OBSERVERS
 from ..options import CaptureOptions
 from .detail import DetailPlan
 from .let_go import LetGo
+from .own_backward import own_backward
 from .twins import node_twins, with_twins
 
 AnObserver = TypeVar("AnObserver", bound=Observer)
@@ -88,10 +91,15 @@ class Recorder:
             self._stop_if(self.options.listener.told(fact, len(self.passes)))
 
     def _tell_rows(self) -> None:
-        """The listener gets the steps' rows read since it last did."""
-        read = self._observer(StepLog).read_since()
-        if read is not None and self.options.listener is not None:
-            self._stop_if(self.options.listener.read(read[0] + 1, read[1]))
+        """The listener gets the steps' rows read since it last did, then the nan-gradient
+        of each pass in detail among them whose .grads were not finite."""
+        steps, listener = self._observer(StepLog), self.options.listener
+        read = steps.read_since()
+        if read is not None and listener is not None:
+            self._stop_if(listener.read(read[0] + 1, read[1]))
+            if found := self._observer(NanGradients).read(read[0] + len(read[1].loss),
+                                                          steps.finite):
+                self._stop_if(listener.judged(found, len(self.passes)))
 
     def _stop_if(self, code: str | None) -> None:
         if code is not None:  # the listener's --stop-on fired: stop at the next pass
@@ -125,7 +133,7 @@ class Recorder:
         """The code ended: gradtrace's own backward when it ran none, then what each
         observer tells last (in the reverse order of the table, as a pass finishes)."""
         if not stopped and outputs and self.options.backward and not self.passes:
-            own_backward(self, [t for _, t in outputs])
+            own_backward(self.run_pass, self.passes, self.script.path, [t for _, t in outputs])
         end = Ending(outputs, named, stopped)
         for observer in reversed(self._observers.values()):
             observer.ended(end)
@@ -224,15 +232,18 @@ class Recorder:
         if self._observer(Profile).samples is None:  # --profile times a graph it holds
             self.let_go.watch(record, p.roots)
 
+    def frozen_of(self, p: RawPass) -> FrozenGraph:
+        """p's graph as plain data (its raw flow let go of), as the session knows it now."""
+        with unseen_by_modes():  # the code's torch function modes see none of it
+            c = self._given(self.host.captured_now(), [p])
+            return frozen_graph(with_parts(replace(c, passes=[p], graph_passes=[p], walked=None),
+                                           self._observer(SavedTensors).captured(c),
+                                           self._observer(GradGraph).captured(c)))
+
     def _freeze(self, p: RawPass) -> None:
         """Make p's graph plain data, then let go of its torch objects: the code let go of
         its roots, and python frees what only the graph holds."""
-        with unseen_by_modes():  # the code's torch function modes see none of it
-            c = self._given(self.host.captured_now(), [p])
-            c = with_parts(replace(c, passes=[p], graph_passes=[p], walked=None),
-                            self._observer(SavedTensors).captured(c),
-                            self._observer(GradGraph).captured(c))
-            p.frozen = frozen_graph(c)
+        p.frozen = self.frozen_of(p)
         for observer in self._observers.values():
             observer.forget(p.nodes)
         self.host.forget(p.nodes)
@@ -283,18 +294,3 @@ class Recorder:
         for observer in self._observers.values():
             observer.release()
         self.marks.clear()
-
-
-def own_backward(recorder: Recorder, roots: list[torch.Tensor]) -> None:
-    """gradtrace's own backward from the roots (ones for non-scalars), recorded as a pass."""
-    roots = list({id(t): t for t in roots}.values())
-    grads = [None if t.numel() == 1 else torch.ones_like(t) for t in roots]
-    try:
-        recorder.run_pass("backward", "gradtrace", roots, False, False,
-                          lambda: torch.autograd.backward(roots, grads),
-                          given={"tensors": roots, "grad_tensors": grads, "inputs": None})
-    except Exception as exc:  # recorded as the pass's error; where in the code, if it was
-        where = scenario_line(recorder.script.path, exc)
-        failed = recorder.passes[-1]
-        if where is not None and failed.error is not None:
-            failed.error += f" (at {recorder.script.path}:{where})"
