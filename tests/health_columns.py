@@ -137,22 +137,34 @@ def module_norms(leaves: Sequence[Norms]) -> Norms:
 
 # --- grad-accumulating -------------------------------------------------------------------
 
+def untouched(g: LeafStep | None, before: LeafStep | None) -> bool:
+    """A pass that left the .grad as the pass before did: not kept, the same numbers, which
+    are not zero (a reset and a zero gradient again look the same)."""
+    return g is not None and before is not None and not g.kept and g.norm != 0 \
+        and (g.norm, g.max_abs, g.finite) == (before.norm, before.max_abs, before.finite)
+
+
 def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] | None:
     """The first run of counted passes (start, end), each of which added to the leaf's .grad
     as the pass before left it, not reset (clipped or unscaled in place, perhaps), over which
     the optimizer stepped before at least ACCUMULATING_RUN of them: zero_grad() forgotten,
     in a plain loop or an accumulation loop. Deliberate gradient accumulation keeps .grad
     only across passes with no optimizer step between them, and is not such a run."""
-    start, crossed = -1, 0
+    start, end, crossed, waited = -1, -1, 0, 0
     for k in range(1, len(column) + 1):
         g = column[k] if k < len(column) else None
+        if untouched(g, column[k - 1]):  # a pass over another model: the run goes on
+            waited += stepped[k]
+            continue
+        steps, waited = (stepped[k] if g is not None else 0) + waited, 0
         if g is not None and g.kept and column[k - 1] is not None:
-            if start < 0:
-                start, crossed = k, 0
-            crossed += stepped[k] > 0
+            if start < 0:  # the steps over passes before the one it starts from: not its
+                start, crossed, steps = k, 0, stepped[k]
+            crossed += steps > 0
+            end = k  # (the passes over another model after it are not the run's)
         elif start >= 0:
             if crossed >= ACCUMULATING_RUN:
-                return start, k - 1
+                return start, end
             start = -1
     return None
 

@@ -8,8 +8,10 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import health_columns
+from helpers import as_read, shared_invoke, write_script
 
 from gradtrace.findings.graph import trace_findings
 from gradtrace.findings.health import FACTOR, StepHealth, step_findings
@@ -396,3 +398,46 @@ def test_the_rules_read_a_pass_at_a_time_find_what_the_column_rules_found() -> N
         assert step_findings(t, told) == expected
         fired.update(f.code for f in expected)
     assert set(fired) == HEALTH and min(fired.values()) > 100, fired
+
+
+# A GAN's loop, as pytorch/examples' DCGAN runs it: the critic's two passes, then the
+# generator's, each model with its optimizer; {reset} is the generator's zero_grad().
+GAN = """\
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
+bce = nn.BCEWithLogitsLoss()
+real = torch.randn(32, 8)
+for step in range(40):
+    D.zero_grad()
+    err_real = bce(D(real), torch.ones(32, 1))
+    err_real.backward()
+    fake = G(torch.randn(32, 4))
+    err_fake = bce(D(fake.detach()), torch.zeros(32, 1))
+    err_fake.backward()
+    opt_d.step()
+    {reset}
+    err_g = bce(D(fake), torch.ones(32, 1))
+    err_g.backward()
+    opt_g.step()
+"""
+
+
+def test_a_gan_s_forgotten_generator_zero_grad_is_found_across_the_critic_s_passes(
+        tmp_path: Path) -> None:
+    # the critic's passes leave the generator's .grad as it was: they once ended each run
+    # of the generator's passes that added to it, so the forgotten reset went unseen
+    script = write_script(tmp_path, GAN.format(reset="pass"))
+    trace = as_read(shared_invoke("show", str(script), "--json").stdout)
+    found = [f for f in trace["findings"] if f["code"] == "grad-accumulating"]
+    assert len(found) == 1, trace["findings"]
+    assert found[0]["message"].startswith("4 parameters' .grad kept growing without being "
+                                          "reset"), found[0]["message"]
+    assert "by module: G.0 (2), G.2 (2)" in found[0]["message"]
+    healthy = write_script(tmp_path, GAN.format(reset="G.zero_grad()"), "healthy.py")
+    trace = as_read(shared_invoke("show", str(healthy), "--json").stdout)
+    assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]

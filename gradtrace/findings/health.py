@@ -79,6 +79,8 @@ class LeafHealth:
     norm: float = 0.0  # its usable norm in the last pass (0.0: none)
     run: Run | None = None  # the run of kept passes going on
     found: Run | None = None  # its first run long enough to tell
+    last: LeafStep | None = None  # its .grad in the last pass
+    waited: int = 0  # optimizer steps over the passes since that left its .grad as it was
 
 
 @dataclass
@@ -161,9 +163,13 @@ class StepHealth:
                     h.zero = False
                 if not g.finite and self._broken is None:
                     self._broken = (At(k, p, line), i)
-            if k and h.found is None and (h.run is not None or g is not None and g.kept):
-                self._kept(h, g, At(k, p, line, norm), stepped)
-            h.before, h.norm = g is not None, norm
+            if untouched(g, h.last):  # another model's pass (a GAN's critic): a run goes
+                h.waited += stepped  # on over it, its optimizer steps counted at the next
+            else:
+                if k and h.found is None and (h.run is not None or g is not None and g.kept):
+                    self._kept(h, g, At(k, p, line, norm), stepped)
+                h.waited = 0
+            h.before, h.norm, h.last = g is not None, norm, g
             norms.append(norm)
         return norms
 
@@ -172,9 +178,11 @@ class StepHealth:
         reset: a run over which the optimizer stepped before at least ACCUMULATING_RUN of
         them is zero_grad() forgotten (deliberate accumulation steps only between runs)."""
         if g is not None and g.kept and h.before:
-            if h.run is None:
+            if h.run is None:  # (the steps before the pass it starts from are not its)
                 h.run = Run(At(at.k - 1, self._last[0], self._last[1], h.norm), at.line, at.k,
                             at)
+            else:
+                stepped += h.waited
             h.run.crossed += stepped > 0
             h.run.stepped += stepped
             h.run.end = at
@@ -401,6 +409,14 @@ def _vanished(h: ModuleHealth) -> str | None:
     if h.last_norm * FACTOR < h.first.norm and stalled(h.first_loss, h.last_loss):
         return "fell"
     return None
+
+
+def untouched(g: LeafStep | None, before: LeafStep | None) -> bool:
+    """Whether a pass left a leaf's .grad as the pass before left it (a pass of the other
+    model of a GAN over this one's .grad): neither reset nor added to, the same numbers, not
+    zero (a reset to zero and a zero gradient again, a dead layer's, reads the same)."""
+    return g is not None and before is not None and not g.kept and g.norm != 0 \
+        and g == before._replace(kept=False)
 
 
 def stalled(first: float | None, last: float | None) -> bool:
