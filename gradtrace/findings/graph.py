@@ -351,9 +351,10 @@ def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
             again[found.node].append(number)
         else:
             first[found.node], again[found.node] = found, []
-    return [replace(f, message=f"{f.message} (the same in {len(later)} later pass(es), "
-                    f"{later[0]}–{later[-1]})") if (later := again[node]) else f
-            for node, f in first.items()]
+    # only the passes recorded in detail have a flow: a light one's is not known
+    return [replace(f, message=f"{f.message} (the same in {len(later)} later pass(es) "
+                    f"recorded in detail, {later[0]}–{later[-1]})") if (later := again[node])
+            else f for node, f in first.items()]
 
 
 def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
