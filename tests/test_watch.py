@@ -261,3 +261,32 @@ def test_stop_on_nan_gradient_stops_a_run_whose_gradients_turn_infinite(tmp_path
     result = invoke("watch", script, "--log", healthy, "--stop-on", "nan-gradient")
     assert result.exit_code == 0, result.output
     assert not [r for r in _records(healthy) if r["kind"] == "finding"]
+
+
+def test_a_nan_born_in_a_light_stretch_is_placed_on_its_line_by_the_next_pass(
+        tmp_path: Path) -> None:
+    # pass 40's graph is new in a light stretch: its forward ran without the line log, so
+    # the birth is told live without a line; pass 41 runs the same forward traced
+    script = write_script(tmp_path, """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+for step in range(1, 101):
+    out = model(x)
+    if step >= 40:
+        out = out + torch.log(out - 5)
+    loss = ((out - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""")
+    log, out = tmp_path / "run.jsonl", tmp_path / "trace.json"
+    result = invoke("watch", script, "--log", log, "-o", out)
+    assert result.exit_code == 0, result.output
+    (born,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "nan-value"]
+    assert born["line"] == 9 and "at line 9 `out = out + torch.log(out - 5)`" in born["message"]
+    told = [r for r in _records(log) if r["kind"] == "finding" and r["code"] == "nan-value"]
+    assert told[0]["step"] == 40  # told at once, then placed as the run ended
+    assert told[-1]["line"] == 9 and told[-1]["step"] is None

@@ -67,6 +67,7 @@ class Recording(Protocol):
     gate: Gate
     marks: Marks
     passes: list[RawPass]
+    facts: list[Fact]  # told so far, in order (an observer may tell one of its own better)
     script: Any  # the file whose lines the recording cites: .path, .lines
 
     def caller_line(self) -> tuple[int | None, str | None]:

@@ -57,6 +57,9 @@ class NonFiniteBirths(Observer):
         super().__init__(recorder)
         self.told = False  # the first one is told: later ones are its consequences
         self._held: list[Any] = []  # the nodes the fact names by id() (ids stay unique)
+        # the birth told without its line: (the fact, its graph's signature, the node's
+        # place in it, how many nodes it has)
+        self._untraced: tuple[NonFiniteBorn, int, int, int] | None = None
 
     def start(self, p: PassState) -> None:
         if p.record.batched or (self.told and not p.detailed):
@@ -77,9 +80,13 @@ class NonFiniteBirths(Observer):
                        (names.get(id(roots[0])), roots[0]), stopped=False)
 
     def ended(self, end: Ending) -> None:
-        """After the run: when no pass told one, the birth of the NaN or Inf of the named
-        losses (one number each) with a graph whose values are not finite (the topmost of
-        them are the roots; any backward from them would have told it)."""
+        """After the run: the birth told without its line given the line of its twin in a
+        later pass (a graph alike, in detail); when no pass told one, the birth of the NaN
+        or Inf of the named losses (one number each) with a graph whose values are not
+        finite (the topmost of them are the roots; any backward from them would have told
+        it)."""
+        if self._untraced is not None:
+            self._placed(*self._untraced)
         if self.told:
             return
         named, stopped = end.named, end.stopped
@@ -105,6 +112,7 @@ class NonFiniteBirths(Observer):
 
     def release(self) -> None:
         self._held.clear()
+        self._untraced = None
 
     def _recomputes(self, node: Any) -> bool:
         """A node made inside torch.utils.checkpoint or under saved_tensors_hooks: reading
@@ -117,7 +125,7 @@ class NonFiniteBirths(Observer):
               number: int | None, root: tuple[str | None, torch.Tensor], stopped: bool) -> None:
         self.told = True
         node = order[found.position]
-        twin = self._twin(signature, found.position, order)
+        twin = self._twin(signature, found.position, len(order), node)
         host = self.recorder.host
 
         def of_node_or_twin(read: Any, field: str) -> Any:
@@ -132,25 +140,48 @@ class NonFiniteBirths(Observer):
             tensor = next((n for n, t in named if t.grad_fn is not None and t.grad_fn is node),
                           None)
         self._held.append(node)
-        self.recorder.tell(NonFiniteBorn(
+        fact = NonFiniteBorn(
             number, root[0], kind_of(root[1]), found.kind,
             found.origin, node_type(node), of_node_or_twin(host.source_of, "source"),
             of_node_or_twin(host.library_source_of, "library"),
             of_node_or_twin(host.module_of, "module"),
             tensor, found.certain, stopped,
             len(self.recorder.passes) - (number is not None), id(node),
-            unread_above=found.unread_above))
+            unread_above=found.unread_above)
+        self.recorder.tell(fact)
+        if twin is None and fact.made is fact.library is fact.module is None:
+            # a graph first met in a loop's light stretch: its forward ran untraced, and
+            # the next pass over it is recorded in detail, its lines noted
+            self._untraced = (fact, signature, found.position, len(order))
 
-    def _twin(self, signature: int, position: int, order: list[Any]) -> Any:
-        """The node at the same place in the latest pass in detail over a graph alike: a
-        light step's forward runs without its lines and modules noted, and its twin's
-        were (a frozen pass's twin is its node record)."""
+    def _placed(self, told: NonFiniteBorn, signature: int, position: int, count: int) -> None:
+        """The birth told without a line, told again with its twin's, when a pass in
+        detail over a graph alike ran since (the code's facts keep their order)."""
+        node = next(n for n in self._held if id(n) == told.node)
+        twin = self._twin(signature, position, count, node)
+        if twin is None:
+            return
+        host = self.recorder.host
+
+        def of_twin(read: Any, field: str) -> Any:
+            return getattr(twin, field) if isinstance(twin, Node) else read(twin)
+
+        placed = told._replace(made=of_twin(host.source_of, "source"),
+                               library=of_twin(host.library_source_of, "library"),
+                               module=of_twin(host.module_of, "module"))
+        facts = self.recorder.facts
+        facts[:] = [placed if f is told else f for f in facts]
+
+    def _twin(self, signature: int, position: int, count: int, node: Any) -> Any:
+        """The node at the same place in the latest pass in detail over a graph alike (of
+        count nodes, node at position in it): a light step's forward runs without its lines
+        and modules noted, and its twin's were (a frozen pass's twin is its node record)."""
         for q in reversed(self.recorder.passes):
             if q.signature != signature:
                 continue
-            if len(q.nodes) == len(order) and q.nodes[position] is not order[position]:
+            if len(q.nodes) == count and q.nodes[position] is not node:
                 return q.nodes[position]
-            if q.frozen is not None and len(q.frozen.nodes) == len(order):
+            if q.frozen is not None and len(q.frozen.nodes) == count:
                 return q.frozen.nodes[position]
         return None
 
