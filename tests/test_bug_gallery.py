@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from helpers import SCENARIOS, UNDER_TORCHRUN, invoke, shared_invoke, stopped_by_its_call
 
+from gradtrace.capture.naming import setup_lines
+
 # bug -> (its finding's code, the line at fault)
 BUGS = {
     "accumulation_zero_grad_every_batch": ("grad-discarded", 22),
@@ -75,6 +77,21 @@ def test_healthy_twins_get_no_warning_or_error(name: str) -> None:
 def test_a_backbone_frozen_on_purpose_is_info_only() -> None:
     found = [(f["code"], f["severity"], f["line"]) for f in _findings("frozen_backbone")]
     assert found == [("frozen-in-optimizer", "info", 25)]
+
+
+@pytest.mark.parametrize(("said", "meant"), [
+    ("model.embed.requires_grad_(False)  # freeze the embeddings", True),
+    ("    # fine-tune the head only\nmodel.embed.requires_grad_(False)", True),
+    ("model.embed.requires_grad_(False)  # BUG: frozen, but still handed to the optimizer",
+     False),
+    ("# TODO: freeze only while warming up\nmodel.embed.requires_grad_(False)", False),
+    ("model.embed.requires_grad_(False)  # frozen by mistake", False),
+    ("model.embed.requires_grad_(False)", False),
+])
+def test_the_code_says_it_freezes_on_purpose_unless_it_calls_it_a_mistake(
+        said: str, meant: bool) -> None:
+    lines = ["import torch", *said.split("\n"), "optimizer = make(model.parameters())"]
+    assert setup_lines.on_purpose(lines, len(said.split("\n")) + 1) is meant
 
 
 def test_the_line_that_set_the_unheld_layers_and_no_missing_zero_grad() -> None:

@@ -15,6 +15,9 @@ from .sharded import submodules
 
 Where = tuple[int | None, str | None]  # a line of the code and its text
 _ON_PURPOSE = re.compile(r"freez|frozen|fine.?tun|backbone", re.IGNORECASE)
+# ... unless the same words say it is a mistake ("# BUG: frozen, but still in the optimizer")
+_A_MISTAKE = re.compile(r"\b(bug|mistakes?|wrong|oops|fixme|todo|accident\w*|forg[eo]t\w*|"
+                        r"unintended|by accident)\b", re.IGNORECASE)
 
 
 def name_head(name: str) -> str:
@@ -80,7 +83,7 @@ def _is_false(node: ast.AST) -> bool:
 def on_purpose(lines: list[str], line: int | None) -> bool:
     """Whether the code says it freezes on purpose: a word for it on the line (beyond
     from_pretrained's default), in a comment on the two lines above, or in the enclosing
-    function's name."""
+    function's name; and none there calls it a mistake."""
     if line is None:
         return False
     above = [text for text in lines[max(0, line - 3):line - 1] if text.lstrip().startswith("#")]
@@ -89,7 +92,8 @@ def on_purpose(lines: list[str], line: int | None) -> bool:
     enclosing = next((text for text in reversed(lines[:line - 1]) if text.strip()
                       and len(text) - len(text.lstrip()) < indent
                       and text.lstrip().startswith("def ")), "") if indent else ""
-    return any(_ON_PURPOSE.search(text) for text in (*near, enclosing))
+    return any(_ON_PURPOSE.search(text) for text in (*near, enclosing)) \
+        and not any(_A_MISTAKE.search(text) for text in near)
 
 
 def names_in_containers(objects: Sequence[tuple[str, Any]], wanted: dict[int, Any]) -> list[str]:
