@@ -34,6 +34,9 @@ class Listening:
         self.grads.extend(rows.grads)
         self.loss.extend(rows.loss)
 
+    def printed(self, text: str, to_stderr: bool) -> None:
+        pass
+
     def judged(self, findings: Any, passes: int) -> None:
         self.heard.extend((f.code, passes) for f in findings)
 

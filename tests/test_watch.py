@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -290,3 +291,33 @@ for step in range(1, 101):
     told = [r for r in _records(log) if r["kind"] == "finding" and r["code"] == "nan-value"]
     assert told[0]["step"] == 40  # told at once, then placed as the run ended
     assert told[-1]["line"] == 9 and told[-1]["step"] is None
+
+
+def test_the_script_s_own_prints_show_as_it_runs_and_stay_in_the_trace(tmp_path: Path) -> None:
+    # a long run's own lines (its epochs, its validation) once showed only in the report's
+    # panel at the end; now on stdout (stderr's on stderr) as they are printed
+    go = tmp_path / "go"
+    script = write_script(tmp_path, f"""\
+import pathlib, sys, time
+import torch
+w = torch.zeros(3, requires_grad=True)
+(w * 2).sum().backward()
+print("epoch 1 done", flush=True)
+print("a note", file=sys.stderr)
+deadline = time.monotonic() + 60
+while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("epoch 2 done")
+""")
+    out = tmp_path / "trace.json"
+    process = start_gradtrace("watch", script, "-o", out, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=tmp_path)
+    assert process.stdout is not None
+    first = process.stdout.readline()  # before the script may go on: it waits for `go`
+    go.touch()
+    rest, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert first == b"epoch 1 done\n"
+    assert rest.startswith(b"epoch 2 done\n")
+    assert b"a note\n" in err
+    assert json.loads(out.read_text())["stdout"] == "epoch 1 done\na note\nepoch 2 done\n"

@@ -144,3 +144,21 @@ def test_module_norms_say_what_grad_series_says() -> None:
     assert module_norms(_rows((3.0, 4.0), leaves=("a.w", "a.b"))) == {"a": [5.0]}
     unfinished = Steps(("a.w",), ("a",), (1.0,), (1,), ((LeafStep(1.0, 1.0, False, False),),))
     assert math.isnan(module_norms(unfinished)["a"][0])  # a finite norm of a non-finite .grad
+
+
+def test_the_script_s_own_lines_print_above_the_panel(tmp_path: Path) -> None:
+    script = tmp_path / "epochs.py"
+    script.write_text("""\
+import torch
+w = torch.zeros(3, requires_grad=True)
+for epoch in range(3):
+    for step in range(40):
+        (w * step).sum().backward()
+    print(f"epoch {epoch}: ", end="")
+    print("done")
+""")
+    screen = _on_terminal(str(script))
+    # each whole line once, on a line of its own above the panel, before the report
+    lines = re.findall(r"\x1b\[2K(epoch \d: done)\r\n", screen)
+    assert lines == ["epoch 0: done", "epoch 1: done", "epoch 2: done"], screen
+    assert screen.index("epoch 2: done") < screen.rindex("scenario ")

@@ -23,6 +23,10 @@ class RunListener(Protocol):
         """Rows read since the last call: rows.grads[0] is pass first's (1-based); the
         leaves are every column so far. A finding code returned stops the code too."""
 
+    def printed(self, text: str, to_stderr: bool) -> None:
+        """What the code printed through Python's streams, as it prints it (its capture for
+        the trace is unchanged)."""
+
     def judged(self, findings: Sequence[Finding], passes: int) -> str | None:
         """Findings judged from a pass's detail as the code runs (a nan-gradient, once its
         pass's row was read), when it had run that many passes. A code returned stops it."""

@@ -64,7 +64,8 @@ def _run(target: Target, code: CodeType, lines: list[str], options: CaptureOptio
         session = CaptureSession(target.path, lines, module.__dict__, options, window)
         printed = io.StringIO()
         try:
-            with scenario_process(target), python_output_captured(printed), \
+            echo = None if options.listener is None else options.listener.printed
+            with scenario_process(target), python_output_captured(printed, echo), \
                     signals_relayed(main, window), session.recording():
                 outcome = execute(target, code, module, lines, session.recorder,
                                   session.names, timeout, window)

@@ -38,7 +38,8 @@ class LivePanel:
         self.terminal, self.clock, self.covers = terminal, clock, covers
         self.run = RunSparks()
         self.pace = Pace(0.0, 0.0, covers)
-        # redirect nothing: the script's output is captured below, shown in the report
+        # redirect nothing: the script's output is captured below (for the report and the
+        # trace), and said above the panel a line at a time as it prints (LiveReport)
         self._live = Live(console=Console(file=terminal, highlight=False), auto_refresh=False,
                           redirect_stdout=False, redirect_stderr=False)
         self._drawn = clock()
@@ -87,11 +88,25 @@ class LiveReport(LiveLog):
 
     def __init__(self, live: LiveFindings, log: Path | None, heartbeat: float,
                  say: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
-                 panel: LivePanel | None = None, scalars: Scalars | None = None) -> None:
+                 panel: LivePanel | None = None, scalars: Scalars | None = None,
+                 echo: Callable[[str, bool], None] | None = None) -> None:
         super().__init__(live, log, say, stops=True)
         self.heartbeat, self.clock, self.panel, self.scalars = heartbeat, clock, panel, scalars
+        self.echo = echo  # the script's own output, onto its streams (no panel)
         self._started = self._beat = clock()
         self.own = 0.0  # seconds spent in told and read: what the panel's share covers
+        self._unended = ["", ""]  # of stdout, of stderr: printed since their last newline
+
+    def printed(self, text: str, to_stderr: bool) -> None:
+        """The script's own output, shown as it prints: above the panel a line at a time (a
+        progress bar's line as its last redraw), else onto its stream as it is."""
+        if self.panel is None:
+            if self.echo is not None:
+                self.echo(text, to_stderr)
+            return
+        *lines, self._unended[to_stderr] = (self._unended[to_stderr] + text).split("\n")
+        for line in lines:
+            self.panel.say(line.rsplit("\r", 1)[-1])
 
     def told(self, fact: Fact, passes: int) -> str | None:
         started = self.clock()

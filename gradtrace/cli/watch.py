@@ -6,6 +6,7 @@ for; then the report `show` prints."""
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -106,9 +107,18 @@ def watch_run(asked: WatchOptions) -> None:
     terminal = os.fdopen(os.dup(2), "w", encoding=sys.stderr.encoding or "utf-8",
                          errors="replace")
 
+    # the command's stdout: the script's own output is shown there as it prints (and kept)
+    script_out = _own_stdout()
+
     def say(line: str) -> None:
         terminal.write(said_as + line + "\n")
         terminal.flush()
+
+    def echo(text: str, to_stderr: bool) -> None:
+        stream = terminal if to_stderr else script_out
+        if stream is not None:
+            stream.write(text)
+            stream.flush()
 
     # a panel only for one process on a terminal: ranks would draw theirs over each other
     panel = LivePanel(terminal, covers=COVERS if scalars is None else COVERS_SCALARS) \
@@ -116,7 +126,7 @@ def watch_run(asked: WatchOptions) -> None:
     live = LiveFindings(asked.scenario, list(asked.script_args or []),
                         importlib.metadata.version("torch"), stop_on)
     report = LiveReport(live, asked.log, asked.heartbeat, say if panel is None else panel.say,
-                        panel=panel, scalars=scalars)
+                        panel=panel, scalars=scalars, echo=echo)
     outcome: Outcome = "failed"
     try:
         if panel is not None:
@@ -131,8 +141,22 @@ def watch_run(asked: WatchOptions) -> None:
             panel.close()
         report.end(outcome)
         terminal.close()
+        if script_out is not None:
+            script_out.close()
     if live.stopped is not None:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _own_stdout() -> TextIO | None:
+    """A stream of its own on the command's stdout, which the script's thread may write to
+    (None: stdout is no file, as in a test's runner)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    sys.stdout.flush()
+    return os.fdopen(os.dup(fd), "w", encoding=sys.stdout.encoding or "utf-8",
+                     errors="replace")
 
 
 def _is_terminal(terminal: TextIO) -> bool:

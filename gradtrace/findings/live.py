@@ -158,6 +158,9 @@ class LiveLog:
         self.tell(self.live.read(first, rows))
         return self.live.stop() if self.stops else None
 
+    def printed(self, text: str, to_stderr: bool) -> None:
+        """The code's own output is not the log's (a with-block's goes where it goes)."""
+
     def judged(self, findings: Sequence[Finding], passes: int) -> str | None:
         self.tell(self.live.judged(findings, passes))
         return self.live.stop() if self.stops else None

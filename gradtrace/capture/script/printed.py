@@ -12,12 +12,16 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+# Told what the scenario prints as it prints it: (text, whether to stderr)
+Echo = Callable[[str, bool], None]
+
 
 @contextlib.contextmanager
-def python_output_captured(output: io.StringIO) -> Iterator[None]:
-    """sys.stdout, sys.stderr and warnings into output while the block runs."""
-    with contextlib.redirect_stdout(_Stream(output)), \
-            contextlib.redirect_stderr(_Stream(output)), warnings.catch_warnings():
+def python_output_captured(output: io.StringIO, echo: Echo | None = None) -> Iterator[None]:
+    """sys.stdout, sys.stderr and warnings into output while the block runs (echo: also
+    told each piece as it is printed: `gradtrace watch` shows a long run's own lines)."""
+    with contextlib.redirect_stdout(_Stream(output, echo, False)), \
+            contextlib.redirect_stderr(_Stream(output, echo, True)), warnings.catch_warnings():
         # Warnings are part of what the scenario prints, whoever else listens for them, and
         # as `python` shows them: not the deprecations libraries warn of among themselves
         # (torch.compile imports modules that do), but those of the script (`__main__`).
@@ -26,7 +30,7 @@ def python_output_captured(output: io.StringIO) -> Iterator[None]:
                        ResourceWarning):
             warnings.filterwarnings("ignore", category=hidden)
         warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
-        warnings.showwarning = _warning_to(output)
+        warnings.showwarning = _warning_to(output, echo)
         yield
 
 
@@ -40,9 +44,9 @@ class _Stream(io.TextIOBase):
     """The scenario's sys.stdout or sys.stderr: what it writes goes into the one capture;
     closing it closes only itself (printing then fails, as in python), not the capture."""
 
-    def __init__(self, into: io.StringIO) -> None:
+    def __init__(self, into: io.StringIO, echo: Echo | None, to_stderr: bool) -> None:
         super().__init__()
-        self.into = into
+        self.into, self._echo, self._to_stderr = into, echo, to_stderr
 
     def writable(self) -> bool:
         return True
@@ -50,6 +54,8 @@ class _Stream(io.TextIOBase):
     def write(self, text: str) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file.")
+        if self._echo is not None:
+            self._echo(text, self._to_stderr)
         return self.into.write(text)
 
 
@@ -83,9 +89,12 @@ def _so_far(fd: int) -> str:
     return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
-def _warning_to(output: io.StringIO) -> Callable[..., None]:
+def _warning_to(output: io.StringIO, echo: Echo | None) -> Callable[..., None]:
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
-        output.write(warnings.formatwarning(message, category, filename, lineno, line))
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        if echo is not None:
+            echo(text, True)
+        output.write(text)
 
     return show
