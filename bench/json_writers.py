@@ -26,20 +26,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cli_scaling import CHAIN
 from measure import measured
 
 from gradtrace.model.codec import Streamed, trace_from_dict, trace_sections
 from gradtrace.model.records import Trace
 from gradtrace.render.json import _encoder, json_chunks
-
-CHAIN = """import torch
-
-x = torch.tensor(1.0, requires_grad=True)
-y = x
-for _ in range({n}):
-    y = y * {factor}
-y.backward()
-"""
 
 
 def items(trace: Trace) -> list[Any]:
