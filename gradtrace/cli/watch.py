@@ -114,10 +114,16 @@ def watch_run(asked: WatchOptions) -> None:
         terminal.write(said_as + line + "\n")
         terminal.flush()
 
+    # as python buffers them: stderr and a terminal's stdout a line at a time, a pipe's or
+    # a file's stdout in blocks (a write per line of a big print costs ~6 µs), unless flushed
+    by_line = script_out is not None and script_out.isatty()
+
     def echo(text: str, to_stderr: bool) -> None:
         stream = terminal if to_stderr else script_out
-        if stream is not None:
-            stream.write(text)
+        if stream is None:
+            return
+        stream.write(text)  # "": the script flushed it
+        if not text or (to_stderr or by_line) and ("\n" in text or "\r" in text):
             stream.flush()
 
     # a panel only for one process on a terminal: ranks would draw theirs over each other

@@ -12,7 +12,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-# Told what the scenario prints as it prints it: (text, whether to stderr)
+# Told what the scenario prints as it prints it: (text, whether to stderr); "" when it
+# flushes the stream
 Echo = Callable[[str, bool], None]
 
 
@@ -54,9 +55,13 @@ class _Stream(io.TextIOBase):
     def write(self, text: str) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file.")
-        if self._echo is not None:
+        if self._echo is not None and text:
             self._echo(text, self._to_stderr)
         return self.into.write(text)
+
+    def flush(self) -> None:
+        if self._echo is not None:  # the script asked: what it printed is shown now
+            self._echo("", self._to_stderr)
 
 
 @contextlib.contextmanager
