@@ -321,3 +321,23 @@ print("epoch 2 done")
     assert rest.startswith(b"epoch 2 done\n")
     assert b"a note\n" in err
     assert json.loads(out.read_text())["stdout"] == "epoch 1 done\na note\nepoch 2 done\n"
+
+
+def test_what_the_script_printed_comes_before_the_report_on_a_pipe(tmp_path: Path) -> None:
+    # a pipe's stdout is written in blocks: a block still buffered once came after the
+    # report (the whole of a short script's output)
+    script = write_script(tmp_path, """\
+import logging, sys
+import torch
+logging.getLogger("mylib").addHandler(logging.StreamHandler(sys.stdout))
+w = torch.ones(3, requires_grad=True)
+for i in range(5):
+    (w * 2).sum().backward()
+    print("iter", i)
+print("LAST LINE")
+""")
+    result = run_gradtrace("watch", script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:6] == [f"iter {i}" for i in range(5)] + ["LAST LINE"]
+    assert lines[6].startswith("scenario ")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..findings.live import LiveFindings, LiveLog
 from ..model.facts import Fact
-from ..model.records import Steps
+from ..model.records import Finding, Steps
 from ..model.run_log import Outcome
 from ..render.escape import Visible
 from ..render.live_panel import Pace, RunSparks, live_panel
@@ -96,6 +96,18 @@ class LiveReport(LiveLog):
         self._started = self._beat = clock()
         self.own = 0.0  # seconds spent in told and read: what the panel's share covers
         self._unended = ["", ""]  # of stdout, of stderr: printed since their last newline
+
+    def ended(self, findings: Sequence[Finding]) -> None:
+        """The script ended: what it printed is all shown (buffered, or a line not ended)
+        before the findings the end tells, and before the report."""
+        if self.panel is not None:
+            for unended in filter(None, self._unended):
+                self.panel.say(unended.rsplit("\r", 1)[-1])
+            self._unended = ["", ""]
+        elif self.echo is not None:
+            self.echo("", False)
+            self.echo("", True)
+        super().ended(findings)
 
     def printed(self, text: str, to_stderr: bool) -> None:
         """The script's own output, shown as it prints: above the panel a line at a time (a
