@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import health_columns
+import pytest
 from helpers import as_read, shared_invoke, write_script
 
 from gradtrace.findings.graph import trace_findings
@@ -441,3 +442,37 @@ def test_a_gan_s_forgotten_generator_zero_grad_is_found_across_the_critic_s_pass
     healthy = write_script(tmp_path, GAN.format(reset="G.zero_grad()"), "healthy.py")
     trace = as_read(shared_invoke("show", str(healthy), "--json").stdout)
     assert not [f for f in trace["findings"] if f["severity"] != "info"], trace["findings"]
+
+
+# A loop, then the best model reloaded under the same name (pytorch/examples'
+# word_language_model ends with `model = torch.load(f)`); {reset} and {frozen} are the bugs.
+REBOUND = """\
+import copy
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+{frozen}
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(40):
+    {reset}
+    x = torch.randn(16, 4)
+    loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+    loss.backward()
+    opt.step()
+model = copy.deepcopy(model)  # the best model, loaded again
+"""
+
+
+@pytest.mark.parametrize(("frozen", "reset", "found"), [
+    ("", "pass", "grad-accumulating"),
+    ("model[2].requires_grad_(False)", "opt.zero_grad()", "frozen-in-optimizer"),
+    ("", "opt.zero_grad()", None),
+])
+def test_findings_of_the_run_stay_when_the_model_s_name_is_bound_again(
+        tmp_path: Path, frozen: str, reset: str, found: str | None) -> None:
+    # the leaves were judged by the tensors their names held at the end: the reloaded
+    # copy, which no optimizer holds, so both findings went
+    script = write_script(tmp_path, REBOUND.format(frozen=frozen, reset=reset))
+    trace = as_read(shared_invoke("show", str(script), "--json").stdout)
+    codes = [f["code"] for f in trace["findings"] if f["severity"] != "info"]
+    assert codes == ([] if found is None else [found]), trace["findings"]

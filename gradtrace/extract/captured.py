@@ -150,6 +150,7 @@ class Captured:
     objects: Sequence[tuple[str, Any]] = ()  # the named objects: their modules hold leaves
     updated: frozenset[str] = frozenset()
     fresh: frozenset[str] = frozenset()  # leaves bound again after the last pass named them
+    step_leaf_ids: tuple[int, ...] = ()  # id() of each steps column's tensor, the last pass's
     handed: frozenset[str] = frozenset()
     reduced: dict[str, tuple[int, bool]] = field(default_factory=dict)
     costs: RawCosts | None = None
@@ -158,9 +159,13 @@ class Captured:
     source: SourceCuts | None = None  # the code's lines, where a file holds them
 
     def optimized_steps(self) -> Steps | None:
-        """The steps, each leaf marked held by a stepping optimizer or not (when one did)."""
+        """The steps, each leaf marked held by a stepping optimizer or not (when one did):
+        the tensor the last pass read under its name (the code may bind the name again
+        after it: `model = torch.load(best)`), else the one named now."""
         if self.steps is None or self.held is None:
             return self.steps
         ids = {name: id(t) for name, t in self.named}
+        read = dict(zip(self.steps.leaves, self.step_leaf_ids, strict=False))
         return replace(self.steps, optimized=tuple(
-            ids[name] in self.held if name in ids else None for name in self.steps.leaves))
+            held in self.held if (held := read.get(name, ids.get(name))) is not None else None
+            for name in self.steps.leaves))

@@ -34,6 +34,9 @@ class Held:
         self.ids: set[int] = set()
         self.frozen: set[int] = set()  # held, and frozen when their optimizer first stepped
         self.reached: dict[int, weakref.ref[Any]] = {}
+        # each frozen one's name when a pass first named it, and it (weakly): the code may
+        # bind the name again before it ends (`model = torch.load(best)`)
+        self.frozen_named: dict[int, tuple[str, weakref.ref[Any]]] = {}
         self.lines: dict[Where, None] = {}  # the lines that built the stepping optimizers
         self.sharded = False  # a stepping optimizer holds DTensors (FSDP2): no coverage
         self._seen: dict[int, tuple[Any, int]] = {}  # id(optimizer) -> (a ref, its count)
@@ -57,6 +60,13 @@ class Held:
 
     def holds(self, t: Any) -> bool:
         return id(t) in self.ids
+
+    def name_frozen(self, named: Named) -> None:
+        """Note the names a pass gives the frozen ones not named yet."""
+        if len(self.frozen_named) < len(self.frozen):
+            for name, t in named:
+                if id(t) in self.frozen and id(t) not in self.frozen_named:
+                    self.frozen_named[id(t)] = (name, weakref.ref(t))
 
     def reached_by(self, leaves: Iterable[Any], pending: dict[int, Any]) -> list[int]:
         """The ids of a pass's leaves, each noted as reached (and, once it dies, dropped from
@@ -102,6 +112,8 @@ def coverage_facts(held: Held, named: Named, objects: Sequence[tuple[str, Any]],
                                   *attribute_line(lines, tuple(loose), built), *built))
     frozen = tuple(name for name, t in leaves
                    if id(t) in held.frozen and not t.requires_grad)
+    frozen += tuple(name for i, (name, ref) in held.frozen_named.items()  # named no more
+                    if i not in seen and (t := ref()) is not None and not t.requires_grad)
     if frozen:
         line, code = freezing_line(lines, frozen)
         facts.append(FrozenHeld(frozen, held.steps, line, code,

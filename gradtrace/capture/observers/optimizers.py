@@ -91,6 +91,7 @@ class OptimizerUse(Observer):
         self._built: dict[int, Where] = {}  # id(optimizer) -> the line that built it
 
     def finish(self, p: PassState) -> None:
+        self.held.name_frozen(p.named)
         if p.record.kind != "backward" or p.error is not None:
             return
         self.backwards += 1

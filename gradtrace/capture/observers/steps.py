@@ -41,6 +41,7 @@ class StepsPart(Part):
     steps: Steps | None
     updated: frozenset[str]
     fresh: frozenset[str]
+    step_leaf_ids: tuple[int, ...]  # id() of each column's tensor, the last pass's
 
 
 class StepLog(Observer):
@@ -64,8 +65,7 @@ class StepLog(Observer):
         self.not_finite_read = 0  # rows read so far that hold a .grad not finite
         self._at_end: dict[str, GradState] = {}  # each leaf's .grad as the last pass ended
         self._first: dict[str, Fingerprint] = {}  # each leaf's values as first seen
-        # GradScaler.scale(loss)'s latest output, its loss and scale: a pass from it has that
-        # loss, and gradients that many times the optimizer's
+        # GradScaler.scale(loss)'s latest output, its loss and scale (its gradients' factor)
         self._scaled: Scaled | None = None
         self.loss_scale: list[float | None] = []  # a pass's scale, once read
         self.loss_divisor: list[float | None] = []  # k of a pass from `loss / k`
@@ -101,9 +101,9 @@ class StepLog(Observer):
         self._pass = ([], [], {})
 
     def captured(self, given: Any) -> StepsPart:
-        seen = dict(zip(self.columns, self.leaf_ids, strict=True))  # the last pass's tensors
-        return StepsPart(self.steps(given.modules), self.changed(given.named),
-                         frozenset(n for n, t in given.named if seen.get(n, id(t)) != id(t)))
+        seen = dict(zip(self.columns, ids := tuple(self.leaf_ids), strict=True))  # last pass's
+        return StepsPart(self.steps(given.modules), self.changed(given.named), frozenset(
+            n for n, t in given.named if seen.get(n, id(t)) != id(t)), ids)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
