@@ -150,3 +150,39 @@ def test_the_loss_row_is_the_loss_the_code_computed_before_loss_over_k() -> None
     # a sum over n is the code's own mean: no divisor (nor for a plain loss)
     assert json.loads(shared_invoke("show", str(SCENARIOS / "loops" / "forgot_zero_grad.py"),
                                     "--json").stdout)["steps"]["loss_divisor"] == []
+
+
+SCALED_ACCUMULATION = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+scaler = torch.amp.GradScaler("cpu", init_scale=256.0, enabled={scaled})
+x, y = torch.randn(12, 4, 8), torch.randn(12, 4, 1)
+losses = []
+for step in range(12):
+    loss = nn.functional.mse_loss(model(x[step]), y[step])
+    losses.append(loss.item())
+    scaler.scale(loss / 4).backward()
+    if (step + 1) % 4 == 0:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+print("LOSSES", losses)
+"""
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_the_loss_row_is_the_loss_before_loss_over_k_with_a_grad_scaler_too(
+        tmp_path: Path, scaled: bool) -> None:
+    # scaler.scale(loss / 4): the loss row was loss / 4 with a GradScaler, loss without one
+    script = write_script(tmp_path, SCALED_ACCUMULATION.format(scaled=scaled))
+    result = shared_invoke("show", str(script), "--json")
+    trace = json.loads(result.stdout)
+    plain = json.loads(trace["stdout"].split("LOSSES ", 1)[1].replace("'", '"'))
+    steps = trace["steps"]
+    assert steps["loss_divisor"] == [4.0] * 12
+    assert steps["loss"] == pytest.approx(plain, rel=1e-6)
+    assert bool(steps.get("loss_scale")) is scaled

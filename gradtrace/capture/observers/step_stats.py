@@ -24,21 +24,32 @@ Carried = dict[str, tuple["weakref.ref[torch.Tensor]", int, int]]
 # A leaf's values when first seen: [the tensor (weakly), its version, the sum of its values
 # as text (None until read, or when it has none)]
 Fingerprint = list[Any]
-# GradScaler.scale()'s latest output (weakly), the loss it was given, and its scale (a
-# float64 copy on the scale's device)
-Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None]
+# GradScaler.scale()'s latest output (weakly), the loss it was given, its scale (a float64
+# copy on the scale's device), and what undivided() makes of that loss (`loss / k` scaled)
+Scaled = tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor | None,
+               tuple[torch.Tensor, float] | None]
 
 
-def scaled(output: Any, loss: Any, scale: Any) -> Scaled | None:
+def scaled(output: Any, loss: Any, scale: Any, packed: Callable[[Any], bool]
+           ) -> Scaled | None:
     """What GradScaler.scale(loss) returning output (loss × scale) is remembered as: None when
-    it is not a scaled copy of a tensor."""
+    it is not a scaled copy of a tensor (packed: as undivided() asks)."""
     if not isinstance(output, torch.Tensor) or not isinstance(loss, torch.Tensor) \
             or output is loss:
         return None
     # a copy: GradScaler.update() changes its scale in place
     factor = scale.detach().reshape(-1)[:1].to(torch.float64, copy=True) \
         if isinstance(scale, torch.Tensor) else None
-    return weakref.ref(output), loss.detach(), factor
+    return weakref.ref(output), loss.detach(), factor, undivided(loss, packed)
+
+
+def divided_of(root: Any, scaled: Scaled | None, packed: Callable[[Any], bool]
+               ) -> tuple[torch.Tensor, float] | None:
+    """undivided() of a pass's one root (None: not one tensor); of the loss GradScaler was
+    given, when the root is its output (`scaler.scale(loss / k)`)."""
+    if scaled is not None and root is not None and scaled[0]() is root:
+        return scaled[3]
+    return undivided(root, packed) if isinstance(root, torch.Tensor) else None
 
 
 def loss_of(roots: Sequence[Any], scaled: Scaled | None

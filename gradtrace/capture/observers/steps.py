@@ -56,7 +56,7 @@ class StepLog(Observer):
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
         # LeafStep, None (no .grad, or none readable), PENDING or SAME until steps(); with a
-        # listener, the rows from row _base on: those before went to _spilled once read
+        # listener, the rows from _base on (those before went to _spilled once read)
         self.rows: list[list[Any]] = []
         self._base = 0
         self._spilled: SpilledRows | None = None
@@ -85,8 +85,7 @@ class StepLog(Observer):
         untouched, changed = step_stats.as_left(leaves, self._at_end)
         self._pass = leaves, untouched, self.carried(changed)
         one = p.roots[0] if len(p.roots) == 1 and not p.record.batched else None
-        self._divided = step_stats.undivided(one, self.recorder.marks.packed) \
-            if isinstance(one, torch.Tensor) else None
+        self._divided = step_stats.divided_of(one, self._scaled, self.recorder.marks.packed)
 
     def finish(self, p: PassState) -> None:
         p.record.row = self._base + len(self.rows)
@@ -121,7 +120,8 @@ class StepLog(Observer):
     def note_scaled(self, output: Any, loss: Any, scale: Any) -> None:
         """GradScaler.scale(loss) returned output, loss × scale: a pass from it has loss, and
         gradients scale times those the optimizer will step with."""
-        self._scaled = step_stats.scaled(output, loss, scale) or self._scaled
+        self._scaled = step_stats.scaled(output, loss, scale, self.recorder.marks.packed) \
+            or self._scaled
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
         """The named leaves that require grad, each given its column."""
@@ -195,7 +195,7 @@ class StepLog(Observer):
         self.loss.append(None)
         self.loss_scale.append(None)
         loss, scale = step_stats.loss_of(roots, self._scaled)
-        divided = self._divided if loss is not None and scale is None else None
+        divided = self._divided if loss is not None else None  # (scaled or not)
         self.loss_divisor.append(None if divided is None else divided[1])
         loss = loss if divided is None else divided[0].reshape(())
         at = len(self.loss) - 1  # the row's, of all rows
