@@ -341,3 +341,21 @@ print("LAST LINE")
     lines = result.stdout.splitlines()
     assert lines[:6] == [f"iter {i}" for i in range(5)] + ["LAST LINE"]
     assert lines[6].startswith("scenario ")
+
+
+def test_the_log_holds_each_finding_of_the_report_once(tmp_path: Path) -> None:
+    # nan-gradient told as the rows were read, then by the end's report in more words ("the
+    # same in N later passes"), was written twice: `show LOG` listed more than the report
+    log, out = tmp_path / "run.jsonl", tmp_path / "trace.json"
+    script = write_script(tmp_path, INF_GRADIENT_AT_10.format(fix=""))
+    assert invoke("watch", script, "--log", log, "-o", out).exit_code == 0
+    reported = [(f["code"], f["message"].split(":")[0])
+                for f in json.loads(out.read_text())["findings"]]
+    read = json.loads(invoke("show", log, "--json").stdout)["findings"]
+    assert sorted((f["code"], f["message"].split(":")[0]) for f in read) == sorted(reported)
+    # told as it fired, then again as the end words it (its line, the passes that repeat it)
+    told = [r for r in _records(log) if r["kind"] == "finding" and r["code"] == "nan-gradient"]
+    assert [r["step"] is None for r in told] == [False, True]
+    (reported,) = [f for f in read if f["code"] == "nan-gradient"]
+    assert reported["message"] == told[-1]["message"]
+    assert "(line 10)" in reported["message"] and "later pass(es)" in reported["message"]

@@ -96,9 +96,9 @@ class LiveFindings:
         """The trace's findings as the code ended: each not told yet (judged only now: the
         graph's, a frozen layer's, a stop's), none of them a stop (the run is over). One
         told as it fired is not told again for the node, file and line the trace adds."""
-        told = {_unplaced(key) for key in self._seen}
-        return self._fired([f for f in findings if _unplaced(told_as(f)) not in told], None,
-                           stops=False)
+        told = list(self._seen)
+        return self._fired([f for f in findings if not any(
+            _told_before(f, key) for key in told)], None, again=True, stops=False)
 
     def stop(self) -> str | None:
         """The --stop-on code that fired, the first time it is asked (the run stops once)."""
@@ -181,10 +181,13 @@ class LiveLog:
         self._log.close()
 
 
-def _unplaced(key: tuple[str | int | None, ...]) -> tuple[str | int | None, ...]:
-    """A told_as key without the finding's node, file and line."""
-    code, tensor, _, _, _, words = key
-    return code, tensor, words
+def _told_before(end: Finding, key: tuple[str | int | None, ...]) -> bool:
+    """Whether a finding the end judged is one told as the run went (key: its told_as), about
+    the same tensor in the same words or more of them, whatever node, file and line the trace
+    adds (one about a pass is the same by its key, and told again in the trace's words)."""
+    told = told_as(end)
+    return key[0] == end.code and key[1] == end.tensor and told[1:5] != (None,) * 4 \
+        and str(told[5]).startswith(str(key[5]))
 
 
 def said(record: LogFinding) -> str:

@@ -402,11 +402,26 @@ def _text_list(value: Any, key: str) -> str | None:
 _COUNTS = re.compile(r"\d[\d,.]*(e[-+]?\d+)?")
 
 
+# The gradients' health, judged again as rows come: its words change as the run goes (a
+# .grad that "kept growing" over passes "stepped before each pass", later "12 times")
+_REJUDGED = frozenset({"grad-accumulating", "vanishing-gradient", "exploding-gradient",
+                       "dead-parameter"})
+
+
+# how a finding about one pass begins: that pass's, however the trace later words it
+_PASS = re.compile(r"pass \d+: ")
+
+
 def told_as(finding: Finding) -> tuple[str | int | None, ...]:
     """What makes a finding the one told before: its code, what it is about and its words,
-    counts aside (a vanishing gradient "in 64 of 64 passes", later "in 2,000 of 2,000")."""
-    return (finding.code, finding.tensor, finding.node, finding.file, finding.line,
-            _COUNTS.sub("#", finding.message))
+    counts aside (a vanishing gradient "in 64 of 64 passes", later "in 2,000 of 2,000"); a
+    health finding's words aside; of a finding about one pass, its pass alone (told as it
+    fired, then by the trace with its line and node)."""
+    at = _PASS.match(finding.message)
+    if at is not None:
+        return finding.code, None, None, None, None, at.group(0)
+    words = "" if finding.code in _REJUDGED else _COUNTS.sub("#", finding.message)
+    return finding.code, finding.tensor, finding.node, finding.file, finding.line, words
 
 
 def latest(findings: Iterable[LogFinding]) -> list[LogFinding]:

@@ -13,8 +13,9 @@ from ...extract.nan_gradient import nan_gradient_of
 from ...model.records import Finding
 from .base import Observer, PassState, Recording
 
-# Passes judged at most: the first's finding is the one a run stops at; a diverged loop's
-# later passes only repeat it (the report folds them into it).
+# Passes judged at most until one tells where its first non-finite gradient was born: that
+# is the one a run stops at; a diverged loop's later passes only repeat it (the report says
+# them all).
 JUDGED = 4
 
 
@@ -43,8 +44,9 @@ class NanGradients(Observer):
             self._judged += 1
             graph = self.recorder.frozen_of(replace(p, flow=dict(p.flow)))
             origin = nan_gradient_of(p, graph, number, self.recorder.script.path)
-            if origin is not None:
+            if origin is not None:  # the run's first: later passes only repeat it
                 found.append(origin)
+                self._judged = JUDGED
         return found
 
     def release(self) -> None:
