@@ -314,3 +314,19 @@ def test_an_evaluating_batch_norm_s_nan_running_mean_is_the_cause(tmp_path: Path
     born = _one(trace, "nan-value")
     assert "came in with an input without grad (data) already" in born["message"]
     assert "(NativeBatchNormBackward0 in model.norm)" in born["message"]
+
+
+def test_findings_without_a_line_or_a_name_read_whole() -> None:
+    # "… already, used (MulBackward0)" and "(`the shared tensor.detach()`)" as code
+    from gradtrace.findings.births import born
+    from gradtrace.findings.recorded import findings_of
+    from gradtrace.model.facts import GraphFreed, NonFiniteBorn
+
+    data = born(NonFiniteBorn(3, "loss", "NaN", "NaN", "input", "MulBackward0", None, None,
+                              None, None, True, False, 2))
+    assert data.message == ("pass 3: loss is NaN, and its NaN came in with an input without "
+                            "grad (data) already, used by MulBackward0")
+    (freed,) = findings_of([GraphFreed(2, 5, 1, 7, "loss.backward()", None, "MulBackward0",
+                                       None, False)], "s.py")
+    assert freed.hint is not None and "`" not in freed.hint
+    assert freed.hint.startswith("the shared tensor links the two passes")

@@ -49,8 +49,9 @@ def born(fact: NonFiniteBorn, home: str | None = None) -> Finding:
             "steps, a plain optimizer writes them in")
     if fact.origin == "input":
         return NAN_VALUE.finding(
-            f"{lead}, and its {fact.kind} came in with an input without grad (data) already, "
-            f"used{where} ({what})", node=fact.box, file=file, line=line,
+            f"{lead}, and its {fact.kind} came in with an input without grad (data) already"
+            + (f", used{where} ({what})" if where else f", used by {what}"), node=fact.box,
+            file=file, line=line,
             hint="check the data where it is loaded: torch.isfinite(batch).all()")
     named = f", {fact.tensor}" if fact.tensor else ", an unnamed tensor"
     cause = FORWARD_CAUSES.get(fact.node_type)

@@ -139,8 +139,9 @@ def _graph_freed(fact: GraphFreed, home: str | None = None) -> Finding:
                 "to be differentiated twice; else recompute the forward before each one")
     else:
         carried = name or "the shared tensor"
+        detached = f" (`{name}.detach()`)" if name else ""  # code only for a name in it
         hint = (f"{carried} links the two passes: detach it where the first pass uses it "
-                f"or where it is carried over (`{carried}.detach()`), or recompute it; "
+                f"or where it is carried over{detached}, or recompute it; "
                 "retain_graph=True on the first backward only if both passes are meant "
                 "to go through it")
     return GRAPH_FREED.finding(
