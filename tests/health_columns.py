@@ -158,8 +158,8 @@ def accumulating_run(column: Column, stepped: Sequence[int]) -> tuple[int, int] 
             continue
         steps, waited = (stepped[k] if g is not None else 0) + waited, 0
         if g is not None and g.kept and column[k - 1] is not None:
-            if start < 0:  # the steps over passes before the one it starts from: not its
-                start, crossed, steps = k, 0, stepped[k]
+            if start < 0:
+                start, crossed = k, 0
             crossed += steps > 0
             end = k  # (the passes over another model after it are not the run's)
         elif start >= 0:
@@ -180,11 +180,15 @@ def accumulating(loop: Loop) -> list[Finding]:
     start, end = runs[first]
     name = loop.leaves[first]
     norms = loop.leaf[first].norms
-    span = f"passes {loop.passes[start - 1] + 1} to {loop.passes[end] + 1}"
-    growth = f"its norm went from {_n(norms[start - 1])} to {_n(norms[end])}"
+    column = loop.columns[first]
+    begin = start - 1  # the pass whose .grad the run added to (passes over another model
+    while begin > 0 and untouched(column[begin], column[begin - 1]):  # left it so)
+        begin -= 1
+    span = f"passes {loop.passes[begin] + 1} to {loop.passes[end] + 1}"
+    growth = f"its norm went from {_n(norms[begin])} to {_n(norms[end])}"
     # clipping rescales what it adds up to: the norm need not grow
-    kept = "kept growing" if norms[end] > norms[start - 1] else "kept adding up"
-    steps = sum(loop.stepped[start:end + 1])
+    kept = "kept growing" if norms[end] > norms[begin] else "kept adding up"
+    steps = sum(loop.stepped[begin + 1:end + 1])
     before = "before each pass" if steps == end - start + 1 else f"{steps} times over them"
     hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
             "accumulate on purpose, step the optimizer only after the last micro-batch")

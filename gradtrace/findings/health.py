@@ -80,7 +80,8 @@ class LeafHealth:
     run: Run | None = None  # the run of kept passes going on
     found: Run | None = None  # its first run long enough to tell
     last: LeafStep | None = None  # its .grad in the last pass
-    waited: int = 0  # optimizer steps over the passes since that left its .grad as it was
+    touched: At | None = None  # the last pass that did not leave its .grad as it was
+    waited: int = 0  # optimizer steps over the passes since it that did
 
 
 @dataclass
@@ -167,8 +168,8 @@ class StepHealth:
                 h.waited += stepped  # on over it, its optimizer steps counted at the next
             else:
                 if k and h.found is None and (h.run is not None or g is not None and g.kept):
-                    self._kept(h, g, At(k, p, line, norm), stepped)
-                h.waited = 0
+                    self._kept(h, g, At(k, p, line, norm), stepped + h.waited)
+                h.waited, h.touched = 0, At(k, p, line, norm)
             h.before, h.norm, h.last = g is not None, norm, g
             norms.append(norm)
         return norms
@@ -178,11 +179,9 @@ class StepHealth:
         reset: a run over which the optimizer stepped before at least ACCUMULATING_RUN of
         them is zero_grad() forgotten (deliberate accumulation steps only between runs)."""
         if g is not None and g.kept and h.before:
-            if h.run is None:  # (the steps before the pass it starts from are not its)
-                h.run = Run(At(at.k - 1, self._last[0], self._last[1], h.norm), at.line, at.k,
-                            at)
-            else:
-                stepped += h.waited
+            if h.run is None:  # from the pass that left what this one added to
+                h.run = Run(h.touched or At(at.k - 1, self._last[0], self._last[1], h.norm),
+                            at.line, at.k, at)
             h.run.crossed += stepped > 0
             h.run.stepped += stepped
             h.run.end = at
