@@ -415,7 +415,7 @@ def untouched(g: LeafStep | None, before: LeafStep | None) -> bool:
     model of a GAN over this one's .grad): neither reset nor added to, the same numbers, not
     zero (a reset to zero and a zero gradient again, a dead layer's, reads the same)."""
     return g is not None and before is not None and not g.kept and g.norm != 0 \
-        and g == before._replace(kept=False)
+        and (g.norm, g.max_abs, g.finite) == (before.norm, before.max_abs, before.finite)
 
 
 def stalled(first: float | None, last: float | None) -> bool:
