@@ -20,13 +20,15 @@ from gradtrace.model.run_log import LogFinding
 
 # A tiny MLP loop whose inputs turn NaN at step 1,000; after each step it reads its own log
 # (argv[1]) and says at which step it first saw the NaN's finding there.
-NAN_AT_1000 = """\
-import json, sys
+# A tiny MLP, its optimizer and its data: the loops below start so.
+TINY_MLP = """\
 import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(16, 4), torch.randn(16, 1)
+"""
+NAN_AT_1000 = "import json, sys\n" + TINY_MLP + """\
 for step in range(1, 1101):
     inputs = x * float("nan") if step >= 1000 else x
     loss = ((model(inputs) - y) ** 2).mean()
@@ -225,12 +227,7 @@ def test_a_finding_judged_only_as_the_run_ends_is_in_the_log_too(tmp_path: Path)
 
 # A loop whose loss stays finite while its gradients turn infinite at step 10 (the
 # derivative of sqrt at 0); {fix} keeps the root's argument away from 0 in the healthy twin.
-INF_GRADIENT_AT_10 = """\
-import torch
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(16, 4), torch.randn(16, 1)
+INF_GRADIENT_AT_10 = TINY_MLP + """\
 for step in range(1, 201):
     out = model(x)
     loss = ((out - y) ** 2).mean()
@@ -268,12 +265,7 @@ def test_a_nan_born_in_a_light_stretch_is_placed_on_its_line_by_the_next_pass(
         tmp_path: Path) -> None:
     # pass 40's graph is new in a light stretch: its forward ran without the line log, so
     # the birth is told live without a line; pass 41 runs the same forward traced
-    script = write_script(tmp_path, """\
-import torch
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(16, 4), torch.randn(16, 1)
+    script = write_script(tmp_path, TINY_MLP + """\
 for step in range(1, 101):
     out = model(x)
     if step >= 40:
