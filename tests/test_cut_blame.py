@@ -210,3 +210,44 @@ def test_the_default_graph_is_the_loss_s_backward_not_a_library_s_grad(
                        "\nloss = (x * x).sum()\nloss.backward()\n"
                        "(g,) = torch.autograd.grad((x ** 3).sum(), x)\n", "own.py")
     assert "gradients of pass 2 at line 5" in invoke("show", own).stdout
+
+
+# An actor-critic's episode (pytorch/examples' actor_critic.py keeps (log_prob, value) pairs
+# in a list): the critic's values are detached as its loss is built ({loss}).
+ACTOR_CRITIC = """import torch
+
+torch.manual_seed(0)
+actor, critic = torch.nn.Linear(4, 2), torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=1e-3)
+saved = []
+for episode in range(3):
+    for t in range(5):
+        s = torch.randn(4)
+        log_prob = torch.log_softmax(actor(s), -1)[0]
+        saved.append((log_prob, critic(s)))
+    optimizer.zero_grad()
+    losses = []
+    rewards = []
+    for log_prob, value in saved:
+        rewards.append(value.item())  # logged: a value read, no loss of the graph's
+{loss}
+    loss = torch.stack(losses).sum()
+    loss.backward()
+    optimizer.step()
+    del saved[:]
+"""
+
+
+def test_a_detach_in_the_training_loop_is_the_cut_of_what_it_detached(tmp_path: Path) -> None:
+    # the values flow through a list (append) and a for loop into the loss: the cut once went
+    # unnamed (unreached-leaf only, its hint to call value.backward())
+    for loss, line in [
+            ("        losses.append(-log_prob + (value.detach() - 1.0).pow(2).sum())", 17),
+            ("        v = value.detach()\n        losses.append(-log_prob + (v - 1.0) ** 2)", 17)]:
+        script = write_script(tmp_path, ACTOR_CRITIC.format(loss=loss))
+        (cut,) = _cuts(_findings(script))
+        assert cut[0] == line, cut
+        assert "took value (computed from critic) without its graph: .detach()" in cut[1]
+    healthy = write_script(tmp_path, ACTOR_CRITIC.format(
+        loss="        losses.append(-log_prob + (value - 1.0).pow(2).sum())"), "healthy.py")
+    assert [f for f in _findings(healthy) if f["severity"] != "info"] == []

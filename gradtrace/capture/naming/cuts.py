@@ -8,16 +8,17 @@ import ast
 import functools
 import linecache
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import NamedTuple
 
 from ...extract.captured import RawPass
-from ...model.facts import CodeCut, LeafCut, PassCut
+from ...model.facts import CodeCut, Cut, LeafCut, PassCut
 from ...model.records import Edge, Node
 from .forward_cuts import function_cuts
-from .statements import Statement, bound_at, graph_cut, leaf_cut, ran_to, statements_run
+from .statements import Statement, bound_at, graph_cut, ran_to, statements_run
 
 Statements = list[Statement]
 
@@ -103,8 +104,10 @@ class LineCuts:
         early = _before(self.statements(), self.ran_first, self.backward) if by_name else []
         found: list[LeafCut | CodeCut] = []
         unexplained: list[str] = []
+        root = frozenset(re.findall(r"[A-Za-z_]\w*", self.lines[self.backward - 1])) \
+            if self.backward and 0 < self.backward <= len(self.lines) else frozenset()
         for name, leaves in by_name.items():
-            cut = leaf_cut(name, early)
+            cut = leaf_cut(name, early, root)
             if cut is None:
                 unexplained += leaves
                 continue
@@ -212,3 +215,35 @@ def _used_at(nodes: Sequence[Node], edges: Sequence[Edge], file: str, lines: set
             slots[e.dst].add(e.dst_input)
     gapped = [n for n in made if slots[n] and len(slots[n]) <= max(slots[n])]
     return (gapped or made)[-1]
+
+
+def leaf_cut(leaf: str, statements: list[Statement], root: frozenset[str] = frozenset()
+             ) -> tuple[int, Cut, str] | None:
+    """(line, cut, through) for the first statement that ran and took a value computed from
+    leaf (through that name) without its graph, of those whose value goes on into root (the
+    names the backward's line reads: not a loop's logging of `value.item()`), else of all;
+    None when none did.
+
+    Follows the names each statement binds from the names it reads, in line order.
+    """
+    reached, cuts = {leaf}, []
+    for k, s in enumerate(statements):
+        through = next((n for n in s.read if n in reached), None)
+        if through is None:
+            continue
+        cut = next((n for n in s.taken if n in reached), None) if s.taken else through
+        if s.cut is not None and cut is not None:
+            if not root or _flows(s.bound, statements[k + 1:], root):
+                return s.line, s.cut, cut
+            cuts.append((s.line, s.cut, cut))
+        reached |= s.bound
+    return cuts[0] if cuts else None
+
+
+def _flows(names: frozenset[str], statements: list[Statement], into: frozenset[str]) -> bool:
+    """Whether a value bound to names goes on, through the statements, into one of into."""
+    reached = set(names)
+    for s in statements:
+        if reached.intersection(s.read):
+            reached |= s.bound
+    return bool(reached & into)

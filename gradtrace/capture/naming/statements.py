@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from ...extract.tensors import Named
 from ...model.facts import Cut, NoRoot
+from .binds import binding
 
 # the calls that keep a whole computation off the graph (findings/cuts.py names them)
 GRAD_CUTTERS = ("no_grad", "inference_mode", "set_grad_enabled", "detach")
@@ -59,13 +60,16 @@ _MODULES = {"torch", "np", "numpy", "math"}  # names a statement reads that hold
 
 
 class Statement(NamedTuple):
-    """An assignment that ran: its line, the names it bound and read, and how the value it
-    bound lost its graph (None when nothing in it cuts one)."""
+    """An assignment that ran (or a for loop's header, or a value put in a container: `xs.
+    append(v)` binds xs): its line, the names it bound and read, how the value it bound lost
+    its graph (None when nothing in it cuts one), and the names the cutting call itself took
+    (`value` of `-logp + value.detach()`; none known: a block's cut takes them all)."""
 
     line: int
     bound: frozenset[str]
     read: tuple[str, ...]
     cut: Cut | None
+    taken: tuple[str, ...] = ()
 
 
 def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
@@ -81,21 +85,25 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
                             Cut("block", called, node.lineno)))
     found = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or \
-                node.lineno not in ran or node.value is None:
+        flow = binding(node) if getattr(node, "lineno", None) in ran else None
+        if flow is None:
             continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        bound = frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        read = tuple(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
-        why = next((cut for first, last, cut in regions if first < node.lineno <= last), None)
+        bound, value = flow
+        read = tuple(n.id for n in ast.walk(value) if isinstance(n, ast.Name))
+        line = getattr(node, "lineno", 0)
+        why = next((cut for first, last, cut in regions if first < line <= last), None)
+        taken: tuple[str, ...] = ()
         if why is None:
             # a call or attribute only (a variable called `data` or `tensor` cuts nothing),
             # and only of a value: torch.tensor([2.0, 3.0]) in `x * torch.tensor([2.0, 3.0])`
             # makes a constant, and x keeps its graph
-            why = next((Cut("call", c) for n in ast.walk(node.value)
-                        if isinstance(n, (ast.Call, ast.Attribute)) and (c := called_name(n))
-                        in CUTTING and _cuts_a_value(n)), None)
-        found.append(Statement(node.lineno, bound, read, why))
+            cutting = next((n for n in ast.walk(value)
+                            if isinstance(n, (ast.Call, ast.Attribute))
+                            and called_name(n) in CUTTING and _cuts_a_value(n)), None)
+            if cutting is not None:
+                why = Cut("call", called_name(cutting) or "")
+                taken = tuple(n.id for n in ast.walk(cutting) if isinstance(n, ast.Name))
+        found.append(Statement(line, bound, read, why, taken))
     return sorted(found)
 
 
@@ -179,23 +187,6 @@ def graph_cut(name: str, statements: list[Statement],
     found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound
              and (not from_values or set(s.read) - _MODULES)]
     return max(found, default=None)
-
-
-def leaf_cut(leaf: str, statements: list[Statement]) -> tuple[int, Cut, str] | None:
-    """(line, cut, through) for the first statement that ran and took a value computed from
-    leaf (through that name) without its graph; None when none did.
-
-    Follows the names each statement binds from the names it reads, in line order.
-    """
-    reached = {leaf}
-    for s in statements:
-        through = next((n for n in s.read if n in reached), None)
-        if through is None:
-            continue
-        if s.cut is not None:
-            return s.line, s.cut, through
-        reached |= s.bound
-    return None
 
 
 def bound_at(name: str, statements: list[Statement]) -> int | None:
