@@ -21,13 +21,13 @@ import importlib
 import json
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from cli_scaling import CHAIN
 from measure import measured
+from walk_vs_bare import best
 
 from gradtrace.model.codec import Streamed, trace_from_dict, trace_sections
 from gradtrace.model.records import Trace
@@ -49,16 +49,6 @@ def items(trace: Trace) -> list[Any]:
             else:
                 made.append(item)
     return made
-
-
-def best(work: Callable[[], object], repeat: int) -> float:
-    """The fastest of repeat runs of work, in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
