@@ -55,11 +55,6 @@ def plain(t: Any) -> bool:
         and (t.is_floating_point() or t.is_complex()) and not t.is_meta and t.numel() > 0
 
 
-# Elements of small tensors read together: one copy of them, at most this long (a graph of a
-# million nodes saves a million small values; three ops each took 10 s).
-JOINED = 1 << 22
-
-
 def not_finite(tensors: list[torch.Tensor]) -> list[bool]:
     """Whether each tensor holds a NaN or Inf, read in one batch per device: small ones of
     one shape stacked, a few ops for thousands, each big one on its own."""
