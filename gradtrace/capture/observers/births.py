@@ -20,7 +20,7 @@ from ...extract.births import Birth, not_finite, plain, search
 from ...extract.tensors import Named
 from ...extract.walk import node_type, release, structure, walk
 from ...model.facts import NonFiniteBorn
-from ...model.records import Node
+from ...model.records import Node, Source
 from .base import Ending, Observer, PassState, Recording
 
 
@@ -57,9 +57,9 @@ class NonFiniteBirths(Observer):
         super().__init__(recorder)
         self.told = False  # the first one is told: later ones are its consequences
         self._held: list[Any] = []  # the nodes the fact names by id() (ids stay unique)
-        # the birth told without its line: (the fact, its graph's signature, the node's
-        # place in it, how many nodes it has)
-        self._untraced: tuple[NonFiniteBorn, int, int, int] | None = None
+        # the birth told without its line: (the fact, its node, its graph's signature, the
+        # node's place in it, how many nodes it has)
+        self._untraced: tuple[NonFiniteBorn, Any, int, int, int] | None = None
 
     def start(self, p: PassState) -> None:
         if p.record.batched or (self.told and not p.detailed):
@@ -126,6 +126,38 @@ class NonFiniteBirths(Observer):
         self.told = True
         node = order[found.position]
         twin = self._twin(signature, found.position, len(order), node)
+        if found.origin == "parameter":
+            tensor = next((n for n, t in named if t is found.leaf), None)
+        else:
+            tensor = next((n for n, t in named if t.grad_fn is not None and t.grad_fn is node),
+                          None)
+        self._held.append(node)
+        fact = NonFiniteBorn(
+            number, root[0], kind_of(root[1]), found.kind, found.origin, node_type(node),
+            *self._made(node, twin), tensor, found.certain, stopped,
+            len(self.recorder.passes) - (number is not None), id(node),
+            unread_above=found.unread_above)
+        self.recorder.tell(fact)
+        if twin is None and fact.made is fact.library is fact.module is None:
+            # a graph first met in a loop's light stretch: its forward ran untraced, and
+            # the next pass over it is recorded in detail, its lines noted
+            self._untraced = (fact, node, signature, found.position, len(order))
+
+    def _placed(self, told: NonFiniteBorn, node: Any, signature: int, position: int,
+                count: int) -> None:
+        """The birth told without a line, told again with its twin's, when a pass in
+        detail over a graph alike ran since (the code's facts keep their order)."""
+        twin = self._twin(signature, position, count, node)
+        if twin is None:
+            return
+        made, library, module = self._made(node, twin)
+        placed = told._replace(made=made, library=library, module=module)
+        facts = self.recorder.facts
+        facts[:] = [placed if f is told else f for f in facts]
+
+    def _made(self, node: Any, twin: Any) -> tuple[Source | None, Source | None, str | None]:
+        """The line, the library's line and the module that made node, each as the host
+        knows it, else as its twin's (a frozen twin's node record says its own)."""
         host = self.recorder.host
 
         def of_node_or_twin(read: Any, field: str) -> Any:
@@ -134,43 +166,9 @@ class NonFiniteBirths(Observer):
                 return told
             return getattr(twin, field) if isinstance(twin, Node) else read(twin)
 
-        if found.origin == "parameter":
-            tensor = next((n for n, t in named if t is found.leaf), None)
-        else:
-            tensor = next((n for n, t in named if t.grad_fn is not None and t.grad_fn is node),
-                          None)
-        self._held.append(node)
-        fact = NonFiniteBorn(
-            number, root[0], kind_of(root[1]), found.kind,
-            found.origin, node_type(node), of_node_or_twin(host.source_of, "source"),
-            of_node_or_twin(host.library_source_of, "library"),
-            of_node_or_twin(host.module_of, "module"),
-            tensor, found.certain, stopped,
-            len(self.recorder.passes) - (number is not None), id(node),
-            unread_above=found.unread_above)
-        self.recorder.tell(fact)
-        if twin is None and fact.made is fact.library is fact.module is None:
-            # a graph first met in a loop's light stretch: its forward ran untraced, and
-            # the next pass over it is recorded in detail, its lines noted
-            self._untraced = (fact, signature, found.position, len(order))
-
-    def _placed(self, told: NonFiniteBorn, signature: int, position: int, count: int) -> None:
-        """The birth told without a line, told again with its twin's, when a pass in
-        detail over a graph alike ran since (the code's facts keep their order)."""
-        node = next(n for n in self._held if id(n) == told.node)
-        twin = self._twin(signature, position, count, node)
-        if twin is None:
-            return
-        host = self.recorder.host
-
-        def of_twin(read: Any, field: str) -> Any:
-            return getattr(twin, field) if isinstance(twin, Node) else read(twin)
-
-        placed = told._replace(made=of_twin(host.source_of, "source"),
-                               library=of_twin(host.library_source_of, "library"),
-                               module=of_twin(host.module_of, "module"))
-        facts = self.recorder.facts
-        facts[:] = [placed if f is told else f for f in facts]
+        return (of_node_or_twin(host.source_of, "source"),
+                of_node_or_twin(host.library_source_of, "library"),
+                of_node_or_twin(host.module_of, "module"))
 
     def _twin(self, signature: int, position: int, count: int, node: Any) -> Any:
         """The node at the same place in the latest pass in detail over a graph alike (of
