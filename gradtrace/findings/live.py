@@ -22,6 +22,7 @@ from ..model.run_log import (
     LogRecord,
     LogSteps,
     Outcome,
+    about_one_pass,
     log_line,
     told_as,
 )
@@ -184,10 +185,11 @@ class LiveLog:
 def _told_before(end: Finding, key: tuple[str | int | None, ...]) -> bool:
     """Whether a finding the end judged is one told as the run went (key: its told_as), about
     the same tensor in the same words or more of them, whatever node, file and line the trace
-    adds (one about a pass is the same by its key, and told again in the trace's words)."""
-    told = told_as(end)
-    return key[0] == end.code and key[1] == end.tensor and told[1:5] != (None,) * 4 \
-        and str(told[5]).startswith(str(key[5]))
+    adds. One about a pass, or about nothing placed, is the same by its key alone, and told
+    again in the trace's words."""
+    placed = (end.tensor, end.node, end.file, end.line) != (None,) * 4
+    return about_one_pass(end) is None and placed and key[0] == end.code \
+        and key[1] == end.tensor and str(told_as(end)[5]).startswith(str(key[5]))
 
 
 def said(record: LogFinding) -> str:

@@ -412,14 +412,19 @@ _REJUDGED = frozenset({"grad-accumulating", "vanishing-gradient", "exploding-gra
 _PASS = re.compile(r"pass \d+: ")
 
 
+def about_one_pass(finding: Finding) -> str | None:
+    """The pass a finding is about, as its words begin ("pass 12: "); None: not one."""
+    at = _PASS.match(finding.message)
+    return None if at is None else at.group(0)
+
+
 def told_as(finding: Finding) -> tuple[str | int | None, ...]:
     """What makes a finding the one told before: its code, what it is about and its words,
     counts aside (a vanishing gradient "in 64 of 64 passes", later "in 2,000 of 2,000"); a
     health finding's words aside; of a finding about one pass, its pass alone (told as it
     fired, then by the trace with its line and node)."""
-    at = _PASS.match(finding.message)
-    if at is not None:
-        return finding.code, None, None, None, None, at.group(0)
+    if (at := about_one_pass(finding)) is not None:
+        return finding.code, None, None, None, None, at
     words = "" if finding.code in _REJUDGED else _COUNTS.sub("#", finding.message)
     return finding.code, finding.tensor, finding.node, finding.file, finding.line, words
 

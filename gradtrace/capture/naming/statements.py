@@ -85,12 +85,12 @@ def statements_run(lines: list[str], ran: set[int]) -> list[Statement]:
                             Cut("block", called, node.lineno)))
     found = []
     for node in ast.walk(tree):
-        flow = binding(node) if getattr(node, "lineno", None) in ran else None
-        if flow is None:
+        line = getattr(node, "lineno", None)
+        flow = binding(node) if line in ran else None
+        if flow is None or line is None:
             continue
         bound, value = flow
         read = tuple(n.id for n in ast.walk(value) if isinstance(n, ast.Name))
-        line = getattr(node, "lineno", 0)
         why = next((cut for first, last, cut in regions if first < line <= last), None)
         taken: tuple[str, ...] = ()
         if why is None:
