@@ -328,14 +328,8 @@ def _finite(g: GradSummary | None) -> bool:
 
 def _all_finite(p: Pass) -> bool:
     """Whether every gradient of p's flow is finite (or None)."""
-    for f in p.flow.values():
-        for g in f.grad_outputs:
-            if g is not None and not g.finite:
-                return False
-        for g in f.grad_inputs:
-            if g is not None and not g.finite:
-                return False
-    return True
+    return all(all(map(_finite, f.grad_outputs)) and all(map(_finite, f.grad_inputs))
+               for f in p.flow.values())
 
 
 def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
