@@ -174,6 +174,21 @@ def test_a_watched_run_plans_its_first_two_passes_in_detail_not_thirty_two() -> 
     assert planned(CaptureOptions()) == [*range(1, 33), 100, 200]
 
 
+def test_a_watched_run_waits_for_no_device_until_a_grad_was_read_not_finite() -> None:
+    """A watched run's passes in detail never wait for a GPU to ask whether their loss is
+    finite (the GPU check counts no synchronisation of gradtrace's own) until a .grad was read
+    not finite; show's passes in detail do (a NaN born in a script's first step has its line)."""
+    from gradtrace.capture.passes.detail import DetailPlan
+
+    steps = NoSteps()
+    watched = DetailPlan(CaptureOptions(listener=Listening()), steps, lambda p: None)
+    shown = DetailPlan(CaptureOptions(), steps, lambda p: None)
+    assert [watched.may_wait(True), watched.may_wait(False)] == [False, False]
+    assert [shown.may_wait(True), shown.may_wait(False)] == [True, False]
+    steps.not_finite_read = 1
+    assert [watched.may_wait(True), watched.may_wait(False)] == [True, False]
+
+
 def test_a_loop_s_settled_light_steps_alike_share_one_record() -> None:
     """A long loop keeps a record per distinct step, not per step: a settled light step is
     the step before's record when alike; the latest over its graph, a step with changes of

@@ -109,6 +109,8 @@ class PassState:
     edges: list[RawEdge]
     named: Named  # the tensors named now (a light pass's: the leaves named before)
     detailed: bool  # recorded in detail (else light: its statistics only)
+    # may wait for its device to ask whether its roots are finite (DetailPlan.may_wait)
+    may_wait: bool
     leaves_only: bool  # named gives the leaves alone (a loop's light step)
     every_leaf: bool  # the call runs every leaf it reaches (a backward without inputs=)
     given: dict[str, Any] | None  # the call's arguments by name

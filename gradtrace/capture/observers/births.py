@@ -5,7 +5,8 @@ pass in detail whose root is not finite also notes the nodes whose saved values 
 finite: the NaN their gradients carry came from the forward, not from their derivative.
 
 Cost: a pass asks whether its roots are finite only when that needs no wait for a device
-(roots on the CPU), or when the pass is in detail; nothing more happens unless one is not.
+(roots on the CPU), or when it may wait (DetailPlan.may_wait: in detail; in a watched run only
+once a .grad was read not finite); nothing more happens unless one is not.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class NonFiniteBirths(Observer):
     def start(self, p: PassState) -> None:
         if p.record.batched or (self.told and not p.detailed):
             return
-        roots = bad_roots(p.roots, any_device=p.detailed)
+        roots = bad_roots(p.roots, any_device=p.may_wait)
         if not roots:
             return
         found = search(roots, p.nodes, p.edges, self._recomputes)

@@ -75,6 +75,12 @@ class DetailPlan:
         return number <= first or number % DETAILED_EVERY == 0 \
             or self.asked_for(number) or hooked or number <= (self._chase_until or 0)
 
+    def may_wait(self, detailed: bool) -> bool:
+        """Whether a pass may wait for its device (a GPU's) to ask whether its roots are
+        finite: one in detail, unless watched and no .grad was read not finite yet (a long
+        run on a GPU waits for nothing of gradtrace's own; a NaN in it is chased)."""
+        return detailed and (self.options.listener is None or self.steps.not_finite_read > 0)
+
     def began(self, record: RawPass) -> None:
         """A pass in detail began: the detail of the previous one over its graph is let go
         of, unless that pass is kept (the first, a failed one, one asked for, one whose

@@ -187,7 +187,8 @@ class Recorder:
                          compiled=compiled_autograd_on())
         # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
         p = PassState(record, number, roots, walked.order, walked.edges, named, detailed,
-                      leaves_only, every_leaf, given, call, plain=batched or record.compiled)
+                      self.plan.may_wait(detailed), leaves_only, every_leaf, given, call,
+                      plain=batched or record.compiled)
         if detailed:
             self.plan.began(record)
         self.passes.append(record)
