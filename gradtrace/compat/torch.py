@@ -432,6 +432,35 @@ def never_compiled(function: _Callable) -> _Callable:
     return function
 
 
+class CompileCallbacks:
+    """began() and ended() called around each torch.compile compilation (Dynamo's compile
+    callbacks, checked on 2.11 to 2.15: torch._dynamo.callback_handler), from when Dynamo is
+    imported (importing it takes a second: never for this) until close()."""
+
+    def __init__(self, began: Callable[[], None], ended: Callable[[], None]) -> None:
+        self._began = lambda *args: began()  # told a CallbackArgs
+        self._ended = lambda *args: ended()
+        self._handler: Any = None
+
+    def look(self) -> None:
+        """Be called from now on, if Dynamo was imported since (costs a lookup till then)."""
+        if self._handler is not None:
+            return
+        handler: Any = getattr(sys.modules.get("torch._dynamo"), "callback_handler", None)
+        if hasattr(handler, "register_start_callback") and hasattr(handler, "remove_end_callback"):
+            handler.register_start_callback(self._began)
+            handler.register_end_callback(self._ended)
+            self._handler = handler
+
+    def close(self) -> None:
+        """Be called no more."""
+        handler, self._handler = self._handler, None
+        if handler is not None:
+            with contextlib.suppress(ValueError):
+                handler.remove_start_callback(self._began)
+                handler.remove_end_callback(self._ended)
+
+
 def compiled_region(function_class: type) -> bool:
     """Whether an autograd.Function class is a compiled region's (AOTAutograd makes one
     CompiledFunction class per compiled graph; its node is CompiledFunctionBackward), not the

@@ -19,30 +19,17 @@ from types import FrameType
 from typing import Any
 
 from ...compat.cpython import caller_frame
-from ...compat.torch import NO_SEQUENCE, never_compiled, next_sequence_number, sequence_number
+from ...compat.torch import (
+    NO_SEQUENCE,
+    CompileCallbacks,
+    never_compiled,
+    next_sequence_number,
+    sequence_number,
+)
 from ...model.records import Source
-from .where import forwards, gradtrace_file
-
-_settrace = sys.settrace  # gradtrace's own calls skip the script's (LineLog._settrace_kept)
-
-
-class tracer_set:  # noqa: N801 - used as a function is: `with tracer_set(t):`
-    """sys.settrace(tracer) inside the block, this thread's tracer before it afterwards.
-
-    gradtrace's own bookkeeping runs with the line log's tracer off: while any tracer is set,
-    CPython 3.11 runs every frame of the thread on its slow path (a training loop's passes
-    took twice as long). A class, not a generator: every pass enters two."""
-
-    def __init__(self, tracer: Callable[..., Any] | None) -> None:
-        self._tracer = tracer
-        self._before: Callable[..., Any] | None = None
-
-    def __enter__(self) -> None:
-        self._before = sys.gettrace()
-        _settrace(self._tracer)
-
-    def __exit__(self, *exc: object) -> None:
-        _settrace(self._before)
+from .tracer_off import CompilesUntraced, untraced_imports
+from .tracer_off import settrace as _settrace
+from .where import gradtrace_file
 
 
 def own_tracer() -> Callable[..., Any] | None:
@@ -50,24 +37,6 @@ def own_tracer() -> Callable[..., Any] | None:
     coverage's, which gradtrace leaves on)."""
     tracer = sys.gettrace()
     return tracer if isinstance(getattr(tracer, "__self__", None), LineLog) else None
-
-
-def _untraced(importing: Callable[..., Any]) -> Callable[..., Any]:
-    """importing (builtins.__import__) run with the line log's tracer off: a package's
-    import runs millions of lines (Lightning's: 5 million, 8 s more) and makes no node.
-    (A node an own module makes as it is first imported has no line.)"""
-    @functools.wraps(importing)
-    @forwards  # an import that fails is the script's (python fails the same way)
-    def untraced(name: str, *args: Any, **kwargs: Any) -> Any:
-        # a name imported before (a function-level import, run at every call) costs no more
-        if name in sys.modules or (tracer := own_tracer()) is None:
-            return importing(name, *args, **kwargs)
-        _settrace(None)
-        try:
-            return importing(name, *args, **kwargs)
-        finally:
-            _settrace(tracer)
-    return untraced
 
 
 # Note [the stack runs out in the tracer]
@@ -120,6 +89,7 @@ class LineLog:
         self._thread: int | None = None  # the thread traced, while tracing() runs
         self._following = False  # its lines are traced now (not a loop's light step)
         self._spare: _StackBack | None = None  # for the next time the stack runs out
+        self._compiles = CompileCallbacks(lambda: None, lambda: None)  # while tracing()
 
     @contextlib.contextmanager
     def tracing(self, frame: FrameType | None = None) -> Iterator[None]:
@@ -134,11 +104,15 @@ class LineLog:
         self._thread, self._following = threading.get_ident(), True
         self._spare = _StackBack(self)
         importing, settrace = builtins.__import__, sys.settrace
-        builtins.__import__ = _untraced(importing)
+        compiles = CompilesUntraced(self._traces_this_thread, own_tracer)
+        self._compiles = CompileCallbacks(compiles.began, compiles.ended)
+        self._compiles.look()
+        builtins.__import__ = untraced_imports(importing, own_tracer, self._compiles.look)
         sys.settrace = self._settrace_kept(settrace)
         try:
             yield
         finally:
+            self._compiles.close()
             if getattr(builtins.__import__, "__wrapped__", None) is importing:
                 builtins.__import__ = importing
             if getattr(sys.settrace, "__wrapped__", None) is settrace:
@@ -153,6 +127,7 @@ class LineLog:
         CPython runs every call of the thread on its slow path). Only in the thread traced."""
         if self._thread != threading.get_ident():
             return
+        self._compiles.look()  # Dynamo imported in a light step
         following, self._following = self._following, on
         tracing = own_tracer() is not None
         if on and not tracing and sys.gettrace() is None:
@@ -163,6 +138,9 @@ class LineLog:
         elif not on and tracing:
             _settrace(None)
             self._untraced_from_here()
+
+    def _traces_this_thread(self) -> bool:
+        return self._thread == threading.get_ident()
 
     def _trace_from(self, frame: FrameType | None) -> None:
         """Trace from now on: frame and the frames below it, already running, get their

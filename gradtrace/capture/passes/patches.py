@@ -29,7 +29,8 @@ from ...compat.torch import (
 from ...extract.captured import RawCall
 from ...model.facts import GradcheckRan
 from ...model.records import PassKind
-from ..naming.provenance import own_tracer, tracer_set
+from ..naming.provenance import own_tracer
+from ..naming.tracer_off import tracer_set
 from ..naming.where import forwards
 from ..observers.marks import node_noting
 from ..script.scenario_thread import LEFT_BEHIND, StopWindow
