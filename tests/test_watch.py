@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import SCENARIOS, invoke, write_script
+from helpers import SCENARIOS, as_read, invoke, write_script
 from plain_python import run_gradtrace, start_gradtrace
 from steps_fixtures import loop_trace, steps_of
 
@@ -202,6 +202,50 @@ def test_a_finding_whose_counts_grow_is_told_once() -> None:
     assert "in 2000 of 2000 passes" in last.finding.message
     (kept,) = latest([*fired, last])  # what show LOG shows: the first step, the last words
     assert kept.step == 64 and kept.finding == last.finding
+
+
+def test_a_small_gradient_stepped_by_adam_is_no_vanishing_one(tmp_path: Path) -> None:
+    """A module whose gradient is 10,000 times smaller than another's barely learns under SGD
+    (its update is the gradient's size), not under Adam (divided by its running size): a
+    freshly made BERT's attention query and key under a Trainer's AdamW warned of it. The
+    trace and log mark the leaves; the live rule and the trace's say the same."""
+    from gradtrace.findings.live import LiveFindings
+    from gradtrace.model.records import LeafStep, Steps
+    from gradtrace.model.run_log import LogFinding
+
+    big, tiny = LeafStep(1.0, 0.5, True, False), LeafStep(1e-9, 1e-9, True, False)
+    for free, told in (((False, False), ["vanishing-gradient"]), ((True, True), []),
+                       ((False, True), [])):  # the small one's own optimizer decides
+        live = LiveFindings("loop.py", [], "2.13")
+        records = live.read(1, Steps(("a.weight", "b.weight"), ("a", "b"), (0.7,) * 30,
+                                     (1,) * 30, ((big, tiny),) * 30, scale_free=free))
+        records += live.end("finished")
+        assert [r.finding.code for r in records if isinstance(r, LogFinding)] == told, free
+    script = write_script(tmp_path, (
+        "import sys\n"
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "torch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))\n"
+        "with torch.no_grad():\n"
+        "    model[2].weight.mul_(1e-7)  # model.0's gradient: 1e-7 of model.2's\n"
+        "make = torch.optim.Adam if sys.argv[1:] == ['adam'] else torch.optim.SGD\n"
+        "opt = make(model.parameters(), lr=1e-5)\n"
+        "x, y = torch.randn(64, 8), torch.randn(64, 1)\n"
+        "for step in range(30):\n"
+        "    opt.zero_grad()\n"
+        "    nn.functional.mse_loss(model(x), y).backward()\n"
+        "    opt.step()\n"), "small.py")
+    for optimizer, free, codes in (("sgd", False, ["vanishing-gradient"]), ("adam", True, [])):
+        log = tmp_path / f"{optimizer}.jsonl"
+        result = invoke("watch", script, "--log", log, "-o", tmp_path / "t.json", "--",
+                        optimizer)
+        assert result.exit_code == 0, result.stderr
+        trace = as_read((tmp_path / "t.json").read_text())
+        assert trace["steps"]["scale_free"] == [free] * 4
+        assert [f["code"] for f in trace["findings"]] == codes
+        logged = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [d["code"] for d in logged if d.get("kind") == "finding"] == codes
 
 
 def test_a_finding_judged_only_as_the_run_ends_is_in_the_log_too(tmp_path: Path) -> None:

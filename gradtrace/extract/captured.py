@@ -147,6 +147,7 @@ class Captured:
     grad_graph: Callable[[Any], bool] | None = None
     steps: Steps | None = None
     held: frozenset[int] | None = None  # id() of the leaves stepping optimizers hold
+    scale_free: frozenset[int] = frozenset()  # of those, the ones Held.scale_free says
     objects: Sequence[tuple[str, Any]] = ()  # the named objects: their modules hold leaves
     updated: frozenset[str] = frozenset()
     fresh: frozenset[str] = frozenset()  # leaves bound again after the last pass named them
@@ -166,6 +167,7 @@ class Captured:
             return self.steps
         ids = {name: id(t) for name, t in self.named}
         read = dict(zip(self.steps.leaves, self.step_leaf_ids, strict=False))
+        leaves = [read.get(name, ids.get(name)) for name in self.steps.leaves]
         return replace(self.steps, optimized=tuple(
-            held in self.held if (held := read.get(name, ids.get(name))) is not None else None
-            for name in self.steps.leaves))
+            None if i is None else i in self.held for i in leaves), scale_free=tuple(
+            None if i is None else i in self.scale_free for i in leaves))

@@ -195,14 +195,16 @@ class StepHealth:
         return self.leaves[max(h.leaves, key=lambda i: (norms[i], -i))]
 
     def findings(self, earlier: Sequence[Finding] = (),
-                 optimized: Sequence[bool | None] = ()) -> list[Finding]:
+                 optimized: Sequence[bool | None] = (),
+                 scale_free: Sequence[bool | None] = ()) -> list[Finding]:
         """Every health finding of the passes so far; earlier: the findings already made (a
-        NaN finding is pointed to, not repeated); optimized: per leaf, whether a stepping
-        optimizer holds it (None or none given: unknown)."""
+        NaN finding is pointed to, not repeated); optimized and scale_free: per leaf, whether
+        a stepping optimizer holds it, and one whose update the gradient's size does not grow
+        (Steps.scale_free; None or none given: unknown)."""
         if self.counted < MIN_PASSES or not self.leaves:
             return []
-        return [*self._accumulating(optimized), *self._vanishing(), *self._exploding(earlier),
-                *self._dead()]
+        return [*self._accumulating(optimized), *self._vanishing(scale_free),
+                *self._exploding(earlier), *self._dead()]
 
     # --- grad-accumulating ---------------------------------------------------------------
 
@@ -241,8 +243,11 @@ class StepHealth:
 
     # --- vanishing-gradient and exploding-gradient ---------------------------------------
 
-    def _vanishing(self) -> list[Finding]:
-        found = {m: how for m, h in self.groups.items() if (how := _vanished(h)) is not None}
+    def _vanishing(self, scale_free: Sequence[bool | None]) -> list[Finding]:
+        # a module stepped by Adam's family learns at the pace of its gradient's own size,
+        # however small next to another module's: only one stepped by SGD barely learns
+        found = {m: how for m, h in self.groups.items() if (how := _vanished(h)) is not None
+                 and not all(i < len(scale_free) and scale_free[i] for i in h.leaves)}
         if not found:
             return []
         module, how = next(iter(found.items()))  # the first in leaf order: nearest the input
@@ -372,7 +377,7 @@ def step_findings(trace: Trace, earlier: Sequence[Finding] = ()) -> list[Finding
         health.add(p, row, steps.loss[p] if one else None, pending,
                    trace.passes[p].line if same else None)
         pending = 0
-    return health.findings(earlier, steps.optimized)
+    return health.findings(earlier, steps.optimized, steps.scale_free)
 
 
 def _module_norm(leaves: list[int], norms: list[float]) -> float:

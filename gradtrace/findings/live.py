@@ -63,6 +63,7 @@ class LiveFindings:
         self.steps = 0  # the rows read so far
         self._last: tuple[float | None, tuple[LeafStep | None, ...]] = (None, ())  # loss, row
         self._after = 0  # optimizer steps since the last row read
+        self._scale_free: tuple[bool | None, ...] = ()  # the latest rows' Steps.scale_free
 
     def told(self, fact: Fact, passes: int) -> list[LogRecord]:
         """A fact met at that many passes: its finding, when it is new."""
@@ -87,7 +88,9 @@ class LiveFindings:
         if rows.grads:
             self._last = (rows.loss[-1], rows.grads[-1])
         self._after = rows.optimizer_steps_after
-        return records + self._fired(self._health.findings(), self.steps)
+        self._scale_free = rows.scale_free or self._scale_free
+        return records + self._fired(self._health.findings(scale_free=self._scale_free),
+                                     self.steps)
 
     def judged(self, findings: Sequence[Finding], passes: int) -> list[LogRecord]:
         """Findings judged from a pass's detail at that many passes: each new one."""
@@ -111,7 +114,8 @@ class LiveFindings:
     def end(self, outcome: Outcome) -> list[LogRecord]:
         """The log's last records: the health findings of every row (again, those whose
         counts grew: a log's reader keeps a finding's last words), and that the run ended so."""
-        late = self._fired(self._health.findings(), self.steps, again=True)
+        late = self._fired(self._health.findings(scale_free=self._scale_free), self.steps,
+                           again=True)
         return [*late, LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)]
 
     def heartbeat(self, seconds: float) -> str:

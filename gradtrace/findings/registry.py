@@ -136,7 +136,8 @@ GRAD_ACCUMULATING = declare(
 VANISHING_GRADIENT = declare(
     "vanishing-gradient", "info", "a module's gradient is 10,000 times too small",
     "Below 1e-4 of the largest module's in most passes, or fallen 1e4-fold over the run while "
-    "the loss did not converge (fell by less than a tenth): the module barely learns; info "
+    "the loss did not converge (fell by less than a tenth): the module barely learns (not "
+    "under Adam's family, RMSprop or Adagrad, whose steps do not shrink with the gradient); info "
     "when small can be meant, a warning when the loss did not converge over 20 passes or more.",
     also=("warning",))
 EXPLODING_GRADIENT = declare(

@@ -456,6 +456,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "loss_scale": [json_float(x) for x in s.loss_scale],
         "loss_divisor": [json_float(x) for x in s.loss_divisor],
         "optimized": list(s.optimized),
+        "scale_free": list(s.scale_free),
     }
 
 
@@ -479,7 +480,8 @@ def steps_from(d: dict[str, Any] | None) -> Steps | None:
         optimizer_steps_after=d.get("optimizer_steps_after", 0),
         loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())),
         loss_divisor=tuple(py_float(x) for x in d.get("loss_divisor", ())),
-        optimized=tuple(d.get("optimized", ())))
+        optimized=tuple(d.get("optimized", ())),
+        scale_free=tuple(d.get("scale_free", ())))
 
 
 def costs_dict(c: Costs) -> dict[str, Any]:

@@ -233,6 +233,11 @@ class Steps:
     # per leaf, whether a stepping optimizer holds it (None: unknown); empty unless one
     # stepped
     optimized: tuple[bool | None, ...] = ()
+    # per leaf, whether a stepping optimizer holds it whose update does not grow with the
+    # gradient's size (Adam's family, RMSprop, Adagrad: divided by its running size; Rprop:
+    # its sign): a small gradient learns as fast as a big one (None: unknown); empty unless
+    # one stepped
+    scale_free: tuple[bool | None, ...] = ()
 
     @property
     def optimizer_steps_taken(self) -> int:

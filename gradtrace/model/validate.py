@@ -387,12 +387,13 @@ def _steps(raw: Any, path: str, passes: int) -> None:
     for i, count in enumerate(s["optimizer_steps"]):
         _int(count, f"{path}.optimizer_steps[{i}]")
     _int(s.get("optimizer_steps_after", 0), f"{path}.optimizer_steps_after")
-    optimized = _list(s.get("optimized", []), f"{path}.optimized")
-    if optimized and len(optimized) != len(leaves):
-        raise _Invalid(f"{path}.optimized", f"has {len(optimized)} items for {len(leaves)} leaves")
-    for i, held in enumerate(optimized):
-        if held is not None and not isinstance(held, bool):
-            raise _Invalid(f"{path}.optimized[{i}]", "expected true, false or null")
+    for key in ("optimized", "scale_free"):
+        flags = _list(s.get(key, []), f"{path}.{key}")
+        if flags and len(flags) != len(leaves):
+            raise _Invalid(f"{path}.{key}", f"has {len(flags)} items for {len(leaves)} leaves")
+        for i, flag in enumerate(flags):
+            if flag is not None and not isinstance(flag, bool):
+                raise _Invalid(f"{path}.{key}[{i}]", "expected true, false or null")
     for key in ("loss_scale", "loss_divisor"):
         scales = _list(s.get(key, []), f"{path}.{key}")
         if scales and len(scales) != passes:

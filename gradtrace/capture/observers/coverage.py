@@ -33,6 +33,7 @@ class Held:
         self.steps = 0
         self.ids: set[int] = set()
         self.frozen: set[int] = set()  # held, and frozen when their optimizer first stepped
+        self.scale_free: set[int] = set()  # held by one whose update ignores the grad's size
         self.reached: dict[int, weakref.ref[Any]] = {}
         # each frozen one's name when a pass first named it, and it (weakly): the code may
         # bind the name again before it ends (`model = torch.load(best)`)
@@ -55,6 +56,9 @@ class Held:
         tensors = [t for t in params if isinstance(t, torch.Tensor)]
         self.frozen.update(id(t) for t in tensors if id(t) not in self.ids and not t.requires_grad)
         self.ids.update(map(id, tensors))
+        self.scale_free.update(id(t) for group in getattr(optimizer, "param_groups", ())
+                               if _scale_free(optimizer, group)
+                               for t in group.get("params", ()))
         self.lines.setdefault(built)
         self.sharded = self.sharded or any(is_dtensor(t) for t in tensors[:1])
 
@@ -77,6 +81,18 @@ class Held:
             if i not in reached:
                 reached[i] = weakref.ref(t, functools.partial(_forget, reached, pending, i))
         return ids
+
+
+# Optimizers whose update does not grow with the gradient's size: those that divide it by its
+# running size (a param group with "eps": torch's Adam family, RMSprop, Adagrad, Adadelta;
+# transformers' Adafactor; Accelerate's and Lightning's wrappers show their groups) and those
+# that take its sign. A module whose gradient is 10,000 times smaller than another's (a
+# freshly made attention's query and key) learns as fast under them.
+SIGN_BASED = frozenset({"Rprop", "Lion"})
+
+
+def _scale_free(optimizer: Any, group: Any) -> bool:
+    return isinstance(group, dict) and ("eps" in group or type(optimizer).__name__ in SIGN_BASED)
 
 
 def _forget(reached: dict[int, Any], pending: dict[int, Any], key: int, _: Any) -> None:

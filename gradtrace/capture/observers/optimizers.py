@@ -67,6 +67,8 @@ class OptimizersPart(Part):
 
     optimizer_facts: tuple[Fact, ...]
     held: frozenset[int] | None
+    scale_free: frozenset[int]  # of those, the ones stepped by an amount the grad's size
+    # does not grow (Held.scale_free)
 
 
 class OptimizerUse(Observer):
@@ -243,7 +245,8 @@ class OptimizerUse(Observer):
         held = self.held
         return OptimizersPart((*self.facts(), *coverage_facts(
             held, given.named, given.objects, self.recorder.script.lines)),
-            frozenset(held.ids) if held.steps and not held.sharded else None)
+            frozenset(held.ids) if held.steps and not held.sharded else None,
+            frozenset(held.scale_free))
 
     def facts(self) -> list[Any]:
         """What the optimizers did, counted: findings/training.py judges it."""

@@ -34,6 +34,7 @@ from ..observers.gate import Gate
 from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
 from ..observers.nan_gradients import NanGradients
+from ..observers.optimizers import OptimizerUse
 from ..observers.profile import ForwardClock, Profile
 from ..observers.roots_seen import DefaultRoots, RootsSeen
 from ..observers.saved import SavedTensors
@@ -91,12 +92,13 @@ class Recorder:
             self._stop_if(self.options.listener.told(fact, len(self.passes)))
 
     def _tell_rows(self) -> None:
-        """The listener gets the steps' rows read since it last did, then the nan-gradient
-        of each pass in detail among them whose .grads were not finite."""
+        """The listener gets the steps' rows read since it last did (with Steps.scale_free),
+        then the nan-gradient of each pass in detail among them whose .grads were not finite."""
         steps, listener = self._observer(StepLog), self.options.listener
-        read = steps.read_since()
+        read, free = steps.read_since(), self._observer(OptimizerUse).held.scale_free
         if read is not None and listener is not None:
-            self._stop_if(listener.read(read[0] + 1, read[1]))
+            self._stop_if(listener.read(read[0] + 1, replace(read[1], scale_free=tuple(
+                i in free for i in steps.leaf_ids))))
             if found := self._observer(NanGradients).read(read[0] + len(read[1].loss),
                                                           steps.finite):
                 self._stop_if(listener.judged(found, len(self.passes)))
