@@ -201,6 +201,36 @@ def test_nan_data_is_told_at_its_leaf(tmp_path: Path) -> None:
     assert found["tensor"] == "x"
 
 
+def test_nan_written_into_a_data_batch_is_no_optimizer_s(tmp_path: Path) -> None:
+    """A corrupt sample written into a batch makes the forward raise (binary_cross_entropy
+    checks its input): the batch holds NaN as the run ends. No optimizer holds it (it needs
+    no grad), though the loop's optimizer stepped: it is not said to have written it; the
+    healthy twin has no nan-value."""
+    text = ("import torch\n"
+            "import torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Sigmoid())\n"
+            "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+            "for step in range(1, 6):\n"
+            "    data = torch.rand(4, 8)\n"
+            "    if step == 3:\n"
+            "        data[1, 2] = CORRUPT\n"
+            "    opt.zero_grad()\n"
+            "    loss = F.binary_cross_entropy(model(data), data)\n"
+            "    loss.backward()\n"
+            "    opt.step()\n")
+    path = tmp_path / "batch.py"
+    path.write_text(text.replace("CORRUPT", "float('nan')"))
+    result = invoke("show", path, "--json")
+    assert result.exit_code == 2 and "all elements of input should be between 0 and 1" in \
+        result.stderr
+    (found,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "nan-value"]
+    assert found["message"] == ("data holds NaN values as the run ends (a tensor without "
+                                "grad: data, as the code made, loaded or wrote it)")
+    path.write_text(text.replace("CORRUPT", "0.5"))
+    assert not [f for f in findings(path) if f["code"] == "nan-value"]
+
+
 def cut(path: Path) -> dict:
     (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
     return found

@@ -107,6 +107,10 @@ def nan_values(trace: Trace) -> list[Finding]:
         if t.value is None or t.value.finite:
             continue
         kind = "NaN" if t.value.norm != t.value.norm else "Inf"
+        if t.is_leaf and not t.requires_grad:  # no optimizer's: the code's own data
+            return [NAN_VALUE.finding(
+                f"{t.name} holds {kind} values as the run ends (a tensor without grad: data, "
+                "as the code made, loaded or wrote it)", tensor=t.name)]
         if t.is_leaf:
             if trace.steps is not None and any(trace.steps.optimizer_steps):
                 # values read at the end of the run: an optimizer may have written them
