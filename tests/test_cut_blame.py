@@ -251,3 +251,31 @@ def test_a_detach_in_the_training_loop_is_the_cut_of_what_it_detached(tmp_path: 
     healthy = write_script(tmp_path, ACTOR_CRITIC.format(
         loss="        losses.append(-log_prob + (value - 1.0).pow(2).sum())"), "healthy.py")
     assert [f for f in _findings(healthy) if f["severity"] != "info"] == []
+
+
+LBFGS_DETACH = """import torch
+torch.manual_seed(0)
+enc, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+opt = torch.optim.LBFGS([*enc.parameters(), *head.parameters()], lr=0.5)
+for step in range(3):
+    def closure():
+        opt.zero_grad()
+        h = CUT
+        loss = ((head(h) - y) ** 2).mean()
+        loss.backward()
+        return loss
+    opt.step(closure)
+"""
+
+
+def test_lbfgs_adding_zeros_to_a_cut_off_layer_is_no_update_of_a_copy(tmp_path: Path) -> None:
+    """L-BFGS adds its flat update, zeros where backward never reached, to every parameter:
+    a new version of the same values. A layer a .detach() cut off was called an EMA or target
+    copy (info), and the cut went untold; it is told at its line, as under Adam. Uncut, the
+    twin has neither."""
+    cut = _findings(write_script(tmp_path, LBFGS_DETACH.replace("CUT", "enc(x).detach()")))
+    assert [(f["code"], f["line"]) for f in cut] == [
+        ("unreached-leaf", 3), ("unreached-leaf", 3), ("graph-cut", 9)]
+    assert not _findings(write_script(tmp_path, LBFGS_DETACH.replace("CUT", "enc(x)"),
+                                      "uncut.py"))

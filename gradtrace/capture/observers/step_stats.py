@@ -235,6 +235,15 @@ def fingerprint(t: torch.Tensor) -> tuple[int, str | None]:
         return tensor_version(t), None
 
 
+def moved(now: Sequence[Any], then: Sequence[Any]) -> bool:
+    """Whether a tensor's values changed from fingerprint then to now: by its sum where both
+    are known (L-BFGS adds zeros to a parameter backward never reached, a new version of the
+    same values), else by its version."""
+    if now[1] is not None and then[1] is not None:
+        return bool(now[1] != then[1])
+    return bool(now[0] != then[0])
+
+
 def sum_now(t: torch.Tensor) -> torch.Tensor | None:
     """The sum of t's values as a float64 tensor on its device (None: no values to sum)."""
     d = t.detach()

@@ -249,7 +249,7 @@ class StepLog(Observer):
         self.readback.read()
         return frozenset(name for name, t in named if (first := self._first.get(name))
                          is not None and first[0]() is t
-                         and step_stats.fingerprint(t) != tuple(first[1:]))
+                         and step_stats.moved(step_stats.fingerprint(t), first[1:]))
 
     def steps(self, modules: dict[int, str]) -> Steps | None:
         """The Steps record (modules: id(leaf) -> the path of the module it belongs to)."""
