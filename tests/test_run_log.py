@@ -293,7 +293,8 @@ def test_a_real_loops_log_shows_what_its_trace_does(tmp_path: Path) -> None:
     saved = write(tmp_path, json.dumps(data), "trace.json")
     log = write(tmp_path, log_of(trace.steps, trace.findings))
     # which leaves an optimizer holds is the run's judgement, told by its findings, not logged
-    assert repr(read_log(log.read_text()).steps) == repr(replace(trace.steps, optimized=()))
+    assert repr(read_log(log.read_text()).steps) == repr(replace(trace.steps, optimized=(),
+                                                                 scale_free=()))
     for args in ((), ("--by-module", "--all")):
         from_log, from_trace = invoke("steps", log, *args), invoke("steps", saved, *args)
         assert from_log.exit_code == from_trace.exit_code == 0, from_log.stderr

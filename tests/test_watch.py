@@ -394,4 +394,4 @@ def test_the_log_holds_each_finding_of_the_report_once(tmp_path: Path) -> None:
     assert [r["step"] is None for r in told] == [False, True]
     (reported,) = [f for f in read if f["code"] == "nan-gradient"]
     assert reported["message"] == told[-1]["message"]
-    assert "(line 10)" in reported["message"] and "later pass(es)" in reported["message"]
+    assert "(line 10)" in reported["message"] and "recorded in detail)" in reported["message"]

@@ -350,9 +350,14 @@ def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
         else:
             first[found.node], again[found.node] = found, []
     # only the passes recorded in detail have a flow: a light one's is not known
-    return [replace(f, message=f"{f.message} (the same in {len(later)} later pass(es) "
-                    f"recorded in detail, {later[0]}–{later[-1]})") if (later := again[node])
-            else f for node, f in first.items()]
+    return [replace(f, message=f"{f.message} (the same in {_later(later)} recorded in "
+                    "detail)") if (later := again[node]) else f for node, f in first.items()]
+
+
+def _later(passes: list[int]) -> str:
+    """'pass 7', or '3 later passes, 7–9'."""
+    return f"pass {passes[0]}" if len(passes) == 1 else \
+        f"{len(passes)} later passes, {passes[0]}–{passes[-1]}"
 
 
 def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
