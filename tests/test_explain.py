@@ -231,6 +231,32 @@ def test_nan_written_into_a_data_batch_is_no_optimizer_s(tmp_path: Path) -> None
     assert not [f for f in findings(path) if f["code"] == "nan-value"]
 
 
+def test_a_loss_rebuilt_from_item_inside_a_function_is_one_cut_not_also_no_graph(
+        tmp_path: Path) -> None:
+    """`loss = torch.tensor(out.item(), requires_grad=True)` in the function a loop calls
+    (a Trainer's compute_loss): the passes' cut is told at its line. No named tensor has a
+    graph at the end, and "ran under torch.no_grad() or was detached" was told beside it (and
+    the run exited 2), which is wrong; at module level the cut was told alone."""
+    body = ("import torch\n"
+            "torch.manual_seed(0)\n"
+            "model = torch.nn.Linear(4, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "x, y = torch.randn(16, 4), torch.randn(16, 1)\n"
+            "def compute_loss():\n"
+            "    out = ((model(x) - y) ** 2).mean()\n"
+            "    loss = torch.tensor(out.item(), requires_grad=True)\n"
+            "    return loss\n"
+            "for step in range(10):\n"
+            "    opt.zero_grad()\n"
+            "    loss = compute_loss()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n")
+    path = tmp_path / "item.py"
+    path.write_text(body)
+    assert [(f["code"], f["line"]) for f in findings(path)] == [
+        ("graph-cut", 8), ("step-without-gradient", 14)]
+
+
 def cut(path: Path) -> dict:
     (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
     return found

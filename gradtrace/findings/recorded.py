@@ -55,7 +55,12 @@ def findings_of(facts: Iterable[Fact], home: str | None = None) -> list[Finding]
     """Each fact's finding, in the order the facts came (home: the scenario's label; a line
     of another file is told with that file's name); a count that amounts to nothing (an
     optimizer's occasional empty step) has none."""
-    return [f for fact in facts if (f := _PHRASED[type(fact)](fact, home)) is not None]
+    facts = list(facts)
+    # a pass whose root a line cut tells why no tensor has a graph, and where: the guess of
+    # why none has one (no_grad, detach) would be wrong beside it
+    cut = any(isinstance(fact, PassCut) for fact in facts)
+    return [f for fact in facts if not (cut and isinstance(fact, NoRoot))
+            and (f := _PHRASED[type(fact)](fact, home)) is not None]
 
 
 def out_of_place(code: str) -> str | None:
