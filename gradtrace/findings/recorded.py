@@ -56,10 +56,11 @@ def findings_of(facts: Iterable[Fact], home: str | None = None) -> list[Finding]
     of another file is told with that file's name); a count that amounts to nothing (an
     optimizer's occasional empty step) has none."""
     facts = list(facts)
-    # a pass whose root a line cut tells why no tensor has a graph, and where: the guess of
-    # why none has one (no_grad, detach) would be wrong beside it
+    # a pass whose root a line cut tells why no tensor has a graph, and where: a guess of why
+    # none has one (no_grad, detach: no call that turns gradients off ran) is wrong beside it
     cut = any(isinstance(fact, PassCut) for fact in facts)
-    return [f for fact in facts if not (cut and isinstance(fact, NoRoot))
+    return [f for fact in facts if not (cut and isinstance(fact, NoRoot) and not fact.cutters
+                                        and fact.unbound is None)
             and (f := _PHRASED[type(fact)](fact, home)) is not None]
 
 
