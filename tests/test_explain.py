@@ -255,6 +255,15 @@ def test_a_loss_rebuilt_from_item_inside_a_function_is_one_cut_not_also_no_graph
     path.write_text(body)
     assert [(f["code"], f["line"]) for f in findings(path)] == [
         ("graph-cut", 8), ("step-without-gradient", 14)]
+    # returned unnamed, no line is known to have cut it: still no graph, said for what it is
+    path.write_text(body.replace("    loss = torch.tensor(out.item(), requires_grad=True)\n"
+                                 "    return loss\n",
+                                 "    return torch.tensor(out.item(), requires_grad=True)\n"))
+    result = invoke("show", path)
+    assert result.exit_code == 2, result.stderr
+    assert "model.weight, model.bias, loss require grad, but the backward passes ran from " \
+        "loss, a leaf made from values" in " ".join(result.stderr.split())
+    assert "no_grad" not in result.stderr
 
 
 def cut(path: Path) -> dict:

@@ -14,7 +14,7 @@ from ..model.facts import Fact
 from .host import ScriptHost
 from .modules.tracker import paths_of_class
 from .naming.bindings import binding_facts
-from .naming.cuts import LineCuts, RanFirst, Statements, pass_cuts
+from .naming.cuts import LineCuts, RanFirst, Statements, made_from_values, pass_cuts
 from .naming.roots import no_root_facts
 from .naming.statements import statements_run
 from .passes.recorder import Recorder
@@ -37,10 +37,12 @@ class OwnLines:
         """Why there is no root: a fact when something else was recorded (or empty_ok),
         else the NoGraph error."""
         recorder = self.recorder
+        rebuilt = next((p for p in recorder.passes if made_from_values(p)), None)
         return no_root_facts(label, named, self.lines,
                              self.host.line_log.lines_run(self.path or ""),
                              bool(recorder.passes), bool(recorder.calls or recorder.facts),
-                             empty_ok)
+                             empty_ok, None if rebuilt is None else next(
+                                 (n for n in rebuilt.root_names if n), "its root"))
 
     def facts(self, named: Named) -> list[Fact]:
         """The lines that left a pass's root without a graph, and what the lines that bound

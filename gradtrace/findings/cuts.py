@@ -67,6 +67,11 @@ def why_no_root(fact: NoRoot) -> str:
         return (f"{wanting} require grad, and line {fact.unbound} `{fact.code}` computed "
                 f"from them, but its result was bound to no name and no backward ran on it: "
                 f"bind it (loss = …) or call .backward() on it")
+    if fact.from_values is not None and not fact.cutters:
+        return (f"{wanting} require grad, but the backward passes ran from "
+                f"{fact.from_values}, a leaf made from values (`torch.tensor(loss.item(), "
+                "requires_grad=True)`, a new tensor): backward from it reaches none of them; "
+                "compute the loss from the tensors themselves")
     calls: dict[str, list[int]] = {}
     for cutter in fact.cutters:
         calls.setdefault(_CUTTER_WORDS[cutter.name], []).append(cutter.line or 0)

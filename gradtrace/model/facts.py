@@ -89,6 +89,9 @@ class NoRoot(NamedTuple):
     line: int | None
     tensor: str | None
     instead: Literal["passes", "calls", "nothing"]
+    # the root of a pass that was a leaf made from values (`torch.tensor(loss.item(),
+    # requires_grad=True)`): its name, or "its root"; backward from it reached nothing
+    from_values: str | None = None
 
 
 class PassCut(NamedTuple):

@@ -49,7 +49,7 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
     it. Said once per root and line."""
     found: dict[tuple[str, int], PassCut] = {}
     for number, p in enumerate(passes, 1):
-        rebuilt = p.error is None and bool(p.roots) and all(r is None for r in p.roots)
+        rebuilt = made_from_values(p)
         if p.error_kind not in ("no-grad-fn", "needs-no-grad") and not rebuilt:
             continue
         for name in dict.fromkeys(n for n in p.root_names if n):
@@ -59,6 +59,12 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
                 found.setdefault((name, line),
                                  PassCut(number, name, line, lines[line - 1].strip(), how))
     return list(found.values())
+
+
+def made_from_values(p: RawPass) -> bool:
+    """Whether a pass ran from roots that are leaves (no grad_fn, yet they require grad): made
+    from values, backward from them reaches nothing."""
+    return p.error is None and bool(p.roots) and all(r is None for r in p.roots)
 
 
 def _before(statements: Statements, ran_first: RanFirst | None, backward: int | None

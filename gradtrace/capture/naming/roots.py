@@ -151,12 +151,15 @@ def nothing_to_trace(label: str | None, spawned: list[str], passes: bool, named:
 
 
 def no_root_facts(label: str | None, named: Named, lines: list[str], ran: set[int] | None,
-                  passes: bool, recorded: bool, empty_ok: bool) -> list[Fact]:
+                  passes: bool, recorded: bool, empty_ok: bool,
+                  from_values: str | None = None) -> list[Fact]:
     """Why there is no root, as a fact when something else was recorded (passes; recorded:
-    Function calls or facts) or empty_ok, else the NoGraph error (ran: the lines that ran)."""
+    Function calls or facts) or empty_ok, else the NoGraph error (ran: the lines that ran;
+    from_values: the root of a pass that was a leaf made from values)."""
     why = no_root(named, lines, ran, passes)
     if passes:
-        return [why._replace(tensor=next(iter(why.wanting), None), instead="passes")]
+        return [why._replace(tensor=next(iter(why.wanting), None), instead="passes",
+                             from_values=from_values)]
     if recorded:
         return [why._replace(line=None, instead="calls")]
     if empty_ok:
