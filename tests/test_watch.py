@@ -395,3 +395,39 @@ def test_the_log_holds_each_finding_of_the_report_once(tmp_path: Path) -> None:
     (reported,) = [f for f in read if f["code"] == "nan-gradient"]
     assert reported["message"] == told[-1]["message"]
     assert "(line 10)" in reported["message"] and "recorded in detail)" in reported["message"]
+
+
+def test_a_gpu_pass_that_did_not_ask_its_forward_guesses_no_cause_and_gives_way(
+        tmp_path: Path) -> None:
+    """A watched pass in detail on a GPU does not ask whether its loss is finite (that waits
+    for the device), so which of its nodes saved NaN forward values is not known: its
+    nan-gradient said "born at LogSoftmaxBackward0" (its derivative) when the parameters were
+    already NaN. It now says it was not asked, and a later pass that asked, when there is
+    one, is the one told. (Built from a CPU run, whose passes all ask.)"""
+    from gradtrace.findings.graph import nan_origins
+    from gradtrace.model.codec import trace_from_dict
+
+    script = write_script(tmp_path, TINY_MLP + (
+        "for step in range(1, 6):\n"
+        "    if step == 3:\n"
+        "        with torch.no_grad():\n"
+        "            model[0].bias[0] = float('nan')  # the forward is NaN from pass 3 on\n"
+        "    loss = ((model(x) - y) ** 2).mean()\n"
+        "    optimizer.zero_grad()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"))
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    trace = trace_from_dict(json.loads(result.stdout))
+    (plain,) = nan_origins(trace, {})  # passes 3 to 5, one graph: one finding
+    node = plain.node
+    assert node is not None and plain.message.startswith("pass 3:")
+    (told,) = nan_origins(trace, {n: frozenset({node}) for n in (3, 4, 5)})
+    assert told.message.startswith("pass 3:") and "the NaN came from the forward" in \
+        told.message and "(the same in 2 other passes, 4–5 recorded in detail)" in told.message
+    (guess,) = nan_origins(trace, {3: None, 4: None, 5: None})
+    assert guess.message.startswith("pass 3:") and "was not asked" in guess.message
+    assert "born at" not in guess.message and "came from the forward" not in guess.message
+    (later,) = nan_origins(trace, {3: None, 4: frozenset({node}), 5: None})
+    assert later.message.startswith("pass 4:") and "came from the forward" in later.message
+    assert "(the same in 2 other passes, 3–5 recorded in detail)" in later.message

@@ -73,19 +73,21 @@ def build_trace(c: Captured) -> Trace:
         graphs: dict[int, int] = {}  # signature -> its number, in the order first run
         twin_walks: dict[int, list[Any]] = {}  # id(shown pass) -> its walk: walked once
         trace_passes: list[Pass] = []
-        carried: dict[int, frozenset[str]] = {}  # pass number -> its nodes whose forward
+        carried: dict[int, frozenset[str] | None] = {}  # pass number -> its nodes whose forward
         # values were not finite
         for number, p in enumerate(c.passes, 1):
             graph = graphs.setdefault(p.signature, len(graphs))
             if p.frozen is not None:
                 on = _frozen_positions(p, shown, fragments, node_ids)
                 flow, roots = Fragments.flow(p, on) if on is not None else ({}, ())
-                if on is not None and p.frozen.carried:
+                if on is not None and p.frozen.carried is None:
+                    carried[number] = None
+                elif on is not None and p.frozen.carried:
                     carried[number] = frozenset(on[int(i[1:])] for i in p.frozen.carried)
                 trace_passes.append(_pass_record(p, node_ids, roots, graph, flow))
                 continue
             placed, roots = _placed(p, shown, node_ids, twin_walks, fragments)
-            if p.carriers:
+            if p.carriers is None or p.carriers:
                 carried[number] = _carriers(p, placed)
             made = _pass_record(p, placed, roots, graph)
             # a loop's light steps are alike: one frozen record for each run of them
@@ -153,7 +155,7 @@ def frozen_graph(c: Captured) -> FrozenGraph:
     order, raw_edges, index = indexed_walk(p.roots)
     try:
         node_ids = NodeIds(index, {}, [f"n{i}" for i in range(len(order))])
-        carried = _carriers(p, node_ids) if p.carriers else frozenset()
+        carried = _carriers(p, node_ids) if p.carriers is None or p.carriers else frozenset()
         roots, flow = _ids(p.roots, node_ids), _flow_record(p, node_ids)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
                                          c.saved_before, c.source_of, c.library_source_of,
@@ -193,8 +195,11 @@ def _with_module(fact: Fact, modules: dict[int, str], node_ids: NodeIds,
     return fact
 
 
-def _carriers(p: RawPass, ids: NodeIds) -> frozenset[str]:
-    """The ids of the nodes of p's flow whose saved values were not finite."""
+def _carriers(p: RawPass, ids: NodeIds) -> frozenset[str] | None:
+    """The ids of the nodes of p's flow whose saved values were not finite (None: not
+    asked)."""
+    if p.carriers is None:
+        return None
     return frozenset(ids.of(r.node) for r in p.flow.values()
                      if id(r.node) in p.carriers and r.node in ids)
 

@@ -69,8 +69,9 @@ class RawPass:
     pending_changes: Sequence[tuple[str, Any, Any]] = ()
     row: int | None = None  # its row of the steps' statistics (None: none was made)
     # id() of the nodes whose values saved for backward were not finite, read as it began
-    # (only when its root was not finite): what their gradients carry came from the forward
-    carriers: Set[int] = frozenset()
+    # (only when its root was not finite): what their gradients carry came from the forward;
+    # None: a pass in detail whose roots on a device were not asked (DetailPlan.may_wait)
+    carriers: Set[int] | None = frozenset()
     # its graph as plain data, made as the code let go of it (its nodes were let go of then)
     frozen: FrozenGraph | None = None
 

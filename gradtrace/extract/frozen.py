@@ -30,7 +30,8 @@ class FrozenGraph(NamedTuple):
     flow: dict[str, NodeFlow]
     roots: tuple[str, ...]
     keys: tuple[NodeKey, ...]
-    carried: frozenset[str] = frozenset()  # nodes whose forward values were not finite
+    # nodes whose forward values were not finite (None: not asked, Captured's carriers)
+    carried: frozenset[str] | None = frozenset()
     objects: tuple[int, ...] = ()  # id() of each node as it was frozen (a fact names one so)
     leaves: tuple[weakref.ref[Any] | None, ...] = ()  # each leaf node's tensor, weakly
 

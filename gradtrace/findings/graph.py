@@ -68,7 +68,7 @@ def trace_findings(trace: Trace, updated: frozenset[str] = frozenset(),
                    handed: frozenset[str] = frozenset(),
                    reduced: dict[str, tuple[int, bool]] | None = None,
                    waiting: dict[str, tuple[str, ...]] | None = None,
-                   carried: dict[int, frozenset[str]] | None = None,
+                   carried: dict[int, frozenset[str] | None] | None = None,
                    fresh: frozenset[str] = frozenset()) -> list[Finding]:
     """Every finding that the Trace tells (updated: the leaves whose values changed during
     the run; handed: those given to torch.autograd.functional, which differentiates copies;
@@ -336,31 +336,38 @@ def _all_finite(p: Pass) -> bool:
                for f in p.flow.values())
 
 
-def nan_origins(trace: Trace, carried: dict[int, frozenset[str]] | None = None
+def nan_origins(trace: Trace, carried: dict[int, frozenset[str] | None] | None = None
                 ) -> list[Finding]:
     """Per pass, the first node (in backward order) that received finite gradients and sent
-    a non-finite one; a loop's later passes that repeat the same origin are told in the
-    first one's finding, not one by one (carried: by pass, the nodes whose saved forward
+    a non-finite one; a loop's other passes that repeat the same origin are told in one
+    finding, not one by one (carried: by pass, the nodes whose saved forward
     values were not finite: what they send carries the forward's NaN)."""
-    first: dict[str | None, Finding] = {}  # the origin node -> its first pass's finding
-    again: dict[str | None, list[int]] = {}  # … and the passes that repeat it
-    for number, found in _each_pass_nan_origin(trace, carried or {}):
-        if found.node in first:
-            again[found.node].append(number)
-        else:
-            first[found.node], again[found.node] = found, []
+    carried = carried or {}
+    told: dict[str | None, tuple[int, Finding]] = {}  # origin node -> (the pass told, its
+    # finding): the first, unless a later one asked whether the forward carried it
+    passes: dict[str | None, list[int]] = {}  # … and every pass with that origin
+    for number, found in _each_pass_nan_origin(trace, carried):
+        passes.setdefault(found.node, []).append(number)
+        kept = told.get(found.node)
+        if kept is None or _unasked(carried, kept[0]) and not _unasked(carried, number):
+            told[found.node] = (number, found)
     # only the passes recorded in detail have a flow: a light one's is not known
-    return [replace(f, message=f"{f.message} (the same in {_later(later)} recorded in "
-                    "detail)") if (later := again[node]) else f for node, f in first.items()]
+    return [replace(f, message=f"{f.message} (the same in {_others(others)} recorded in "
+                    "detail)") if (others := [n for n in passes[node] if n != number]) else f
+            for node, (number, f) in told.items()]
 
 
-def _later(passes: list[int]) -> str:
-    """'pass 7', or '3 later passes, 7–9'."""
+def _unasked(carried: dict[int, frozenset[str] | None], number: int) -> bool:
+    return number in carried and carried[number] is None
+
+
+def _others(passes: list[int]) -> str:
+    """'pass 7', or '3 other passes, 7–9'."""
     return f"pass {passes[0]}" if len(passes) == 1 else \
-        f"{len(passes)} later passes, {passes[0]}–{passes[-1]}"
+        f"{len(passes)} other passes, {passes[0]}–{passes[-1]}"
 
 
-def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
+def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str] | None]
                           ) -> list[tuple[int, Finding]]:
     """(pass number, finding) for each pass whose gradients turned non-finite."""
     findings: list[tuple[int, Finding]] = []
@@ -371,9 +378,11 @@ def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str]]
     return findings
 
 
-def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str]) -> Finding | None:
+def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str] | None
+                    ) -> Finding | None:
     """Where pass i's first non-finite gradient was born (None: its flow is finite), on
-    trace's graph (carried: its nodes whose saved forward values were not finite)."""
+    trace's graph (carried: its nodes whose saved forward values were not finite; None: not
+    asked, a watched pass on a GPU)."""
     if _all_finite(p):  # the common case, told without sorting 100,000s of entries
         return None
     for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
@@ -385,6 +394,8 @@ def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str]) -> F
             return None
         bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
         if bad:
+            if carried is None:
+                return _unasked_nan(i, p, node_id, bad, trace)
             return _forward_nan(i, p, node_id, bad, trace) if node_id in carried else \
                 _nan_finding(i, p, node_id, bad, trace)
     return None
@@ -410,6 +421,21 @@ def _nan_finding(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) ->
         hint=NAN_CAUSES.get(node.type, "its local derivative is infinite or undefined at "
                                        "this input"),
     )
+
+
+def _unasked_nan(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) -> Finding:
+    """The first non-finite gradient of a watched pass on a GPU whose saved forward values
+    were not read (that waits for the device): the forward or the op's derivative made it."""
+    node, named, sent, to = _nan_sent(i, p, node_id, bad, trace)
+    return NAN_GRADIENT.finding(
+        f"pass {i}: the first non-finite gradient comes out of {node.type}{named} "
+        f"({node.id}): it received finite gradients and sent {sent} to {to}; whether the "
+        "forward values it saved were already NaN was not asked (a watched run does not wait "
+        "for its GPU): the forward made it, or this op's derivative",
+        tensor=node.tensor, node=node.id,
+        hint="a nan-value finding names the forward's NaN when there is one; else " +
+        NAN_CAUSES.get(node.type, "its local derivative is infinite or undefined at this "
+                                  "input"))
 
 
 def _forward_nan(i: int, p: Pass, node_id: str, bad: list[int], trace: Trace) -> Finding:

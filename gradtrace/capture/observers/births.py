@@ -65,6 +65,9 @@ class NonFiniteBirths(Observer):
     def start(self, p: PassState) -> None:
         if p.record.batched or (self.told and not p.detailed):
             return
+        if p.detailed and not p.may_wait and any(
+                isinstance(r, torch.Tensor) and not r.is_cpu for r in p.roots):
+            p.record.carriers = None  # unknown: asking would wait for the device
         roots = bad_roots(p.roots, any_device=p.may_wait)
         if not roots:
             return
