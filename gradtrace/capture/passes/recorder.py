@@ -95,8 +95,9 @@ class Recorder:
         """The listener gets the steps' rows read since it last did (with Steps.scale_free),
         then the nan-gradient of each pass in detail among them whose .grads were not finite."""
         steps, listener = self._observer(StepLog), self.options.listener
-        read, free = steps.read_since(), self._observer(OptimizerUse).held.scale_free
+        read = steps.read_since()
         if read is not None and listener is not None:
+            free = self._observer(OptimizerUse).held.scale_free
             self._stop_if(listener.read(read[0] + 1, replace(read[1], scale_free=tuple(
                 i in free for i in steps.leaf_ids))))
             if found := self._observer(NanGradients).read(read[0] + len(read[1].loss),
