@@ -148,3 +148,35 @@ def test_a_loop_with_tensor_hooks_is_recorded_in_detail_forwards_included(
     assert not any(p.get("light") for p in trace["passes"][-1:])
     ops = [n for n in trace["nodes"] if n["kind"] == "op"]
     assert ops and all(n["source"] is not None for n in ops)
+
+
+@pytest.mark.parametrize("function", ["backward", "grad"])
+def test_each_pass_s_arguments_are_bound_as_python_binds_them(function: str) -> None:
+    """The pass wrapper's quick binding of torch.autograd.backward's and grad's arguments
+    gives what inspect's does, defaults included, and refuses what it refuses."""
+    import inspect
+
+    import torch
+
+    from gradtrace.capture.passes.patches import _binder
+
+    original = getattr(torch.autograd, function)
+    signature = inspect.signature(original)
+    bind = _binder(signature)
+    x = torch.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    calls = [((y,), {}), ((y, None, None, False), {"inputs": None}), ((y,), {"retain_graph": True}),
+             ((), {"tensors" if function == "backward" else "outputs": y, "inputs": [x]}),
+             ((y, [x]), {"create_graph": True}), ((y,), {"no_such": 1}), ((), {}),
+             ((y,), {"tensors" if function == "backward" else "outputs": y}), ((y,) * 10, {})]
+    for args, kwargs in calls:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            with pytest.raises(TypeError):
+                bind(args, kwargs)
+            continue
+        bound.apply_defaults()
+        given = bind(args, kwargs)
+        assert list(given) == list(bound.arguments)
+        assert all(given[name] is value for name, value in bound.arguments.items())

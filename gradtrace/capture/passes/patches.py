@@ -91,10 +91,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                   original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
     root_param = next(iter(signature.parameters))  # self / tensors / outputs
-    defaults = {name: p.default for name, p in signature.parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    # one argument binds alone when every other parameter has a default (backward's do)
-    one_binds = len(defaults) == len(signature.parameters) - 1
+    bind = _binder(signature)
 
     @functools.wraps(original)
     @never_compiled
@@ -104,12 +101,7 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
                 or recorder.gate.muted or compiling() or recorder.gate.elsewhere() \
                 or threading.current_thread() in LEFT_BEHIND:
             return original(*args, **kwargs)
-        if one_binds and len(args) == 1 and not kwargs:  # loss.backward(): binding, faster
-            given = {**defaults, root_param: args[0]}
-        else:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            given = bound.arguments
+        given = bind(args, kwargs)
         roots = given[root_param]
         roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         create = bool(given.get("create_graph", False))
@@ -135,6 +127,32 @@ def _pass_wrapper(recorder: Recorder, window: StopWindow, kind: PassKind,
             recorder.host.detail(recorder.plan.next)
 
     return wrapper
+
+
+def _binder(signature: inspect.Signature
+            ) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """signature.bind(*args, **kwargs) with its defaults applied, as a dict by name; a call
+    of plain parameters by position and name (every pass's: Tensor.backward calls
+    torch.autograd.backward with four by position and one by name) without inspect's
+    binding, which takes longer than the rest of the pass's start."""
+    names = tuple(signature.parameters)
+    known = frozenset(names)
+    defaults = {name: p.default for name, p in signature.parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in signature.parameters.values())
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        given = dict(zip(names, args, strict=False))  # more args than names: refused below
+        if plain and len(args) <= len(names) and given.keys().isdisjoint(kwargs) \
+                and kwargs.keys() <= known:
+            given.update(kwargs)
+            if given.keys() | defaults.keys() >= known:  # every parameter has its value
+                return {name: given[name] if name in given else defaults[name]
+                        for name in names}
+        bound = signature.bind(*args, **kwargs)  # raises as python would for a bad call
+        bound.apply_defaults()
+        return bound.arguments
+    return bind
 
 
 @forwards
