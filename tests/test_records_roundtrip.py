@@ -84,7 +84,7 @@ def full_trace() -> Trace:
                     grads=((LeafStep(norm=2.0, max_abs=1.5, finite=False, kept=True), None),),
                     optimizer_steps_after=1, loss_scale=(65536.0,),
                     loss_divisor=(4.0,), optimized=(False, True),
-                    scale_free=(None, True)),
+                    scale_free=(None, True), closure_call=(7,)),
         ranks=Ranks(rank=1, world=2),
         costs=Costs(pass_number=1, method="steps", device="cuda",
                     nodes={"n1": NodeCost(time_us=12.5, spread_us=1.5, allocated=-256,

@@ -65,7 +65,8 @@ def test_a_schema_2_trace_is_still_read(tmp_path: Path) -> None:
     written = invoke("show", old, "--json").stdout
     assert json.loads(written)["schema"] == "gradtrace.trace/3"
     # the keys added since it was written read as their defaults (empty)
-    assert as_read(written) == {**data, "steps": {**data["steps"], "scale_free": []}}
+    assert as_read(written) == {**data, "steps": {**data["steps"], "scale_free": [],
+                                                  "closure_call": []}}
 
 
 def as_schema_1(data: dict[str, Any]) -> dict[str, Any]:

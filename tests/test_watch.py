@@ -431,3 +431,21 @@ def test_a_gpu_pass_that_did_not_ask_its_forward_guesses_no_cause_and_gives_way(
     (later,) = nan_origins(trace, {3: None, 4: frozenset({node}), 5: None})
     assert later.message.startswith("pass 4:") and "came from the forward" in later.message
     assert "(the same in 2 other passes, 3–5 recorded in detail)" in later.message
+
+
+def test_a_closure_without_zero_grad_is_in_the_log_and_read_back(tmp_path: Path) -> None:
+    """L-BFGS's closure calls, numbered in the log's rows, are what the live judgement and
+    `show LOG` find a closure that never resets .grad by; its healthy twin's log is clean."""
+    training = Path(__file__).parent / "training"
+    log = tmp_path / "run.jsonl"
+    result = invoke("watch", training / "lbfgs_closure_no_zero_grad.py", "--log", log)
+    assert result.exit_code == 0, result.output
+    rows = [r for r in _records(log) if r["kind"] == "steps"]
+    assert [c for r in rows for c in r["closure_call"]] == list(range(1, 41))
+    told = [r for r in _records(log) if r["kind"] == "finding"]
+    assert "grad-accumulating" in [r["code"] for r in told]
+    shown = invoke("show", log)
+    assert "across 40 calls of an optimizer step's closure" in " ".join(shown.stdout.split())
+    healthy = tmp_path / "healthy.jsonl"
+    assert invoke("watch", training / "lbfgs_closure.py", "--log", healthy).exit_code == 0
+    assert not [r for r in _records(healthy) if r["kind"] == "finding"]

@@ -46,8 +46,9 @@ class Run:
     line: int | None  # the run's first pass's line
     first: int  # the run's first counted pass
     end: At  # its last pass so far
-    crossed: int = 0  # passes of it the optimizer stepped before
+    crossed: int = 0  # passes of it the optimizer stepped (or called its closure) before
     stepped: int = 0  # optimizer steps over it
+    called: int = 0  # passes of it in a new call of an optimizer step's closure (L-BFGS)
 
 
 @dataclass(slots=True)
@@ -101,6 +102,7 @@ class StepHealth:
     _broken: tuple[At, int] | None = field(default=None, init=False)
     # the loss as first and last known, and how many passes knew it
     _losses: tuple[float | None, float | None, int] = field(default=(None, None, 0), init=False)
+    _call: int | None = field(default=None, init=False)  # the last counted pass's closure call
 
     def extend(self, leaves: Sequence[str], modules: Sequence[str | None]) -> None:
         """Leaves first seen (their module each): new columns, None in the passes before."""
@@ -112,12 +114,15 @@ class StepHealth:
             self._leaf.append(LeafHealth())
 
     def add(self, p: int, row: Sequence[LeafStep | None], loss: float | None, stepped: int,
-            line: int | None) -> None:
+            line: int | None, call: int | None = None) -> None:
         """Counted pass p (0-based, of all passes): its row (a shorter one: no .grad after
         it), its loss (None: unknown, or not the only root), the optimizer steps since the
-        counted pass before, and its scenario line."""
+        counted pass before, its scenario line and the optimizer closure call it ran in."""
         k = self.counted
-        norms = self._leaves_at(k, p, row, stepped, line)
+        # a new call of a step's closure after one: the optimizer took the last call's .grad
+        called = call is not None and self._call is not None and call != self._call
+        self._call = call
+        norms = self._leaves_at(k, p, row, stepped, line, called)
         modules = {m: _module_norm(h.leaves, norms) for m, h in self.groups.items()}
         largest = max(modules.values(), default=0.0)
         if self._baseline is None and largest > 0:
@@ -147,7 +152,7 @@ class StepHealth:
         self._last = (p, line)
 
     def _leaves_at(self, k: int, p: int, row: Sequence[LeafStep | None], stepped: int,
-                   line: int | None) -> list[float]:
+                   line: int | None, called: bool) -> list[float]:
         """Each leaf's usable norm in counted pass k (0.0: no .grad, or not finite), its
         column's flags and runs brought up to date."""
         norms: list[float] = []
@@ -168,22 +173,25 @@ class StepHealth:
                 h.waited += stepped  # on over it, its optimizer steps counted at the next
             else:
                 if k and h.found is None and (h.run is not None or g is not None and g.kept):
-                    self._kept(h, g, At(k, p, line, norm), stepped + h.waited)
+                    self._kept(h, g, At(k, p, line, norm), stepped + h.waited, called)
                 h.waited, h.touched = 0, At(k, p, line, norm)
             h.before, h.norm, h.last = g is not None, norm, g
             norms.append(norm)
         return norms
 
-    def _kept(self, h: LeafHealth, g: LeafStep | None, at: At, stepped: int) -> None:
+    def _kept(self, h: LeafHealth, g: LeafStep | None, at: At, stepped: int,
+              called: bool) -> None:
         """A leaf's run of passes each of which added to the .grad the pass before left, not
-        reset: a run over which the optimizer stepped before at least ACCUMULATING_RUN of
-        them is zero_grad() forgotten (deliberate accumulation steps only between runs)."""
+        reset: a run over which the optimizer stepped (or called a step's closure again)
+        before at least ACCUMULATING_RUN of them is zero_grad() forgotten (deliberate
+        accumulation steps only between runs)."""
         if g is not None and g.kept and h.before:
             if h.run is None:  # from the pass that left what this one added to
                 h.run = Run(h.touched or At(at.k - 1, self._last[0], self._last[1], h.norm),
                             at.line, at.k, at)
-            h.run.crossed += stepped > 0
+            h.run.crossed += stepped > 0 or called
             h.run.stepped += stepped
+            h.run.called += called
             h.run.end = at
         elif h.run is not None:
             if h.run.crossed >= ACCUMULATING_RUN:
@@ -224,21 +232,14 @@ class StepHealth:
         growth = f"its norm went from {_n(run.start.norm)} to {_n(run.end.norm)}"
         # clipping rescales what it adds up to: the norm need not grow
         kept = "kept growing" if run.end.norm > run.start.norm else "kept adding up"
-        before = "before each pass" if run.stepped == run.end.k - run.first + 1 \
-            else f"{run.stepped} times over them"
-        hint = ("call optimizer.zero_grad() before each backward (or after each step); to "
-                "accumulate on purpose, step the optimizer only after the last micro-batch")
+        over, why, hint = _accumulated(run)
         if len(runs) == 1:
             message = (f"{name}{self._where(first)}: its .grad {kept} over {span} without "
-                       f"being reset, while the optimizer stepped {before} ({growth}): "
-                       "zero_grad() is missing, so each step applies the sum of all the "
-                       "gradients so far")
+                       f"being reset, {over} ({growth}): {why}")
         else:
-            message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
-                       f"the optimizer stepped {before}, first {name}{self._where(first)} "
-                       f"over {span} ({growth}): zero_grad() is missing, so each step "
-                       "applies the sum of all the gradients so far; by module: "
-                       f"{self._by_module(runs)}")
+            message = (f"{len(runs)} parameters' .grad {kept} without being reset {over}, "
+                       f"first {name}{self._where(first)} over {span} ({growth}): {why}; by "
+                       f"module: {self._by_module(runs)}")
         return [GRAD_ACCUMULATING.finding(message, tensor=name, hint=hint, line=run.line)]
 
     # --- vanishing-gradient and exploding-gradient ---------------------------------------
@@ -369,15 +370,35 @@ def step_findings(trace: Trace, earlier: Sequence[Finding] = ()) -> list[Finding
     health.extend(steps.leaves, steps.modules)
     same = len(trace.passes) == len(steps.grads)
     pending = 0
+    calls = steps.closure_call or (None,) * len(steps.grads)
     for p, row in enumerate(steps.grads):
         pending += steps.optimizer_steps[p]
         if same and trace.passes[p].kind != "backward":
             continue  # autograd.grad leaves .grad as it was; its steps go to the next pass
         one = not same or len(trace.passes[p].roots) <= 1
         health.add(p, row, steps.loss[p] if one else None, pending,
-                   trace.passes[p].line if same else None)
+                   trace.passes[p].line if same else None, calls[p])
         pending = 0
     return health.findings(earlier, steps.optimized, steps.scale_free)
+
+
+def _accumulated(run: Run) -> tuple[str, str, str]:
+    """How a run of kept passes crossed the optimizer's use of its .grad, why that is a bug,
+    and the hint: steps, or mostly new calls of a step's closure (L-BFGS's, which steps with
+    the gradient of each call it makes)."""
+    if run.called > run.stepped:
+        return (f"across {run.called + 1} calls of an optimizer step's closure",
+                "the closure does not call zero_grad(), so each call adds its gradient to "
+                "those of the calls before it, and the optimizer steps with their sum",
+                "call optimizer.zero_grad() in the closure, before loss.backward(): an "
+                "optimizer such as L-BFGS calls it several times a step, each time for the "
+                "gradient at its new parameters alone")
+    before = "before each pass" if run.stepped == run.end.k - run.first + 1 \
+        else f"{run.stepped} times over them"
+    return (f"while the optimizer stepped {before}",
+            "zero_grad() is missing, so each step applies the sum of all the gradients so far",
+            "call optimizer.zero_grad() before each backward (or after each step); to "
+            "accumulate on purpose, step the optimizer only after the last micro-batch")
 
 
 def _module_norm(leaves: list[int], norms: list[float]) -> float:

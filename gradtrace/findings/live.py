@@ -80,10 +80,12 @@ class LiveFindings:
             self._health.extend(rows.leaves, rows.modules)
         records.append(LogSteps(first, rows.loss, rows.optimizer_steps, rows.grads,
                                 rows.loss_scale if any(rows.loss_scale) else (),
-                                rows.loss_divisor if any(rows.loss_divisor) else ()))
-        for loss, stepped, row in zip(rows.loss, rows.optimizer_steps, rows.grads,
-                                      strict=True):
-            self._health.add(self.steps, row, loss, stepped, None)
+                                rows.loss_divisor if any(rows.loss_divisor) else (),
+                                rows.closure_call))
+        calls = rows.closure_call or (None,) * len(rows.loss)
+        for loss, stepped, row, call in zip(rows.loss, rows.optimizer_steps, rows.grads, calls,
+                                            strict=True):
+            self._health.add(self.steps, row, loss, stepped, None, call)
             self.steps += 1
         if rows.grads:
             self._last = (rows.loss[-1], rows.grads[-1])

@@ -130,9 +130,9 @@ GRAPH_CUT = declare(
 GRAD_ACCUMULATING = declare(
     "grad-accumulating", "warning", "a .grad was never reset while the optimizer stepped",
     "Over 3 passes or more each backward added to the .grad the pass before left (clipped or "
-    "unscaled in place, perhaps, but not zeroed), though the optimizer stepped before each: "
-    "zero_grad() is missing (accumulation on purpose steps only after the last micro-batch, "
-    "and is not reported).")
+    "unscaled in place, perhaps, but not zeroed), though the optimizer stepped (or called its "
+    "step's closure again, as L-BFGS does) before each: zero_grad() is missing (accumulation "
+    "on purpose steps only after the last micro-batch, and is not reported).")
 VANISHING_GRADIENT = declare(
     "vanishing-gradient", "info", "a module's gradient is 10,000 times too small",
     "Below 1e-4 of the largest module's in most passes, or fallen 1e4-fold over the run while "

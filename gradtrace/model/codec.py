@@ -457,6 +457,7 @@ def _steps_dict(s: Steps | None) -> dict[str, Any] | None:
         "loss_divisor": [json_float(x) for x in s.loss_divisor],
         "optimized": list(s.optimized),
         "scale_free": list(s.scale_free),
+        "closure_call": list(s.closure_call),
     }
 
 
@@ -481,7 +482,8 @@ def steps_from(d: dict[str, Any] | None) -> Steps | None:
         loss_scale=tuple(py_float(x) for x in d.get("loss_scale", ())),
         loss_divisor=tuple(py_float(x) for x in d.get("loss_divisor", ())),
         optimized=tuple(d.get("optimized", ())),
-        scale_free=tuple(d.get("scale_free", ())))
+        scale_free=tuple(d.get("scale_free", ())),
+        closure_call=tuple(d.get("closure_call", ())))
 
 
 def costs_dict(c: Costs) -> dict[str, Any]:

@@ -238,6 +238,10 @@ class Steps:
     # its sign): a small gradient learns as fast as a big one (None: unknown); empty unless
     # one stepped
     scale_free: tuple[bool | None, ...] = ()
+    # per pass, the call of an optimizer step's closure it ran in, numbered from 1 over the
+    # run (L-BFGS calls its closure up to 20 times a step and steps with each call's
+    # gradient; None: outside a closure); empty unless a pass ran in one
+    closure_call: tuple[int | None, ...] = ()
 
     @property
     def optimizer_steps_taken(self) -> int:

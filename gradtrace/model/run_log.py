@@ -60,6 +60,7 @@ class LogSteps:
     grads: Sequence[tuple[LeafStep | None, ...]]
     loss_scale: tuple[float | None, ...] = ()  # empty: no row's gradients were scaled
     loss_divisor: tuple[float | None, ...] = ()  # empty: no row's loss was divided
+    closure_call: tuple[int | None, ...] = ()  # empty: no row ran in an optimizer's closure
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ def _steps_json(r: LogSteps) -> dict[str, Any]:
     for key in ("loss_scale", "loss_divisor"):
         if getattr(r, key):  # left out when no row has one, as the trace's steps leave it empty
             d[key] = [json_float(x) for x in getattr(r, key)]
+    if r.closure_call:
+        d["closure_call"] = list(r.closure_call)
     return d
 
 
@@ -362,10 +365,10 @@ class _Reading:
             "optimizer_steps_after": 0 if self.end is None else self.end.optimizer_steps_after,
             # as a trace's steps: empty unless a row has one
             **{key: rows[key] if any(x is not None for x in rows[key]) else []
-               for key in ("loss_scale", "loss_divisor")}})
+               for key in ("loss_scale", "loss_divisor", "closure_call")}})
 
 
-_ROW_KEYS = ("loss", "optimizer_steps", "grads", "loss_scale", "loss_divisor")
+_ROW_KEYS = ("loss", "optimizer_steps", "grads", "loss_scale", "loss_divisor", "closure_call")
 _TAKERS: dict[str, Callable[[_Reading, dict[str, Any]], str | None]] = {
     "header": _Reading._header, "leaves": _Reading._leaves, "steps": _Reading._steps,
     "finding": _Reading._finding, "end": _Reading._end,

@@ -83,6 +83,7 @@ class OptimizerUse(Observer):
         self.held = Held()
         self.backwards = 0
         self._closure = 0  # inside a closure an optimizer step runs (L-BFGS, Lightning)
+        self._closure_calls = 0  # the closures' calls so far
         self._resets: dict[Where, Resets] = {}  # by the zero_grad line
         self._trained: set[Where] = set()  # the backward lines of passes a step used
         self._replaced: set[Where] = set()  # ... whose .grad the code replaced before it
@@ -91,6 +92,9 @@ class OptimizerUse(Observer):
         self._steps: dict[Where, Counts] = {}  # empty steps, by the step's line
         self._clips: dict[Where, Counts] = {}  # by the clipping line
         self._built: dict[int, Where] = {}  # id(optimizer) -> the line that built it
+
+    def start(self, p: PassState) -> None:
+        p.record.closure_call = self._closure_calls if self._closure else None
 
     def finish(self, p: PassState) -> None:
         self.held.name_frozen(p.named)
@@ -176,6 +180,7 @@ class OptimizerUse(Observer):
         @functools.wraps(given)
         def closure(*a: Any, **k: Any) -> Any:
             self._closure += 1
+            self._closure_calls += 1
             try:
                 return given(*a, **k)
             finally:

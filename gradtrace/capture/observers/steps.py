@@ -25,13 +25,7 @@ from . import step_stats
 from .base import Observer, Part, PassState, Recording
 from .readback import Readback
 from .step_rows import PENDING, SAME, resolved_rows, row_finite
-from .step_stats import (
-    Carried,
-    Fingerprint,
-    GradState,
-    Scaled,
-    grad_state,
-)
+from .step_stats import Carried, Fingerprint, GradState, Scaled, grad_state
 
 
 @dataclass(frozen=True)
@@ -69,6 +63,7 @@ class StepLog(Observer):
         self._scaled: Scaled | None = None
         self.loss_scale: list[float | None] = []  # a pass's scale, once read
         self.loss_divisor: list[float | None] = []  # k of a pass from `loss / k`
+        self.closure_call: list[int | None] = []  # the optimizer closure call a pass ran in
         self._divided: tuple[torch.Tensor, float] | None = None  # read before backward
         # each pass's leaves, their .grads as it began, and those changed in place since
         # the pass before (clipped, unscaled, zeroed): slot -> whether non-zero, once read
@@ -97,6 +92,7 @@ class StepLog(Observer):
                     self.leaf_ids[self.columns[name]] = id(t)
         # inside torch.func transforms the root is a batched wrapper: no loss read
         self.add(leaves, untouched, carried, () if p.record.batched else p.roots)
+        self.closure_call.append(p.record.closure_call)
         self._pass = ([], [], {})
 
     def captured(self, given: Any) -> StepsPart:
@@ -287,11 +283,13 @@ class StepLog(Observer):
               modules: tuple[str | None, ...]) -> Steps:
         """The Steps of the rows in part, as read (grads)."""
         scales, divisors = self.loss_scale[part], self.loss_divisor[part]
+        calls = self.closure_call[part]
         return Steps(tuple(self.columns), modules, tuple(self.loss[part]),
                      tuple(self.optimizer_steps[part]), grads,
                      self._stepped - self._stepped_at_last_pass,
                      loss_scale=tuple(scales) if any(scales) else (),
-                     loss_divisor=tuple(divisors) if any(divisors) else ())
+                     loss_divisor=tuple(divisors) if any(divisors) else (),
+                     closure_call=tuple(calls) if any(calls) else ())
 
     def finite(self, row: int) -> bool | None:
         """Whether every .grad of the row is finite (None: not read yet)."""
