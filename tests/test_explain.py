@@ -266,6 +266,54 @@ def test_a_loss_rebuilt_from_item_inside_a_function_is_one_cut_not_also_no_graph
     assert "no_grad" not in result.stderr
 
 
+# A training library's loop, in an installed package below the script's folder: it runs the
+# backward of what the script's compute_loss returns, divided as a Trainer divides it.
+LIBRARY_LOOP = """def fit(model, opt, compute_loss, x, y, steps, divide):
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = compute_loss(model, x, y)
+        (loss / 2 if divide else loss).backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize("divide", [True, False])
+def test_a_loss_rebuilt_from_item_whose_backward_a_library_runs_is_cut_at_its_line(
+        tmp_path: Path, divide: bool) -> None:
+    """compute_loss returns `torch.tensor(loss.item(), requires_grad=True)` to a library
+    that runs its backward (a Hugging Face Trainer's): no frame of the script's names the
+    root when it runs, and the graph-cut was missing. The healthy twin gets none."""
+    library = tmp_path / "site-packages"
+    library.mkdir()
+    (library / "trainlib.py").write_text(LIBRARY_LOOP)
+    body = ("import sys\n"
+            "import torch\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "from trainlib import fit\n"
+            "torch.manual_seed(0)\n"
+            "model = torch.nn.Linear(4, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "x, y = torch.randn(16, 4), torch.randn(16, 1)\n"
+            "def compute_loss(model, x, y):\n"
+            "    loss = ((model(x) - y) ** 2).mean()\n"
+            "    loss = torch.tensor(loss.item(), requires_grad=True)\n"
+            "    return loss\n"
+            f"fit(model, opt, compute_loss, x, y, 3, {divide})\n")
+    path = tmp_path / "train.py"
+    path.write_text(body)
+    result = invoke("show", path, "--json", "--", library)
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)["findings"]
+    assert [(f["code"], f["line"]) for f in found if f["code"] == "graph-cut"] == [
+        ("graph-cut", 11)]
+    path.write_text(body.replace("    loss = torch.tensor(loss.item(), requires_grad=True)\n",
+                                 ""))
+    healthy = invoke("show", path, "--json", "--", library)
+    assert healthy.exit_code == 0, healthy.stderr
+    assert not [f for f in json.loads(healthy.stdout)["findings"]
+                if f["severity"] != "info"]
+
+
 def cut(path: Path) -> dict:
     (found,) = [f for f in findings(path) if f["code"] == "graph-cut"]
     return found

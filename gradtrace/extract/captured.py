@@ -69,6 +69,8 @@ class RawPass:
     pending_changes: Sequence[tuple[str, Any, Any]] = ()
     row: int | None = None  # its row of the steps' statistics (None: none was made)
     closure_call: int | None = None  # the optimizer closure call it ran in (Steps says)
+    from_leaves: bool = False  # every root was a leaf (roots are let go of; this stays)
+    lone_leaf: bool = False  # no root named, its graph reached one leaf alone, no Parameter
     # id() of the nodes whose values saved for backward were not finite, read as it began
     # (only when its root was not finite): what their gradients carry came from the forward;
     # None: a pass in detail whose roots on a device were not asked (DetailPlan.may_wait)

@@ -106,6 +106,13 @@ def release(nodes: list[Any]) -> None:
     del nodes[:]
 
 
+def lone_leaf(order: list[Any]) -> bool:
+    """Whether a graph reaches one leaf alone, a plain tensor (no nn.Parameter): a loss
+    rebuilt from values (`torch.tensor(loss.item(), requires_grad=True)`), then divided."""
+    leaves = [node for node in order if hasattr(node, "variable")]
+    return len(leaves) == 1 and not isinstance(leaves[0].variable, torch.nn.Parameter)
+
+
 def node_type(node: Any) -> str:
     """The node's class name: "MulBackward0", "AccumulateGrad", "MyPowBackward"."""
     return type(node).__name__

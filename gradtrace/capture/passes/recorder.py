@@ -22,7 +22,7 @@ from ...extract.build import build_trace, frozen_graph
 from ...extract.captured import Captured, RawCall, RawPass
 from ...extract.frozen import FrozenGraph
 from ...extract.tensors import Named
-from ...extract.walk import Walk, indexed_walk, release, structure
+from ...extract.walk import Walk, indexed_walk, lone_leaf, release, structure
 from ...gcpause import gc_paused
 from ...model.facts import Fact
 from ...model.records import PassBy, PassKind, Trace
@@ -168,8 +168,7 @@ class Recorder:
         if by == "scenario":
             self.gate.count(line, code)
         root_nodes = [t.grad_fn if isinstance(t, torch.Tensor) else None for t in roots]
-        # inside vmap/grad/jacrev the gradients are functorch wrappers without storage: such
-        # a pass is no step of a loop over an eager graph of the same ops
+        # inside vmap/grad/jacrev: gradients without storage, no step of a loop's eager graph
         batched = batched or inside_torch_func_transform()
         walked = Walk(root_nodes, *indexed_walk(root_nodes))
         signature = structure(walked.order, walked.edges)
@@ -187,7 +186,8 @@ class Recorder:
             else names_of(roots, named)
         record = RawPass(kind, by, root_nodes, root_names, retain, create, line, code,
                          signature=signature, nodes=list(walked.order), batched=batched,
-                         compiled=compiled_autograd_on())
+                         compiled=compiled_autograd_on(), from_leaves=not any(root_nodes))
+        record.lone_leaf = not any(root_names) and lone_leaf(walked.order)  # a library's pass
         # batched gradients have no storage; compiled autograd would compile gradtrace's hooks
         p = PassState(record, number, roots, walked.order, walked.edges, named, detailed,
                       self.plan.may_wait(detailed), leaves_only, every_leaf, given, call,
