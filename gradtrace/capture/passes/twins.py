@@ -34,12 +34,13 @@ def node_twins(shown: list[RawPass], latest_of: dict[int, RawPass]) -> dict[int,
 def with_twins(given: Captured, twins: dict[int, Any], host: Host) -> Captured:
     """given, each node's line and module the host's, else its twin's (a frozen twin's node
     record tells its own)."""
+    if not twins:  # the host's own, called once a node (a big graph has 100,000s)
+        return replace(given, source_of=host.source_of,
+                       library_source_of=host.library_source_of)
     modules = given.modules
-    if twins:
-        of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
-                    for key, t in twins.items()}
-        modules = {**{key: path for key, path in of_twins.items() if path is not None},
-                   **modules}
+    of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
+                for key, t in twins.items()}
+    modules = {**{key: path for key, path in of_twins.items() if path is not None}, **modules}
 
     def of_node_or_twin(line_of: Callable[[Any], Source | None], field: str
                         ) -> Callable[[Any], Source | None]:
