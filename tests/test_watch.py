@@ -449,3 +449,35 @@ def test_a_closure_without_zero_grad_is_in_the_log_and_read_back(tmp_path: Path)
     healthy = tmp_path / "healthy.jsonl"
     assert invoke("watch", training / "lbfgs_closure.py", "--log", healthy).exit_code == 0
     assert not [r for r in _records(healthy) if r["kind"] == "finding"]
+
+
+LEFT_OUT = """import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model[2].parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+for step in range(6):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_layer_left_out_of_the_optimizer_is_not_called_zero_grad_missing(
+        tmp_path: Path) -> None:
+    """opt.zero_grad() never resets model.0's .grad, which the optimizer does not hold: the
+    live judgement knows the rows' optimizers as show does (not-optimized, no
+    grad-accumulating); the twin that forgets zero_grad() still gets grad-accumulating."""
+    script, log = write_script(tmp_path, LEFT_OUT, "left_out.py"), tmp_path / "run.jsonl"
+    assert invoke("watch", script, "--log", log).exit_code == 0
+    told = [r["code"] for r in _records(log) if r["kind"] == "finding"]
+    assert "not-optimized" in told and "grad-accumulating" not in told, told
+    assert "grad-accumulating" not in invoke("show", log).stdout
+    forgot = write_script(tmp_path, LEFT_OUT.replace(
+        "opt = torch.optim.SGD(model[2].parameters(), lr=0.1)",
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)").replace(
+        "    opt.zero_grad()\n", ""), "forgot.py")
+    assert invoke("watch", forgot, "--log", tmp_path / "forgot.jsonl").exit_code == 0
+    assert "grad-accumulating" in [r["code"] for r in _records(tmp_path / "forgot.jsonl")
+                                   if r["kind"] == "finding"]

@@ -64,6 +64,7 @@ class LiveFindings:
         self._last: tuple[float | None, tuple[LeafStep | None, ...]] = (None, ())  # loss, row
         self._after = 0  # optimizer steps since the last row read
         self._scale_free: tuple[bool | None, ...] = ()  # the latest rows' Steps.scale_free
+        self._optimized: tuple[bool | None, ...] = ()  # and their Steps.optimized
 
     def told(self, fact: Fact, passes: int) -> list[LogRecord]:
         """A fact met at that many passes: its finding, when it is new."""
@@ -91,8 +92,8 @@ class LiveFindings:
             self._last = (rows.loss[-1], rows.grads[-1])
         self._after = rows.optimizer_steps_after
         self._scale_free = rows.scale_free or self._scale_free
-        return records + self._fired(self._health.findings(scale_free=self._scale_free),
-                                     self.steps)
+        self._optimized = rows.optimized or self._optimized
+        return records + self._fired(self._judged(), self.steps)
 
     def judged(self, findings: Sequence[Finding], passes: int) -> list[LogRecord]:
         """Findings judged from a pass's detail at that many passes: each new one."""
@@ -116,8 +117,7 @@ class LiveFindings:
     def end(self, outcome: Outcome) -> list[LogRecord]:
         """The log's last records: the health findings of every row (again, those whose
         counts grew: a log's reader keeps a finding's last words), and that the run ended so."""
-        late = self._fired(self._health.findings(scale_free=self._scale_free), self.steps,
-                           again=True)
+        late = self._fired(self._judged(), self.steps, again=True)
         return [*late, LogEnd(self.steps, self._after, "stopped" if self.stopped else outcome)]
 
     def heartbeat(self, seconds: float) -> str:
@@ -129,6 +129,10 @@ class LiveFindings:
         total = math.sqrt(sum(n * n for n in norms)) if norms else None
         return (f"step {self.steps}  loss {_number(loss)}  |g| {_number(total)}  "
                 f"{self.steps / max(seconds, 1e-9):.1f} steps/s")
+
+    def _judged(self) -> list[Finding]:
+        """The health findings of the rows so far, each leaf's optimizer as the rows say."""
+        return self._health.findings((), self._optimized, self._scale_free)
 
     def _fired(self, findings: list[Finding], step: int | None, again: bool = False,
                stops: bool = True) -> list[LogRecord]:

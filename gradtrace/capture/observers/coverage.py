@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ import torch
 from ...compat.torch import is_dtensor
 from ...extract.tensors import Named
 from ...model.facts import FrozenHeld, NotOptimized
+from ...model.records import Steps
 from ..naming.setup_lines import (
     Where,
     attribute_line,
@@ -64,6 +66,13 @@ class Held:
 
     def holds(self, t: Any) -> bool:
         return id(t) in self.ids
+
+    def marked(self, steps: Steps, leaf_ids: list[int]) -> Steps:
+        """steps with Steps.optimized and Steps.scale_free of its leaves (by id) as they
+        stand now: optimized left empty (unknown) before a step, and for sharded ones."""
+        known = self.steps and not self.sharded
+        return replace(steps, optimized=tuple(i in self.ids for i in leaf_ids) if known
+                       else (), scale_free=tuple(i in self.scale_free for i in leaf_ids))
 
     def name_frozen(self, named: Named) -> None:
         """Note the names a pass gives the frozen ones not named yet."""

@@ -97,9 +97,8 @@ class Recorder:
         steps, listener = self._observer(StepLog), self.options.listener
         read = steps.read_since()
         if read is not None and listener is not None:
-            free = self._observer(OptimizerUse).held.scale_free
-            self._stop_if(listener.read(read[0] + 1, replace(read[1], scale_free=tuple(
-                i in free for i in steps.leaf_ids))))
+            self._stop_if(listener.read(read[0] + 1, self._observer(OptimizerUse).held.marked(
+                read[1], steps.leaf_ids)))
             if found := self._observer(NanGradients).read(read[0] + len(read[1].loss),
                                                           steps.finite):
                 self._stop_if(listener.judged(found, len(self.passes)))
