@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import namedtuple
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -320,3 +321,49 @@ def test_objects_that_defy_reading_are_named_and_none_of_their_code_runs(tmp_pat
     plain = run_plain(script)
     assert plain.returncode == 0, plain.stderr
     assert grads["model.weight"]["norm"] == pytest.approx(float(plain.stdout.split("NORM ")[1]))
+
+
+# Forward-forward's layers (pytorch/examples mnist_forward_forward): each trains itself in a
+# method, its optimizer built in __init__; the script prints each pass's .grad norm.
+SELF_TRAINED = """import json
+import torch
+
+
+class Layer(torch.nn.Linear):
+    def __init__(self, i, o):
+        super().__init__(i, o)
+        self.opt = torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    def train(self, x, target, steps):
+        for _ in range(steps):
+            loss = ((self.forward(x) - target) ** 2).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            NORMS.append(self.weight.grad.norm().item())
+
+
+torch.manual_seed(0)
+NORMS = []
+layers = [Layer(8, 8), Layer(8, 8)]
+layers[0].train(torch.randn(32, 8) * 1e-3, torch.zeros(32, 8) + 1e-4, 3)
+layers[1].train(torch.randn(32, 8) * 10, torch.randn(32, 8) * 100, 3)
+print(json.dumps(NORMS))
+"""
+
+
+def test_layers_that_train_themselves_in_a_method_keep_their_own_names(tmp_path: Path) -> None:
+    """Each layer's `self.weight` is one name for two tensors: the steps' rows are each
+    layer's own (layers[0].weight, layers[1].weight), as python prints them."""
+    script = tmp_path / "ff.py"
+    script.write_text(SELF_TRAINED)
+    plain = json.loads(run_plain(script).stdout)
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    steps = json.loads(result.stdout)["steps"]
+    assert steps["leaves"] == ["layers[0].weight", "layers[0].bias", "layers[1].weight",
+                               "layers[1].bias"]
+    column = {"layers[0].weight": 0, "layers[1].weight": 2}
+    got = [row[column["layers[0].weight" if k < 3 else "layers[1].weight"]][0]
+           for k, row in enumerate(steps["grads"])]
+    assert got == pytest.approx(plain, rel=1e-6)

@@ -159,11 +159,17 @@ class ScenarioNames:
         for name, value in self._seen.alive().items():
             merged.setdefault(name, value)
         roots = [(n, v) for n, v in merged.items() if not n.startswith("__") and _nameable(v)]
-        roots.sort(key=lambda root: root[0].rpartition(".")[2] == "self")  # `self.` last
+        # a method's `self` last: `self.weight` is one name for each layer's own (forward-
+        # forward's layers train in a method), `layers[0].weight` one for each
+        late = [(n, v) for n, v in roots if n.rpartition(".")[2] == "self"]
         # a loop variable's container (a batch dict) still names what it holds
-        roots += [(n, v) for n, v in loops if container(v)]
-        for path, value in reached(roots):
+        roots = [root for root in roots if root not in late] + \
+            [(n, v) for n, v in loops if container(v)]
+        for path, value in reached(roots, late):
             merged.setdefault(_give(self._paths, path, value), value)
+        for name, value in late:  # named by a path from the code's own names too
+            if any(v is value and n != name for n, v in merged.items()):
+                del merged[name]
         held = {id(v) for v in merged.values()}
         for name, value in loops:  # it names what no other name or path reaches
             if id(value) not in held:

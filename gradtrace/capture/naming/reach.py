@@ -11,7 +11,7 @@ import sys
 import types
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -141,24 +141,46 @@ def container(value: Any) -> bool:
     return issubclass(type(value), (list, tuple, dict)) or _plain_type(type(value))
 
 
-def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def reached(roots: list[tuple[str, Any]], late: Sequence[tuple[str, Any]] = ()
+            ) -> list[tuple[str, Any]]:
     """The leaves that require grad and the nn.Modules found inside the containers among
     roots, as (path, object): breadth-first, so the shortest path (then the earlier root)
     names each; each object once by identity; nothing a root names itself, and no tensor or
-    module that belongs to a named or found module (its module names it)."""
+    module that belongs to a named or found module (its module names it). The late roots
+    (a method's `self`) are looked into after the others: what those reach is named by them
+    (`layers[0]`, not `self`)."""
     seen: set[int] = set()
     todo: deque[tuple[str, Any, int]] = deque()
     modules: list[torch.nn.Module] = []
-    for name, value in roots:
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if is_module(value):
-            modules.append(value)
-        elif not is_tensor(value) and container(value):
-            todo.append((name, value, 0))
     found: list[tuple[str, Any]] = []
     looks = 0
+    for group in (roots, late):
+        for name, value in group:
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if is_module(value):
+                modules.append(value)
+            elif not is_tensor(value) and container(value):
+                todo.append((name, value, 0))
+        looks = _search(todo, seen, found, looks)
+    if not found:
+        return found
+    owned: set[int] = set()  # what named and found modules hold: named as their parts
+    for module in [*modules, *(m for _, m in found if is_module(m))]:
+        if id(module) in owned:
+            continue
+        for sub_module in module.modules():
+            if sub_module is not module:
+                owned.add(id(sub_module))
+        owned.update(map(id, module.parameters()))
+    return [(path, item) for path, item in found if id(item) not in owned]
+
+
+def _search(todo: deque[tuple[str, Any, int]], seen: set[int], found: list[tuple[str, Any]],
+            looks: int) -> int:
+    """Breadth-first from todo's containers: what each holds, into found (the looks so far,
+    and after: the search stops at MAX_LOOKS)."""
     while todo and looks < MAX_LOOKS:
         path, value, depth = todo.popleft()
         try:
@@ -177,17 +199,7 @@ def reached(roots: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
                 found.append((sub, item))
             elif depth + 1 < MAX_DEPTH and container(item):
                 todo.append((sub, item, depth + 1))
-    if not found:
-        return found
-    owned: set[int] = set()  # what named and found modules hold: named as their parts
-    for module in [*modules, *(m for _, m in found if is_module(m))]:
-        if id(module) in owned:
-            continue
-        for sub_module in module.modules():
-            if sub_module is not module:
-                owned.add(id(sub_module))
-        owned.update(map(id, module.parameters()))
-    return [(path, item) for path, item in found if id(item) not in owned]
+    return looks
 
 
 def _trained_leaf(tensor: torch.Tensor) -> bool:
