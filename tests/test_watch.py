@@ -481,3 +481,32 @@ def test_a_layer_left_out_of_the_optimizer_is_not_called_zero_grad_missing(
     assert invoke("watch", forgot, "--log", tmp_path / "forgot.jsonl").exit_code == 0
     assert "grad-accumulating" in [r["code"] for r in _records(tmp_path / "forgot.jsonl")
                                    if r["kind"] == "finding"]
+
+
+NAN_SAMPLE_AT_3 = """import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(6):
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    if step == 2:
+        x[0, 0] = float("nan")
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_nan_loss_in_a_light_pass_is_chased_though_the_run_ends_before_a_batch(
+        tmp_path: Path) -> None:
+    """A NaN sample at pass 3 of 6 (light under watch; no batch of rows is read before the
+    end): its NaN loss puts the next passes in detail, so the log has nan-gradient as
+    show's report has it. The healthy twin's log has no finding."""
+    script, log = write_script(tmp_path, NAN_SAMPLE_AT_3, "nan.py"), tmp_path / "run.jsonl"
+    assert invoke("watch", script, "--log", log).exit_code == 0
+    told = [(r["code"], r["step"]) for r in _records(log) if r["kind"] == "finding"]
+    assert ("nan-value", 3) in told and "nan-gradient" in [code for code, _ in told], told
+    healthy = write_script(tmp_path, NAN_SAMPLE_AT_3.replace('float("nan")', "0.5"), "ok.py")
+    assert invoke("watch", healthy, "--log", tmp_path / "ok.jsonl").exit_code == 0
+    assert not [r for r in _records(tmp_path / "ok.jsonl") if r["kind"] == "finding"]

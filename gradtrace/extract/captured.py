@@ -71,6 +71,7 @@ class RawPass:
     closure_call: int | None = None  # the optimizer closure call it ran in (Steps says)
     from_leaves: bool = False  # every root was a leaf (roots are let go of; this stays)
     lone_leaf: bool = False  # no root named, its graph reached one leaf alone, no Parameter
+    first_not_finite: bool = False  # the first pass whose root held a NaN or Inf (chased)
     # id() of the nodes whose values saved for backward were not finite, read as it began
     # (only when its root was not finite): what their gradients carry came from the forward;
     # None: a pass in detail whose roots on a device were not asked (DetailPlan.may_wait)

@@ -74,6 +74,7 @@ class NonFiniteBirths(Observer):
         found = search(roots, p.nodes, p.edges, self._recomputes)
         first, self.told = not self.told, True  # the birth is searched for once; later,
         # only passes in detail note their carriers (a diverged loop's light passes: nothing)
+        p.record.first_not_finite = first
         if found is None:
             return
         if p.detailed:

@@ -19,9 +19,9 @@ DETAILED_EVERY = 100
 # and those after a .grad read not finite, not to its first 32 (each costs a GPT-style step
 # ~20% more than a light one).
 WATCHED_FIRST = 2
-# Once a light step's .grad is read not finite, the next passes are in detail, so that one
-# whose gradients are not finite most likely keeps its flow (told where NaN or inf arose);
-# again for a later batch's, CHASES times in all.
+# Once a light step's .grad is read not finite (or its root is), the next passes are in
+# detail, so that one whose gradients are not finite most likely keeps its flow (told where
+# NaN or inf arose); again for a later batch's, CHASES times in all.
 DETAILED_AFTER_NOT_FINITE = 8
 CHASES = 4
 # The passes in detail repeated since, held until their statistics are read (say whether
@@ -100,7 +100,8 @@ class DetailPlan:
         if last is not None and last.thinned:
             last.roots = []
         self.last_of[record.signature] = record
-        if self.steps.not_finite_read > self._not_finite_chased \
+        # a root not finite is chased as the .grads it makes are, before they are read
+        if (self.steps.not_finite_read > self._not_finite_chased or record.first_not_finite) \
                 and number > (self._chase_until or 0) and self._chases < CHASES:
             self._not_finite_chased = self.steps.not_finite_read
             self._chase_until = number + DETAILED_AFTER_NOT_FINITE
