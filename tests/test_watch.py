@@ -510,3 +510,36 @@ def test_a_nan_loss_in_a_light_pass_is_chased_though_the_run_ends_before_a_batch
     healthy = write_script(tmp_path, NAN_SAMPLE_AT_3.replace('float("nan")', "0.5"), "ok.py")
     assert invoke("watch", healthy, "--log", tmp_path / "ok.jsonl").exit_code == 0
     assert not [r for r in _records(tmp_path / "ok.jsonl") if r["kind"] == "finding"]
+
+
+IN_PLACE_IN_FORWARD = """import torch
+import torch.nn.functional as F
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        out = F.log_softmax(self.fc(x), dim=1)
+        out.clamp_(min=-100)
+        return out
+
+
+torch.manual_seed(0)
+model = Net()
+x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+loss = F.nll_loss(model(x), y)
+loss.backward()
+"""
+
+
+def test_a_finding_the_trace_places_in_a_module_is_told_once(tmp_path: Path) -> None:
+    """inplace-modified is told as the pass fails ("(line 11)"), and the trace adds the
+    module its line is in ("(line 11, in model)"): the same finding, told once."""
+    script, log = write_script(tmp_path, IN_PLACE_IN_FORWARD, "net.py"), tmp_path / "run.jsonl"
+    invoke("watch", script, "--log", log)
+    told = [r for r in _records(log) if r["kind"] == "finding"]
+    assert [r["code"] for r in told].count("inplace-modified") == 1, told
+    assert " ".join(invoke("show", log).stdout.split()).count("[inplace-modified]") == 1

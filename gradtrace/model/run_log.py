@@ -403,6 +403,9 @@ def _text_list(value: Any, key: str) -> str | None:
 
 # the numbers a finding's words hold: its counts, which grow as a run goes
 _COUNTS = re.compile(r"\d[\d,.]*(e[-+]?\d+)?")
+# the module a node's line is in, which the trace adds to words told as a pass ran
+# ("(line 8)", then "(line 8, in model)")
+_IN_MODULE = re.compile(r", in [\w.\[\]]+(?=[),])| \(in [\w.\[\]]+\)")
 
 
 # The gradients' health, judged again as rows come: its words change as the run goes (a
@@ -428,7 +431,8 @@ def told_as(finding: Finding) -> tuple[str | int | None, ...]:
     fired, then by the trace with its line and node)."""
     if (at := about_one_pass(finding)) is not None:
         return finding.code, None, None, None, None, at
-    words = "" if finding.code in _REJUDGED else _COUNTS.sub("#", finding.message)
+    words = "" if finding.code in _REJUDGED else \
+        _COUNTS.sub("#", _IN_MODULE.sub("", finding.message))
     return finding.code, finding.tensor, finding.node, finding.file, finding.line, words
 
 
