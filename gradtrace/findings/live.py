@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from .._version import __version__
@@ -24,6 +25,7 @@ from ..model.run_log import (
     Outcome,
     about_one_pass,
     log_line,
+    rejudged,
     told_as,
 )
 from .health import StepHealth
@@ -54,8 +56,8 @@ class LiveFindings:
                                 LogHeader.started_now())
         self.stopped: Finding | None = None  # the --stop-on finding that fired first
         self._stop_asked = False
-        # told_as(...) of each finding told, and the words it was told in
-        self._seen: dict[tuple[str | int | None, ...], str] = {}
+        # told_as(...) of each finding told, and it as it was last told
+        self._seen: dict[tuple[str | int | None, ...], Finding] = {}
         self._leaves: tuple[str, ...] = ()
         # the gradients' health, judged a row at a time: what it keeps does not grow with
         # the run, and a finding is told in the batch whose rows make it
@@ -104,7 +106,7 @@ class LiveFindings:
         graph's, a frozen layer's, a stop's), none of them a stop (the run is over). One
         told as it fired is not told again for the node, file and line the trace adds."""
         told = list(self._seen)
-        return self._fired([f for f in findings if not any(
+        return self._fired([f for f in findings if rejudged(f) or not any(
             _told_before(f, key) for key in told)], None, again=True, stops=False)
 
     def stop(self) -> str | None:
@@ -141,11 +143,15 @@ class LiveFindings:
         new: list[LogRecord] = []
         for finding in findings:
             key = told_as(finding)
-            words = self._seen.get(key)
-            if words is None or again and words != finding.message:
-                self._seen[key] = finding.message
+            before = self._seen.get(key)
+            if before is not None and finding.line is None and before.line is not None:
+                # the health judged live: the line the trace placed it at stays
+                finding = replace(finding, file=before.file, line=before.line)
+            if before is None or again and (before.message, before.line) != (
+                    finding.message, finding.line):
+                self._seen[key] = finding
                 new.append(LogFinding(step, finding))
-                if words is None and stops and finding.code in self.stop_on \
+                if before is None and stops and finding.code in self.stop_on \
                         and self.stopped is None:
                     self.stopped = finding
         return new

@@ -424,6 +424,11 @@ def about_one_pass(finding: Finding) -> str | None:
     return None if at is None else at.group(0)
 
 
+def rejudged(finding: Finding) -> bool:
+    """Whether a finding is the gradients' health, judged again as rows come."""
+    return finding.code in _REJUDGED
+
+
 def told_as(finding: Finding) -> tuple[str | int | None, ...]:
     """What makes a finding the one told before: its code, what it is about and its words,
     counts aside (a vanishing gradient "in 64 of 64 passes", later "in 2,000 of 2,000"); a
@@ -431,7 +436,9 @@ def told_as(finding: Finding) -> tuple[str | int | None, ...]:
     fired, then by the trace with its line and node)."""
     if (at := about_one_pass(finding)) is not None:
         return finding.code, None, None, None, None, at
-    words = "" if finding.code in _REJUDGED else \
+    if rejudged(finding):  # one a code and tensor: told live without a line, then with it
+        return finding.code, finding.tensor, None, None, None, ""
+    words = \
         _COUNTS.sub("#", _IN_MODULE.sub("", finding.message))
     return finding.code, finding.tensor, finding.node, finding.file, finding.line, words
 
