@@ -95,7 +95,8 @@ def pass_cut(fact: PassCut, home: str | None = None) -> Finding:
 
 def leaf_cut(fact: LeafCut, home: str | None = None) -> Finding:
     leaves = fact.leaves
-    via = "it" if fact.through == leaves[0] else f"{fact.through} (computed from {fact.owner})"
+    via = "it" if fact.through == leaves[0] else fact.through if fact.through == fact.owner \
+        else f"{fact.through} (computed from {fact.owner})"  # model(x): what model computed
     return _cut_off(leaves, f"{_reach(leaves, f' of {fact.owner}')} no root because line "
                     f"{fact.line} `{fact.code}` took {via} without its graph: "
                     f"{why_cut(fact.cut)}",
