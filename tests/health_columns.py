@@ -195,13 +195,14 @@ def accumulating(loop: Loop) -> list[Finding]:
     if len(runs) == 1:
         message = (f"{name}{_where(loop, first)}: its .grad {kept} over {span} without "
                    f"being reset, while the optimizer stepped {before} ({growth}): "
-                   "zero_grad() is missing, so each step applies the sum of all the "
-                   "gradients so far")
+                   "zero_grad() is missing or skipped, so each step applies the sum of the "
+                   "gradients since the last reset")
     else:
         message = (f"{len(runs)} parameters' .grad {kept} without being reset while "
                    f"the optimizer stepped {before}, first {name}{_where(loop, first)} "
-                   f"over {span} ({growth}): zero_grad() is missing, so each step applies "
-                   f"the sum of all the gradients so far; by module: {_by_module(loop, runs)}")
+                   f"over {span} ({growth}): zero_grad() is missing or skipped, so each step "
+                   "applies the sum of the gradients since the last reset; by module: "
+                   f"{_by_module(loop, runs)}")
     return [GRAD_ACCUMULATING.finding(message, tensor=name, hint=hint,
                                       line=loop.lines[start])]
 

@@ -396,7 +396,8 @@ def _accumulated(run: Run) -> tuple[str, str, str]:
     before = "before each pass" if run.stepped == run.end.k - run.first + 1 \
         else f"{run.stepped} times over them"
     return (f"while the optimizer stepped {before}",
-            "zero_grad() is missing, so each step applies the sum of all the gradients so far",
+            "zero_grad() is missing or skipped, so each step applies the sum of the gradients "
+            "since the last reset",
             "call optimizer.zero_grad() before each backward (or after each step); to "
             "accumulate on purpose, step the optimizer only after the last micro-batch")
 
