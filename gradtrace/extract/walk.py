@@ -109,7 +109,8 @@ def release(nodes: list[Any]) -> None:
 def lone_leaf(order: list[Any]) -> bool:
     """Whether a graph reaches one leaf alone, a plain tensor (no nn.Parameter): a loss
     rebuilt from values (`torch.tensor(loss.item(), requires_grad=True)`), then divided."""
-    leaves = [node for node in order if hasattr(node, "variable")]
+    # a second leaf settles it: a big graph's other nodes are not looked at
+    leaves = list(islice((node for node in order if hasattr(node, "variable")), 2))
     return len(leaves) == 1 and not isinstance(leaves[0].variable, torch.nn.Parameter)
 
 

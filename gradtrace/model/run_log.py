@@ -438,8 +438,7 @@ def told_as(finding: Finding) -> tuple[str | int | None, ...]:
         return finding.code, None, None, None, None, at
     if rejudged(finding):  # one a code and tensor: told live without a line, then with it
         return finding.code, finding.tensor, None, None, None, ""
-    words = \
-        _COUNTS.sub("#", _IN_MODULE.sub("", finding.message))
+    words = _COUNTS.sub("#", _IN_MODULE.sub("", finding.message))
     return finding.code, finding.tensor, finding.node, finding.file, finding.line, words
 
 

@@ -394,15 +394,13 @@ def _steps(raw: Any, path: str, passes: int) -> None:
         for i, flag in enumerate(flags):
             if flag is not None and not isinstance(flag, bool):
                 raise _Invalid(f"{path}.{key}[{i}]", "expected true, false or null")
-    for key in ("loss_scale", "loss_divisor", "closure_call"):
+    for key, check in (("loss_scale", _number), ("loss_divisor", _number),
+                       ("closure_call", _int)):
         scales = _list(s.get(key, []), f"{path}.{key}")
         if scales and len(scales) != passes:
             raise _Invalid(f"{path}.{key}", f"has {len(scales)} rows for {passes} passes")
         for i, scale in enumerate(scales):
-            if key == "closure_call":
-                _int(scale, f"{path}.{key}[{i}]", null=True)
-            else:
-                _number(scale, f"{path}.{key}[{i}]", null=True)
+            check(scale, f"{path}.{key}[{i}]", null=True)
     for i, row in enumerate(s["grads"]):
         if len(_list(row, f"{path}.grads[{i}]")) > len(leaves):
             raise _Invalid(f"{path}.grads[{i}]", f"has more items than the {len(leaves)} leaves")

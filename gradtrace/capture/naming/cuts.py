@@ -18,7 +18,14 @@ from ...extract.captured import RawPass
 from ...model.facts import CodeCut, Cut, LeafCut, PassCut
 from ...model.records import Edge, Node
 from .forward_cuts import function_cuts
-from .statements import _MODULES, Statement, bound_at, graph_cut, ran_to, statements_run
+from .statements import (
+    Statement,
+    bound_at,
+    graph_cut,
+    ran_to,
+    rebuilt_leaf,
+    statements_run,
+)
 
 Statements = list[Statement]
 
@@ -50,35 +57,21 @@ def pass_cuts(passes: Sequence[RawPass], lines: list[str],
     found: dict[tuple[str, int], PassCut] = {}
     for number, p in enumerate(passes, 1):
         rebuilt = made_from_values(p)
+        # run by a library (a Trainer's backward): no frame of the code named its roots
+        by_library = p.error is None and (rebuilt or p.lone_leaf) and not any(p.root_names)
         if p.error_kind not in ("no-grad-fn", "needs-no-grad") and not rebuilt \
-                and not p.lone_leaf:
+                and not by_library:
             continue
-        cuts = [(name, graph_cut(name, _before(statements(), ran_first, p.line),
-                                 from_values=rebuilt))
-                for name in dict.fromkeys(n for n in p.root_names if n)]
-        if p.error is None and (rebuilt or p.lone_leaf) and not any(p.root_names):
-            cuts = rebuilt_leaf(statements(), lines)  # run by a library (a Trainer's)
+        cuts = rebuilt_leaf(statements(), lines) if by_library else [
+            (name, graph_cut(name, _before(statements(), ran_first, p.line),
+                             from_values=rebuilt))
+            for name in dict.fromkeys(n for n in p.root_names if n)]
         for name, cut in cuts:
             if cut is not None:
                 line, how = cut
                 found.setdefault((name, line),
                                  PassCut(number, name, line, lines[line - 1].strip(), how))
     return list(found.values())
-
-
-_VALUE_TAKEN = re.compile(r"\.(item|detach|tolist|numpy|cpu)\(|\.data\b")  # another tensor's
-
-
-def rebuilt_leaf(statements: Statements, lines: list[str]
-                 ) -> list[tuple[str, tuple[int, Cut] | None]]:
-    """The one statement that ran and bound a leaf made from another tensor's values that
-    asks for requires_grad (`loss = torch.tensor(loss.item(), requires_grad=True)`), with
-    the name it bound: the root of passes library code ran (a Trainer's compute_loss returns
-    it), which no frame of the code names by the time they run. None when several did."""
-    made = {(min(s.bound), s.line, s.cut) for s in statements if s.cut is not None
-            and s.cut.name == "tensor" and s.bound and set(s.read) - _MODULES
-            and "requires_grad" in lines[s.line - 1] and _VALUE_TAKEN.search(lines[s.line - 1])}
-    return [(name, (line, cut)) for name, line, cut in made] if len(made) == 1 else []
 
 
 def made_from_values(p: RawPass) -> bool:

@@ -163,7 +163,7 @@ class ScenarioNames:
         # forward's layers train in a method), `layers[0].weight` one for each
         late = [(n, v) for n, v in roots if n.rpartition(".")[2] == "self"]
         # a loop variable's container (a batch dict) still names what it holds
-        roots = [root for root in roots if root not in late] + \
+        roots = [(n, v) for n, v in roots if n.rpartition(".")[2] != "self"] + \
             [(n, v) for n, v in loops if container(v)]
         for path, value in reached(roots, late):
             merged.setdefault(_give(self._paths, path, value), value)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import NamedTuple
 
 from ...extract.tensors import Named
@@ -57,6 +58,7 @@ CUTTING = frozenset(("detach", "item", "tolist", "numpy", "data", "tensor", "arg
 
 
 _MODULES = {"torch", "np", "numpy", "math"}  # names a statement reads that hold no values
+_VALUE_TAKEN = re.compile(r"\.(item|detach|tolist|numpy|cpu)\(|\.data\b")  # another tensor's
 
 
 class Statement(NamedTuple):
@@ -185,8 +187,24 @@ def graph_cut(name: str, statements: list[Statement],
     torch.tensor(...), argmax…; None when no such statement ran. from_values: only one that
     read another name's values (`torch.tensor(loss.item())`, not `torch.tensor(2.0)`)."""
     found = [(s.line, s.cut) for s in statements if s.cut is not None and name in s.bound
-             and (not from_values or set(s.read) - _MODULES)]
+             and (not from_values or _reads_values(s))]
     return max(found, default=None)
+
+
+def rebuilt_leaf(statements: list[Statement], lines: list[str]
+                 ) -> list[tuple[str, tuple[int, Cut] | None]]:
+    """The one statement that ran and bound a leaf it made, with requires_grad, from another
+    tensor's value (`loss = torch.tensor(loss.item(), requires_grad=True)` in a Trainer's
+    compute_loss), and the name it bound: none when several did."""
+    made = {(min(s.bound), s.line, s.cut) for s in statements if s.cut is not None
+            and s.cut.name == "tensor" and s.bound and _reads_values(s)
+            and "requires_grad" in lines[s.line - 1] and _VALUE_TAKEN.search(lines[s.line - 1])}
+    return [(name, (line, cut)) for name, line, cut in made] if len(made) == 1 else []
+
+
+def _reads_values(s: Statement) -> bool:
+    """Whether a statement read a name that holds values (not torch, np, math)."""
+    return bool(set(s.read) - _MODULES)
 
 
 def bound_at(name: str, statements: list[Statement]) -> int | None:

@@ -67,12 +67,17 @@ class Held:
     def holds(self, t: Any) -> bool:
         return id(t) in self.ids
 
+    def stepping(self) -> frozenset[int] | None:
+        """The leaves (by id) the stepping optimizers hold; None before a step, and for
+        sharded ones (no coverage)."""
+        return frozenset(self.ids) if self.steps and not self.sharded else None
+
     def marked(self, steps: Steps, leaf_ids: list[int]) -> Steps:
-        """steps with Steps.optimized and Steps.scale_free of its leaves (by id) as they
-        stand now: optimized left empty (unknown) before a step, and for sharded ones."""
-        known = self.steps and not self.sharded
-        return replace(steps, optimized=tuple(i in self.ids for i in leaf_ids) if known
-                       else (), scale_free=tuple(i in self.scale_free for i in leaf_ids))
+        """steps with Steps.optimized (empty when stepping() is None) and Steps.scale_free
+        of its leaves (by id) as they stand now."""
+        held = self.stepping()
+        return replace(steps, optimized=() if held is None else tuple(
+            i in held for i in leaf_ids), scale_free=tuple(i in self.scale_free for i in leaf_ids))
 
     def name_frozen(self, named: Named) -> None:
         """Note the names a pass gives the frozen ones not named yet."""

@@ -250,7 +250,7 @@ class OptimizerUse(Observer):
         held = self.held
         return OptimizersPart((*self.facts(), *coverage_facts(
             held, given.named, given.objects, self.recorder.script.lines)),
-            frozenset(held.ids) if held.steps and not held.sharded else None,
+            held.stepping(),
             frozenset(held.scale_free))
 
     def facts(self) -> list[Any]:

@@ -35,7 +35,9 @@ OBSERVERS: tuple[type[Observer], ...] = (
 
 # (earlier, later, why): the order the table must keep (tests/test_layers.py holds it). Each
 # observer writes only its own fields of the pass's record; these are the only places one
-# reads what another wrote, or tells its facts before or after another's.
+# reads what another wrote, or tells its facts before or after another's (what one's start
+# writes, any finish may read: every start runs first, as StepLog reads OptimizerUse's
+# closure_call).
 ORDER: tuple[tuple[type[Observer], type[Observer], str], ...] = (
     (Profile, GradientFlow, "Profile may wrap p.call in a timed step that runs plain "
                             "(p.plain): the flow then sets no hooks"),
