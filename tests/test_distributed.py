@@ -152,10 +152,12 @@ def test_a_rank_whose_graph_differs_is_said() -> None:
 
 @LAUNCHES
 def test_a_script_that_spawns_its_workers_is_told_what_is_not_recorded() -> None:
-    for _ in range(3):  # gloo's shutdown aborts a child now and then (1 in 8 under python)
+    # gloo's shutdown aborts a child now and then: 1 in 8 under python, more often under a
+    # loaded CI machine (three aborts in a row failed a run)
+    for _ in range(8):
         run = run_gradtrace("show", "ddp_spawn.py", "--", str(free_port()), cwd=DISTRIBUTED,
                             timeout=LIMIT)
-        if "terminated with signal" not in run.stderr:
+        if "ProcessExitedException" not in run.stderr:
             break
     assert run.returncode == 2
     assert "error: ddp_spawn.py: line 60 `mp.spawn(demo_fn, args=(world_size,), " \
