@@ -53,23 +53,25 @@ class ScriptHost:
             self.line_log.follow(on)
         self.module_calls.follow(on)
 
-    def source_of(self, node: Any) -> Source | None:
-        """The line that made node. Inside a compiled function no line runs as such: its
-        region's line is the first of the script's that its graph differentiates, as torch
-        noted it (a compiled module's region is the line that called the module)."""
+    def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
+        """The line that made node, and the line of a library's model code (transformers…)
+        below it, if one did. Inside a compiled function no line runs as such: its region's
+        line is the first of the script's that its graph differentiates, as torch noted it
+        (a compiled module's region is the line that called the module); no library line."""
         if is_compiled_region(node) and id(node) not in self.tracker.owner:
             innermost = [next((where for where in reversed(frames) if self.names.owns(where[0])),
                               None) for frames in compiled_region_frames(node)]
             first = next((where for where in reversed(innermost) if where is not None), None)
-            return None if first is None else self.line_log.source_at(first)
-        return self.line_log.source_of(node)
+            return None if first is None else self.line_log.source_at(first), None
+        return self.line_log.lines_of(node)
+
+    def source_of(self, node: Any) -> Source | None:
+        """The line that made node (lines_of's first)."""
+        return self.lines_of(node)[0]
 
     def library_source_of(self, node: Any) -> Source | None:
-        """The line of a library's model code (transformers…) that made node, if one did (a
-        compiled region's node has no line of its own: none)."""
-        if is_compiled_region(node) and id(node) not in self.tracker.owner:
-            return None
-        return self.line_log.library_source_of(node)
+        """The line of a library's model code that made node (lines_of's second)."""
+        return self.lines_of(node)[1]
 
     def module_of(self, node: Any) -> str | None:
         """The dotted path of the named nn.Module whose forward made node (None: a forward

@@ -471,7 +471,8 @@ def compiled_region(function_class: type) -> bool:
 
 def is_compiled_region(node: Any) -> bool:
     """Whether an autograd node is a compiled region's backward (CompiledFunctionBackward)."""
-    return is_function_node(node) and compiled_region(type(node)._forward_cls)
+    function_class = getattr(type(node), "_forward_cls", None)  # one lookup: asked of 100,000s
+    return function_class is not None and compiled_region(function_class)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from itertools import compress, repeat
+from itertools import compress, repeat, tee
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -63,7 +64,7 @@ def build_trace(c: Captured) -> Trace:
         ids = [f"n{i}" for i in range(len(order))]
         node_ids = NodeIds(index, {}, ids)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
-                                         c.saved_before, c.source_of, c.library_source_of,
+                                         c.saved_before, c.lines_of,
                                          c.leaf_aliases))
         named = [*c.named, *((n, t) for n, t in c.earlier if id(t) in node_ids.leaf_index)]
         # the graphs the code let go of join the walk's: their nodes get the ids after its
@@ -158,7 +159,7 @@ def frozen_graph(c: Captured) -> FrozenGraph:
         carried = _carriers(p, node_ids) if p.carriers is None or p.carriers else frozenset()
         roots, flow = _ids(p.roots, node_ids), _flow_record(p, node_ids)
         nodes = _marked(c, order, _nodes(order, node_ids, [*c.named, *c.earlier], c.modules,
-                                         c.saved_before, c.source_of, c.library_source_of,
+                                         c.saved_before, c.lines_of,
                                          c.leaf_aliases))
         edges = _edges(raw_edges, node_ids.ids)
         named = [(n, t) for n, t in (*c.named, *c.earlier)
@@ -244,8 +245,7 @@ def _waiting(named: Named, trace: Trace, lost: list[str], cut: set[str]
 
 def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int, str],
            saved_before: SavedCache | None,
-           source_of: Callable[[Any], Source | None] | None = None,
-           library_source_of: Callable[[Any], Source | None] | None = None,
+           lines_of: Callable[[Any], tuple[Source | None, Source | None]] | None = None,
            aliases: dict[int, int] | None = None) -> list[Node]:
     """Node records, built column by column with map and zip: a big graph has 100,000s.
     Fills node_ids' leaf index (a leaf's id by its tensor; an FSDP2 leaf's by its sharded
@@ -275,12 +275,14 @@ def _nodes(order: list[Any], node_ids: NodeIds, named: Named, modules: dict[int,
     if saved_before is not None:
         saved = list(map(saved_reader(saved_before), order))
     per_output = _output_tensors(named)
+    # one lookup a node for both lines, read by the two columns in step (tee keeps one)
+    sources, libraries = tee(map(lines_of, order)) if lines_of else (None, None)
     return Node.from_columns(  # ids set the length; repeat() never ends
         id=ids, type=map(names.__getitem__, classes), kind=map(kinds.__getitem__, classes),
         tensor=map(name_of.get, keys) if name_of else repeat(None), saved=saved,
         module=map(modules.get, keys) if modules else repeat(None), recomputed=repeat(False),
-        source=map(source_of, order) if source_of else repeat(None), grad_graph=repeat(False),
-        library=map(library_source_of, order) if library_source_of else repeat(None),
+        source=map(itemgetter(0), sources) if sources else repeat(None), grad_graph=repeat(False),
+        library=map(itemgetter(1), libraries) if libraries else repeat(None),
         output_tensors=(per_output.get(id(node), ()) for node in order) if per_output
         else repeat(()))
 

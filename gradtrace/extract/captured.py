@@ -116,9 +116,9 @@ class Captured:
     tensors are not read at all (faster; the Trace says so in saved_read). modules maps
     id(node), or a leaf's id(variable), to the path of the nn.Module that made or owns it;
     recomputed holds the nodes (by id) made inside torch.utils.checkpoint regions; hooks the
-    module backward hooks that run on a node (by id); source_of(node) is the scenario line
-    that made a node (library_source_of(node) the line of an installed library's model code
-    below it, if one did). walked: a pass's walk, used again when it starts from the same
+    module backward hooks that run on a node (by id); lines_of(node) is the scenario line
+    that made a node and the line of an installed library's model code below it, if one
+    did. walked: a pass's walk, used again when it starts from the same
     roots. grad_graph tells the nodes made while a create_graph pass ran. earlier: leaves
     named in passes under names the code bound again since: they label their nodes, and have
     rows when the graph shows them. updated: the leaves whose values changed during the run;
@@ -145,8 +145,7 @@ class Captured:
     modules: dict[int, str] = field(default_factory=dict)
     recomputed: dict[int, Any] = field(default_factory=dict)
     hooks: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    source_of: Callable[[Any], Source | None] | None = None
-    library_source_of: Callable[[Any], Source | None] | None = None
+    lines_of: Callable[[Any], tuple[Source | None, Source | None]] | None = None
     walked: Walk | None = None
     leaf_aliases: dict[int, int] = field(default_factory=dict)  # FSDP2: unsharded -> sharded
     grad_graph: Callable[[Any], bool] | None = None

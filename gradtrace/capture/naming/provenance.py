@@ -247,21 +247,16 @@ class LineLog:
         """The (file, line) of each line of the scenario's own files that ran."""
         return [place for place in self.places if self._owned.get(place[0]) == _OWN]
 
-    def source_of(self, node: Any) -> Source | None:
-        """The scenario line that made node (the one that called the library code that
-        did); None for a leaf, or when no line is known."""
-        i = self._entry(node)
-        return None if i is None or self.own_at[i] == UNTRACED else \
-            self.source_at(self.places[self.own_at[i]])
-
-    def library_source_of(self, node: Any) -> Source | None:
-        """The line of a library's model code that made node, below its scenario line;
-        None when the scenario's own line did."""
+    def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
+        """The scenario line that made node (the one that called the library code that did;
+        None for a leaf, or when no line is known), and the line of a library's model code
+        below it (None when the scenario's own line did)."""
         i = self._entry(node)
         if i is None:
-            return None
-        place = self.places[self.at[i]]
-        return self.source_at(place) if self._owned.get(place[0]) == _LIBRARY else None
+            return None, None
+        own, place = self.own_at[i], self.places[self.at[i]]
+        return (None if own == UNTRACED else self.source_at(self.places[own]),
+                self.source_at(place) if self._owned.get(place[0]) == _LIBRARY else None)
 
     def _entry(self, node: Any) -> int | None:
         """The log's entry of the line that ran last before node was made (None: none)."""

@@ -32,6 +32,9 @@ class InplaceModule(NamedTuple):
 class Host(Protocol):
     """What the recorder asks of the session it records for."""
 
+    def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
+        """source_of's and library_source_of's, from one lookup."""
+
     def source_of(self, node: Any) -> Source | None:
         """The line that made node."""
 

@@ -4,7 +4,7 @@ latest pass in detail over a graph alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,21 +35,18 @@ def with_twins(given: Captured, twins: dict[int, Any], host: Host) -> Captured:
     """given, each node's line and module the host's, else its twin's (a frozen twin's node
     record tells its own)."""
     if not twins:  # the host's own, called once a node (a big graph has 100,000s)
-        return replace(given, source_of=host.source_of,
-                       library_source_of=host.library_source_of)
+        return replace(given, lines_of=host.lines_of)
     modules = given.modules
     of_twins = {key: t.module if isinstance(t, Node) else modules.get(id(t))
                 for key, t in twins.items()}
     modules = {**{key: path for key, path in of_twins.items() if path is not None}, **modules}
 
-    def of_node_or_twin(line_of: Callable[[Any], Source | None], field: str
-                        ) -> Callable[[Any], Source | None]:
-        def of(node: Any) -> Source | None:
-            twin = twins.get(id(node))
-            return line_of(node) or (None if twin is None else getattr(twin, field)
-                                     if isinstance(twin, Node) else line_of(twin))
-        return of
+    def lines_of(node: Any) -> tuple[Source | None, Source | None]:
+        source, library = host.lines_of(node)
+        twin = twins.get(id(node))
+        if twin is None or (source and library):
+            return source, library
+        theirs = (twin.source, twin.library) if isinstance(twin, Node) else host.lines_of(twin)
+        return source or theirs[0], library or theirs[1]
 
-    return replace(given, modules=modules,
-                   source_of=of_node_or_twin(host.source_of, "source"),
-                   library_source_of=of_node_or_twin(host.library_source_of, "library"))
+    return replace(given, modules=modules, lines_of=lines_of)
