@@ -54,6 +54,20 @@ def test_modules_are_named_and_their_parameters_left_to_them() -> None:
     assert paths({"model": model, "layers": [model], "ps": [model.weight]}) == {}
 
 
+def test_a_model_s_plain_list_of_layers_names_them() -> None:
+    """`self.layers = [Layer(), Layer()]` (not a ModuleList): no module path reaches them,
+    the list does; the model's own parts and private state are left to it."""
+    net = torch.nn.Module()
+    layers = [torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]
+    net.layers = layers  # type: ignore[assignment]  # a plain list, as the example keeps
+    net.head = torch.nn.Linear(2, 1)
+    net._cache = [torch.nn.Linear(2, 2)]  # type: ignore[assignment]
+    net.w = leaf()  # type: ignore[assignment]  # a plain attribute: the model's own
+    found = paths({"net": net})
+    assert found == {"net.layers[0]": layers[0], "net.layers[1]": layers[1]}
+    assert paths({"net": net, "layer": layers[0]}) == {"net.layers[1]": layers[1]}
+
+
 def test_only_leaves_that_require_grad_are_named() -> None:
     data = [torch.zeros(3), leaf() * 2]  # a batch, an activation
     assert paths({"data": data}) == {}
@@ -367,3 +381,64 @@ def test_layers_that_train_themselves_in_a_method_keep_their_own_names(tmp_path:
     got = [row[column["layers[0].weight" if k < 3 else "layers[1].weight"]][0]
            for k, row in enumerate(steps["grads"])]
     assert got == pytest.approx(plain, rel=1e-6)
+
+
+# The real example keeps its layers in a plain list inside the model and trains them in a
+# loop: `layer` names layer 0's tensors, then layer 1's, while both live.
+LOOPED = """import json
+import torch
+
+
+class Layer(torch.nn.Linear):
+    def __init__(self, i, o):
+        super().__init__(i, o)
+        self.opt = torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    def train(self, x, target, steps):
+        for _ in range(steps):
+            loss = ((self.forward(x) - target) ** 2).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            NORMS.append(self.weight.grad.norm().item())
+        return self.forward(x).detach()
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [Layer(8, 8), Layer(8, 8)]  # a plain list: no module path reaches them
+
+    def train(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer.train(x * 10 ** (4 * i), torch.randn(32, 8) * 10 ** (-4 + 6 * i), 3)
+
+
+torch.manual_seed(0)
+NORMS = []
+net = Net()
+net.train(torch.randn(32, 8) * 1e-3)
+print(json.dumps(NORMS))
+"""
+
+
+def test_a_loop_variable_naming_each_layer_in_turn_leaves_each_its_own_row(
+        tmp_path: Path) -> None:
+    """`layer` names layer 0, then layer 1, while both live: each keeps the row it took
+    first (layer 1's under the path that reaches it inside the model's plain list), each
+    row its own layer's numbers, as python prints them."""
+    script = tmp_path / "ff_net.py"
+    script.write_text(LOOPED)
+    plain = json.loads(run_plain(script).stdout)
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    steps = json.loads(result.stdout)["steps"]
+    assert steps["leaves"] == ["layer.weight", "layer.bias", "net.layers[1].weight",
+                               "net.layers[1].bias"]
+    first, second = 0, 2
+    assert [row[first][0] for row in steps["grads"][:3]] == pytest.approx(plain[:3], rel=1e-6)
+    assert [row[second][0] for row in steps["grads"][3:]] == pytest.approx(plain[3:], rel=1e-6)
+    assert all(row[second] is None for row in steps["grads"][:3])  # no .grad yet
+    # layer 0's .grad stays as its last pass left it (python's last norm of it)
+    assert [row[first][0] for row in steps["grads"][3:]] == pytest.approx([plain[2]] * 3,
+                                                                         rel=1e-6)

@@ -127,6 +127,13 @@ def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
                         if type(f) is str)
         else:
             yield from ((f"{path}[{i}]", item) for i, item in enumerate(items))
+    elif issubclass(cls, torch.nn.Module):  # its lists, tuples and dicts of its own
+        attributes = _attributes(value)  # (not its parts: its module paths name those)
+        if attributes is not None:
+            for attribute, item in list(islice(dict.items(attributes), MAX_ITEMS)):
+                if type(attribute) is str and not attribute.startswith("_") \
+                        and issubclass(type(item), (list, tuple, dict)):
+                    yield f"{path}.{attribute}", item
     elif _plain_type(cls):
         attributes = _attributes(value)
         if attributes is not None:
@@ -161,6 +168,7 @@ def reached(roots: list[tuple[str, Any]], late: Sequence[tuple[str, Any]] = ()
             seen.add(id(value))
             if is_module(value):
                 modules.append(value)
+                todo.append((name, value, 0))  # a plain list of layers it keeps
             elif not is_tensor(value) and container(value):
                 todo.append((name, value, 0))
         looks = _search(todo, seen, found, looks)
@@ -197,6 +205,8 @@ def _search(todo: deque[tuple[str, Any, int]], seen: set[int], found: list[tuple
                     found.append((sub, item))
             elif is_module(item):
                 found.append((sub, item))
+                if depth + 1 < MAX_DEPTH:
+                    todo.append((sub, item, depth + 1))
             elif depth + 1 < MAX_DEPTH and container(item):
                 todo.append((sub, item, depth + 1))
     return looks

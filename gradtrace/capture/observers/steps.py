@@ -24,6 +24,7 @@ from ...model.spilled import SpilledRows
 from . import step_stats
 from .base import Observer, Part, PassState, Recording
 from .readback import Readback
+from .step_columns import ColumnsTaken
 from .step_rows import PENDING, SAME, resolved_rows, row_finite
 from .step_stats import Carried, Fingerprint, GradState, Scaled, grad_state
 
@@ -46,6 +47,7 @@ class StepLog(Observer):
         self.readback = Readback()  # reads the rows' numbers, in batches
         self.columns: dict[str, int] = {}  # leaf name -> its column
         self.leaf_ids: list[int] = []  # id() of each column's latest tensor: its module
+        self._taken = ColumnsTaken()  # which column each leaf took
         self._owners: list[str | None] = []  # a parameter's module, as its name says
         self.loss: list[float | None] = []
         self.optimizer_steps: list[int] = []
@@ -103,11 +105,8 @@ class StepLog(Observer):
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
         """Count every torch.optim optimizer step while the block runs (a public global hook)."""
-        handle = register_optimizer_step_post_hook(self._count)
-        try:
+        with register_optimizer_step_post_hook(self._count):  # its handle removes it
             yield
-        finally:
-            handle.remove()
 
     @never_compiled
     def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -120,21 +119,23 @@ class StepLog(Observer):
             or self._scaled
 
     def leaves_of(self, named: Named) -> list[tuple[str, torch.Tensor]]:
-        """The named leaves that require grad, each given its column."""
-        leaves = [(n, t) for n, t in named if t.is_leaf and t.requires_grad]
+        """The named leaves that require grad, each under the name of the column it takes."""
+        leaves = self._taken.names([(n, t) for n, t in named if t.is_leaf and t.requires_grad])
         summed: dict[torch.device, list[tuple[Fingerprint, torch.Tensor]]] = {}
         for name, t in leaves:
             column = self.columns.get(name)
             if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
+                self._taken.took(name, t)
                 self._owners.append(name.rpartition(".")[0]
                                     if isinstance(t, torch.nn.Parameter) else None)
                 first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
                 total = step_stats.sum_now(t)
                 if total is not None:
                     summed.setdefault(total.device, []).append((first, total))
-            else:  # the latest tensor under the name (bound again: a new model's)
+            elif self.leaf_ids[column] != id(t):  # bound again: a new model's
+                self._taken.took(name, t, self.leaf_ids[column])
                 self.leaf_ids[column] = id(t)
         for sums in summed.values():  # the values as first seen, read with the rows
             self.readback.later(torch.stack([total for _, total in sums]),
