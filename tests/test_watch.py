@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import SCENARIOS, as_read, invoke, write_script
+from helpers import SCENARIOS, as_read, invoke, show_json, write_script
 from plain_python import run_gradtrace, start_gradtrace
 from steps_fixtures import loop_trace, steps_of
 
@@ -511,6 +511,14 @@ def test_a_nan_loss_in_a_light_pass_is_chased_though_the_run_ends_before_a_batch
     assert invoke("watch", script, "--log", log).exit_code == 0
     told = [(r["code"], r["step"]) for r in _records(log) if r["kind"] == "finding"]
     assert ("nan-value", 3) in told and "nan-gradient" in [code for code, _ in told], told
+    # the pass in detail is the 4th: it says the gradients first turned non-finite in pass 3
+    (first, *_) = [r["message"] for r in _records(log)
+                   if r["kind"] == "finding" and r["code"] == "nan-gradient"]
+    assert first.startswith("pass 4: ") and first.endswith(
+        "(pass 4 is the first pass in detail since pass 3, where a .grad first turned "
+        "non-finite: `gradtrace show SCRIPT --pass 3` records that one in detail)"), first
+    shown = [f["message"] for f in show_json(script)["findings"] if f["code"] == "nan-gradient"]
+    assert shown[0].startswith("pass 3: ") and "first pass in detail since" not in shown[0]
     healthy = write_script(tmp_path, NAN_SAMPLE_AT_3.replace('float("nan")', "0.5"), "ok.py")
     assert invoke("watch", healthy, "--log", tmp_path / "ok.jsonl").exit_code == 0
     assert not [r for r in _records(tmp_path / "ok.jsonl") if r["kind"] == "finding"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..model.gradients import hook_replaced, same_gradient
@@ -352,9 +353,34 @@ def nan_origins(trace: Trace, carried: dict[int, frozenset[str] | None] | None =
         if kept is None or _unasked(carried, kept[0]) and not _unasked(carried, number):
             told[found.node] = (number, found)
     # only the passes recorded in detail have a flow: a light one's is not known
-    return [replace(f, message=f"{f.message} (the same in {_others(others)} recorded in "
-                    "detail)") if (others := [n for n in passes[node] if n != number]) else f
+    rows = trace.steps.grads if trace.steps is not None else ()
+
+    def light_and_finite(row: int) -> bool | None:  # a pass in detail tells its own
+        return True if trace.passes[row].flow else all(g is None or g.finite for g in rows[row])
+
+    return [after_light(replace(f, message=f"{f.message} (the same in {_others(others)} "
+                                "recorded in detail)") if (others := [
+                                    n for n in passes[node] if n != number]) else f,
+                        number, first_not_finite(light_and_finite,
+                                                 min(number - 1, len(rows))))
             for node, (number, f) in told.items()]
+
+
+def first_not_finite(finite: Callable[[int], bool | None], end: int) -> int | None:
+    """The first pass (1-based) of the first `end` whose row read a .grad not finite (finite:
+    a row's verdict by 0-based row, None when not read; a pass in detail's: True, it tells
+    its own); None: none."""
+    return next((row + 1 for row in range(end) if finite(row) is False), None)
+
+
+def after_light(found: Finding, number: int, earlier: int | None) -> Finding:
+    """found, of pass `number` in detail, told as the first pass in detail after the light
+    pass `earlier` where a .grad first turned non-finite (None: none did before)."""
+    if earlier is None:
+        return found
+    return replace(found, message=f"{found.message} (pass {number} is the first pass in "
+                   f"detail since pass {earlier}, where a .grad first turned non-finite: "
+                   f"`gradtrace show SCRIPT --pass {earlier}` records that one in detail)")
 
 
 def _unasked(carried: dict[int, frozenset[str] | None], number: int) -> bool:

@@ -26,12 +26,14 @@ class NanGradients(Observer):
         super().__init__(recorder)
         self._waiting: dict[int, tuple[int, RawPass]] = {}  # row -> (pass number, pass)
         self._judged = 0
+        self._in_detail: set[int] = set()  # the rows of passes in detail: they tell their own
 
     def finish(self, p: PassState) -> None:
         record = p.record
         if self.recorder.options.listener is not None and p.detailed and record.flow \
                 and record.row is not None and self._judged < JUDGED:
             self._waiting[record.row] = (p.number, record)
+            self._in_detail.add(record.row)
 
     def read(self, end: int, finite: Callable[[int], bool | None]) -> list[Finding]:
         """The rows before `end` were read: the nan-gradient of each pass in detail whose
@@ -43,7 +45,8 @@ class NanGradients(Observer):
                 continue
             self._judged += 1
             graph = self.recorder.frozen_of(replace(p, flow=dict(p.flow)))
-            origin = nan_gradient_of(p, graph, number, self.recorder.script.path)
+            origin = nan_gradient_of(p, graph, number, self.recorder.script.path,
+                                     lambda r: True if r in self._in_detail else finite(r))
             if origin is not None:  # the run's first: later passes only repeat it
                 found.append(origin)
                 self._judged = JUDGED
