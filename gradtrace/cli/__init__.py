@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from ..capture.script.scenario_thread import ProcessEnd
 from ..compat.cpython import exit_status, run_exit_handlers
 from . import check, diff, dot, examples, show, steps, watch  # noqa: F401  (each module registers its command)
 from .core import ExitCode, app
@@ -24,6 +25,7 @@ def main() -> None:
     """Console entry point."""
     signal.signal(signal.SIGTERM, _terminated)
     main_thread_streams()
+    ProcessEnd.frees = True  # _leave() ends it by os._exit
     try:
         app()
         status = 0
