@@ -61,25 +61,14 @@ class NonFiniteBirths(Observer):
         # the birth told without its line: (the fact, its node, its graph's signature, the
         # node's place in it, how many nodes it has)
         self._untraced: tuple[NonFiniteBorn, Any, int, int, int] | None = None
-        # the roots promotes() asked of, and those not finite: start() asks no more
-        self._checked: tuple[list[Any], list[torch.Tensor]] | None = None
-
-    def promotes(self, roots: list[Any]) -> bool:
-        """Whether a pass planned light is recorded in detail after all: its root is the
-        run's first not finite, known before its backward on the CPU (a GPU's is not asked:
-        no wait), so the pass where a NaN or Inf came in has its flow."""
-        self._checked = roots, [] if self.told else bad_roots(roots, any_device=False)
-        return bool(self._checked[1])
 
     def start(self, p: PassState) -> None:
-        checked, self._checked = self._checked, None
         if p.record.batched or (self.told and not p.detailed):
             return
         if p.detailed and not p.may_wait and any(
                 isinstance(r, torch.Tensor) and not r.is_cpu for r in p.roots):
             p.record.carriers = None  # unknown: asking would wait for the device
-        roots = checked[1] if checked is not None and checked[0] is p.roots \
-            and not p.may_wait else bad_roots(p.roots, any_device=p.may_wait)
+        roots = bad_roots(p.roots, any_device=p.may_wait)
         if not roots:
             return
         found = search(roots, p.nodes, p.edges, self._recomputes)

@@ -30,7 +30,6 @@ from ..naming.names import ScenarioNames
 from ..naming.roots import named_tensors, names_of
 from ..naming.where import running_line
 from ..observers.base import Ending, Host, Observer, PassState, Patch, with_parts
-from ..observers.births import NonFiniteBirths
 from ..observers.gate import Gate
 from ..observers.grad_graph import GradGraph
 from ..observers.marks import Marks
@@ -177,7 +176,7 @@ class Recorder:
         number = len(self.passes) + 1
         new_graph = self.plan.new_graph(signature)
         detailed = self.plan.next or self.plan.asked_for(number) or bool(self.marks.hooked) \
-            or new_graph or self._observer(NonFiniteBirths).promotes(roots)
+            or new_graph
         self.names.look(caller_frame())
         named, leaves_only = self.names.for_pass(
             walked.order, not detailed and not self._observer(SecondDerivatives).pending, line)
