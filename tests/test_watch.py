@@ -511,17 +511,45 @@ def test_a_nan_loss_in_a_light_pass_is_chased_though_the_run_ends_before_a_batch
     assert invoke("watch", script, "--log", log).exit_code == 0
     told = [(r["code"], r["step"]) for r in _records(log) if r["kind"] == "finding"]
     assert ("nan-value", 3) in told and "nan-gradient" in [code for code, _ in told], told
-    # the pass in detail is the 4th: it says the gradients first turned non-finite in pass 3
+    # the pass in detail is the 4th: it says the gradients turned non-finite in pass 3
     (first, *_) = [r["message"] for r in _records(log)
                    if r["kind"] == "finding" and r["code"] == "nan-gradient"]
     assert first.startswith("pass 4: ") and first.endswith(
-        "(pass 4 is the first pass in detail since pass 3, where a .grad first turned "
-        "non-finite: `gradtrace show SCRIPT --pass 3` records that one in detail)"), first
+        "(pass 4 is the first pass in detail since pass 3, where a .grad turned non-finite: "
+        "`gradtrace show SCRIPT --pass 3` records that one)"), first
     shown = [f["message"] for f in show_json(script)["findings"] if f["code"] == "nan-gradient"]
     assert shown[0].startswith("pass 3: ") and "first pass in detail since" not in shown[0]
     healthy = write_script(tmp_path, NAN_SAMPLE_AT_3.replace('float("nan")', "0.5"), "ok.py")
     assert invoke("watch", healthy, "--log", tmp_path / "ok.jsonl").exit_code == 0
     assert not [r for r in _records(tmp_path / "ok.jsonl") if r["kind"] == "finding"]
+
+
+# pass 40's and pass 100's sqrt at 0 make a .grad NaN (a finite loss); the step is skipped
+# then, as GradScaler skips it: pass 100's NaN is born in pass 100 itself
+SKIPPED_AT_40_BORN_AT_100 = """import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(100):
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    opt.zero_grad()
+    scale = 0.0 if step in (39, 99) else 1.0
+    loss = torch.nn.functional.mse_loss(model(x), y) \\
+        + 1e-3 * torch.sqrt(model[0].weight.pow(2).sum() * scale)
+    loss.backward()
+    if all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()):
+        opt.step()
+"""
+
+
+def test_a_nan_born_in_its_own_pass_names_no_earlier_pass(tmp_path: Path) -> None:
+    """The twin of the test above: pass 100's NaN is its own (born at SqrtBackward0), long
+    after light pass 40's: its finding says nothing of pass 40."""
+    script = write_script(tmp_path, SKIPPED_AT_40_BORN_AT_100, "skip.py")
+    shown = [f["message"] for f in show_json(script)["findings"] if f["code"] == "nan-gradient"]
+    assert shown == [shown[0]] and shown[0].startswith(
+        "pass 100: the first non-finite gradient is born at SqrtBackward0"), shown
+    assert "since pass" not in shown[0]
 
 
 IN_PLACE_IN_FORWARD = """import torch

@@ -353,34 +353,26 @@ def nan_origins(trace: Trace, carried: dict[int, frozenset[str] | None] | None =
         if kept is None or _unasked(carried, kept[0]) and not _unasked(carried, number):
             told[found.node] = (number, found)
     # only the passes recorded in detail have a flow: a light one's is not known
-    rows = trace.steps.grads if trace.steps is not None else ()
-
-    def light_and_finite(row: int) -> bool | None:  # a pass in detail tells its own
-        return True if trace.passes[row].flow else all(g is None or g.finite for g in rows[row])
-
-    return [after_light(replace(f, message=f"{f.message} (the same in {_others(others)} "
-                                "recorded in detail)") if (others := [
-                                    n for n in passes[node] if n != number]) else f,
-                        number, first_not_finite(light_and_finite,
-                                                 min(number - 1, len(rows))))
+    return [replace(f, message=f"{f.message} (the same in {_others(others)} recorded in "
+                    "detail)") if (others := [n for n in passes[node] if n != number]) else f
             for node, (number, f) in told.items()]
 
 
-def first_not_finite(finite: Callable[[int], bool | None], end: int) -> int | None:
-    """The first pass (1-based) of the first `end` whose row read a .grad not finite (finite:
-    a row's verdict by 0-based row, None when not read; a pass in detail's: True, it tells
-    its own); None: none."""
-    return next((row + 1 for row in range(end) if finite(row) is False), None)
+def light_run(light_not_finite: Callable[[int], bool], end: int) -> int | None:
+    """The first pass (1-based) of the unbroken run of light passes whose rows read a .grad
+    not finite, just before the 0-based row `end` (None: the pass before is not one)."""
+    row = end
+    while row > 0 and light_not_finite(row - 1):
+        row -= 1
+    return row + 1 if row < end else None
 
 
-def after_light(found: Finding, number: int, earlier: int | None) -> Finding:
-    """found, of pass `number` in detail, told as the first pass in detail after the light
-    pass `earlier` where a .grad first turned non-finite (None: none did before)."""
-    if earlier is None:
-        return found
-    return replace(found, message=f"{found.message} (pass {number} is the first pass in "
-                   f"detail since pass {earlier}, where a .grad first turned non-finite: "
-                   f"`gradtrace show SCRIPT --pass {earlier}` records that one in detail)")
+def _after_light(found: Finding, i: int, since: int | None) -> Finding:
+    """found, of pass i in detail, where the NaN came from before its backward: told as the
+    first pass in detail after light pass `since`, where the .grads turned non-finite."""
+    return found if since is None else replace(found, message=(
+        f"{found.message} (pass {i} is the first pass in detail since pass {since}, where a "
+        f".grad turned non-finite: `gradtrace show SCRIPT --pass {since}` records that one)"))
 
 
 def _unasked(carried: dict[int, frozenset[str] | None], number: int) -> bool:
@@ -397,33 +389,41 @@ def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str] | None
                           ) -> list[tuple[int, Finding]]:
     """(pass number, finding) for each pass whose gradients turned non-finite."""
     findings: list[tuple[int, Finding]] = []
+    rows = trace.steps.grads if trace.steps is not None else ()
+
+    def light_not_finite(row: int) -> bool:
+        return row < len(rows) and not trace.passes[row].flow \
+            and not all(g is None or g.finite for g in rows[row])
+
     for i, p in enumerate(trace.passes, 1):
-        found = pass_nan_origin(i, p, trace, carried.get(i, frozenset()))
+        found = pass_nan_origin(i, p, trace, carried.get(i, frozenset()),
+                                light_run(light_not_finite, i - 1) if p.flow else None)
         if found is not None:
             findings.append((i, found))
     return findings
 
 
-def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str] | None
-                    ) -> Finding | None:
+def pass_nan_origin(i: int, p: Pass, trace: Trace, carried: frozenset[str] | None,
+                    since: int | None = None) -> Finding | None:
     """Where pass i's first non-finite gradient was born (None: its flow is finite), on
     trace's graph (carried: its nodes whose saved forward values were not finite; None: not
-    asked, a watched pass on a GPU)."""
+    asked, a watched pass on a GPU; since: see light_run, told of a NaN from before)."""
     if _all_finite(p):  # the common case, told without sorting 100,000s of entries
         return None
     for node_id, f in sorted(p.flow.items(), key=lambda kv: kv[1].position):
         if not all(_finite(g) for g in f.grad_outputs):
             if f.position == 0:
-                return NAN_GRADIENT.finding(
+                return _after_light(NAN_GRADIENT.finding(
                     f"pass {i}: the gradient given to backward is already non-finite",
-                    node=node_id)
+                    node=node_id), i, since)
             return None
         bad = [k for k, g in enumerate(f.grad_inputs) if not _finite(g)]
         if bad:
             if carried is None:
-                return _unasked_nan(i, p, node_id, bad, trace)
-            return _forward_nan(i, p, node_id, bad, trace) if node_id in carried else \
-                _nan_finding(i, p, node_id, bad, trace)
+                return _after_light(_unasked_nan(i, p, node_id, bad, trace), i, since)
+            # born here, of this op's derivative: what came before is not its cause
+            return _after_light(_forward_nan(i, p, node_id, bad, trace), i, since) \
+                if node_id in carried else _nan_finding(i, p, node_id, bad, trace)
     return None
 
 

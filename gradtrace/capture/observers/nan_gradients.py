@@ -26,7 +26,7 @@ class NanGradients(Observer):
         super().__init__(recorder)
         self._waiting: dict[int, tuple[int, RawPass]] = {}  # row -> (pass number, pass)
         self._judged = 0
-        self._in_detail: set[int] = set()  # the rows of passes in detail: they tell their own
+        self._in_detail: set[int] = set()  # the rows of passes in detail (not light)
 
     def finish(self, p: PassState) -> None:
         record = p.record
@@ -46,7 +46,7 @@ class NanGradients(Observer):
             self._judged += 1
             graph = self.recorder.frozen_of(replace(p, flow=dict(p.flow)))
             origin = nan_gradient_of(p, graph, number, self.recorder.script.path,
-                                     lambda r: True if r in self._in_detail else finite(r))
+                                     lambda r: r not in self._in_detail and finite(r) is False)
             if origin is not None:  # the run's first: later passes only repeat it
                 found.append(origin)
                 self._judged = JUDGED
