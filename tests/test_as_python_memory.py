@@ -159,3 +159,39 @@ def test_objects_the_host_froze_stay_frozen(tmp_path: Path) -> None:
         assert gc.get_freeze_count() > frozen // 2  # (some died since; unfrozen: none)
     finally:
         gc.unfreeze()
+
+
+# The CLI (by os._exit) leaves a run's cycles uncollected as it ends; a run after it in the
+# same process (`check` and `diff` run several) collects them first, the collector on.
+CLI_RUNS = """import sys
+from gradtrace.capture.runner import run_scenario
+from gradtrace.capture.script.scenario_thread import ProcessEnd
+ProcessEnd.by_os_exit = True
+for script in sys.argv[1:]:
+    run_scenario(script)
+"""
+HOLDS = """import builtins, weakref, torch
+w = torch.zeros(1000, requires_grad=True)
+def helper():  # the module's globals are a reference cycle through this function
+    return w
+(helper() * 2).sum().backward()
+builtins.FIRST = weakref.ref(w)
+"""
+ASKS = """import builtins, gc, torch
+with open("asked.txt", "w") as out:  # (what a run prints is its trace's)
+    out.write(f"{builtins.FIRST() is None} {gc.isenabled()}")
+x = torch.ones(2, requires_grad=True)
+(x * 3).sum().backward()
+"""
+
+
+def test_a_run_after_one_the_cli_left_uncollected_frees_its_cycles_first(
+        tmp_path: Path) -> None:
+    driver = write_script(tmp_path, CLI_RUNS, "driver.py")
+    first, second = write_script(tmp_path, HOLDS, "a.py"), write_script(tmp_path, ASKS, "b.py")
+    run = subprocess.run([sys.executable, driver, first, second], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    assert run.returncode == 0, run.stderr
+    # a.py's tensor freed, the collector on
+    assert (tmp_path / "asked.txt").read_text().split() == ["True", "True"]

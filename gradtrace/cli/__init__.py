@@ -25,7 +25,7 @@ def main() -> None:
     """Console entry point."""
     signal.signal(signal.SIGTERM, _terminated)
     main_thread_streams()
-    ProcessEnd.frees = True  # _leave() ends it by os._exit
+    ProcessEnd.by_os_exit = True  # _leave() ends the process so
     try:
         app()
         status = 0

@@ -31,12 +31,13 @@ Result = TypeVar("Result")
 
 
 class ProcessEnd:
-    """Whether the process ends by os._exit once its command is done (the CLI's): then a run
-    leaves what it holds in reference cycles to that exit, and the collector stays off after
-    it. A collection as it ends would look at the whole trace built (~0.2 s a 100,000
-    nodes) only to free what the exit frees."""
+    """Whether the process ends by os._exit once its command is done (the CLI): a run's last
+    collection is then left to the next run (or to that exit), the collector off meanwhile."""
 
-    frees = False
+    # a collection as a run ends would look at the whole trace built (~0.2 s a 100,000
+    # nodes) only to free what the exit frees
+    by_os_exit = False
+    owed = False  # a run left its cycles uncollected: the next one collects them first
 
 
 class TimeUp(BaseException):
@@ -252,22 +253,26 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
         # `python` (they inherit the flag from this thread; the run waits for them).
         make_non_daemon(threading.current_thread())
         # What the run leaves in reference cycles (a deep graph among it) is freed on this
-        # big stack: freed by the collector on another thread's stack, it overflows it. The
+        # big stack (or never, see ProcessEnd): freed by the collector on another thread's
+        # stack, it overflows it. The
         # objects older than the run are set aside meanwhile, so that collection looks at
         # the run's objects only (a full one costs ~0.1 s once torch is imported). Not when
         # the host froze some itself (a notebook's): unfreezing would undo its own.
+        if ProcessEnd.owed:  # `check` and `diff` run several: the run before's cycles
+            gc.enable()  # are freed here, before this run's objects are set aside
+            gc.collect()
+            ProcessEnd.owed = False
         ours = not gc.get_freeze_count()
         if ours:
             gc.freeze()
-        if ProcessEnd.frees:  # off since the last run (`check` runs several): on for this one
-            gc.enable()
         try:
             result.append(work())
         except BaseException as exc:  # handed to the caller's thread, re-raised there
             error.append(exc)
         finally:
-            if ProcessEnd.frees:
-                gc.disable()  # the cycles are never freed on a smaller stack either
+            if ProcessEnd.by_os_exit:
+                gc.disable()  # its cycles are not freed on a smaller stack either
+                ProcessEnd.owed = True
             else:
                 gc.collect()
             if ours:
