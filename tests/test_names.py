@@ -57,7 +57,10 @@ def test_modules_are_named_and_their_parameters_left_to_them() -> None:
 def test_a_model_s_plain_list_of_layers_names_them() -> None:
     """`self.layers = [Layer(), Layer()]` (not a ModuleList): no module path reaches them,
     the list does; the model's own parts and private state are left to it."""
-    net = torch.nn.Module()
+    class Net(torch.nn.Module):  # the code's own module (torch's are not looked into)
+        pass
+
+    net = Net()
     layers = [torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]
     net.layers = layers  # type: ignore[assignment]  # a plain list, as the example keeps
     net.head = torch.nn.Linear(2, 1)
@@ -66,6 +69,12 @@ def test_a_model_s_plain_list_of_layers_names_them() -> None:
     found = paths({"net": net})
     assert found == {"net.layers[0]": layers[0], "net.layers[1]": layers[1]}
     assert paths({"net": net, "layer": layers[0]}) == {"net.layers[1]": layers[1]}
+    # torch's own modules are not looked into (a Conv2d's stride …): the search's budget
+    # still reaches a name past 128 of them
+    w = leaf()
+    convs = [[torch.nn.Conv2d(1, 1, 3) for _ in range(MAX_ITEMS)] for _ in range(2)]
+    assert 'cfg["opt"]["ws"][0]' in paths({"a": convs[0], "b": convs[1],
+                                           "cfg": {"opt": {"ws": [w]}}})
 
 
 def test_only_leaves_that_require_grad_are_named() -> None:

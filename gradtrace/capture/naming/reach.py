@@ -1,7 +1,8 @@
 """Names through containers: the leaves and nn.Modules a scenario keeps only inside lists,
-tuples, dicts and attributes of its own plain objects (`params[0]`, `cfg["w"]`,
-`agent.critic`), found breadth-first from its named objects, so the shortest path names
-each; bounded in depth and in the objects looked at, so naming stays cheap in a loop."""
+tuples, dicts and attributes of its own plain objects and in lists of its own modules
+(`params[0]`, `cfg["w"]`, `agent.critic`, `net.layers[0]`), found breadth-first from its
+named objects, so the shortest path names each; bounded in depth and in the objects looked
+at, so naming stays cheap in a loop."""
 
 from __future__ import annotations
 
@@ -66,10 +67,16 @@ def _plain_type(cls: type) -> bool:
 
 def _plain_now(cls: type) -> bool:
     try:
-        home = type.__dict__["__module__"].__get__(cls)
         return bool(type.__dict__["__dictoffset__"].__get__(cls)) \
-            and not issubclass(cls, _NOT_PLAIN) \
-            and str(home).partition(".")[0] not in _FOREIGN
+            and not issubclass(cls, _NOT_PLAIN) and _own(cls)
+    except Exception:  # a class that defies reading: not looked into
+        return False
+
+
+def _own(cls: type) -> bool:
+    """Whether cls is the user's (not the stdlib's, torch's, numpy's …), as type reads it."""
+    try:
+        return str(type.__dict__["__module__"].__get__(cls)).partition(".")[0] not in _FOREIGN
     except Exception:  # a class that defies reading: not looked into
         return False
 
@@ -108,7 +115,7 @@ def _attributes(value: Any) -> dict[str, Any] | None:
 
 def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
     """The (path, object) pairs one step inside value: items of a list, tuple or dict,
-    fields of a named tuple, attributes of a plain object."""
+    fields of a named tuple, attributes of a plain object, containers a user's module holds."""
     cls = type(value)
     if issubclass(cls, dict):
         if dict.__len__(value) <= MAX_ITEMS:
@@ -127,9 +134,9 @@ def _inside(path: str, value: Any) -> Iterator[tuple[str, Any]]:
                         if type(f) is str)
         else:
             yield from ((f"{path}[{i}]", item) for i, item in enumerate(items))
-    elif issubclass(cls, torch.nn.Module):  # its lists, tuples and dicts of its own
-        attributes = _attributes(value)  # (not its parts: its module paths name those)
-        if attributes is not None:
+    elif issubclass(cls, torch.nn.Module):  # a user's: its lists, tuples and dicts (not
+        attributes = _attributes(value) if _own(cls) else None  # its parts: its paths name
+        if attributes is not None:  # those; not torch's modules' settings, Conv2d's stride)
             for attribute, item in list(islice(dict.items(attributes), MAX_ITEMS)):
                 if type(attribute) is str and not attribute.startswith("_") \
                         and issubclass(type(item), (list, tuple, dict)):
