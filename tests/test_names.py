@@ -451,3 +451,40 @@ def test_a_loop_variable_naming_each_layer_in_turn_leaves_each_its_own_row(
     # layer 0's .grad stays as its last pass left it (python's last norm of it)
     assert [row[first][0] for row in steps["grads"][3:]] == pytest.approx([plain[2]] * 3,
                                                                          rel=1e-6)
+
+
+# Three live models under names that roll on each step: `older, old, model = old, model, new`
+ROLLING = """import json
+import torch
+
+torch.manual_seed(0)
+x = torch.randn(16, 4)
+NORMS = []
+older = old = None
+model = torch.nn.Linear(4, 2)
+for step in range(4):
+    older, old, model = old, model, torch.nn.Linear(4, 2)
+    for m, k in ((model, 1.0), (old, 2.0), (older, 3.0)):
+        if m is not None:
+            m.zero_grad()
+            (m(x) * k).pow(2).sum().backward()
+            NORMS.append(m.weight.grad.norm().item())
+print(json.dumps(NORMS))
+"""
+
+
+def test_names_that_roll_over_live_models_give_each_model_its_own_row(tmp_path: Path) -> None:
+    """Each pass's .grad is in the row of the model it is (each row one model's, never two in
+    one pass): a model that lost its name to another goes on under its name now, or under
+    NAME#K with K on its module's part when that is taken too."""
+    script = tmp_path / "rolling.py"
+    script.write_text(ROLLING)
+    plain = json.loads(run_plain(script).stdout)
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    steps = json.loads(result.stdout)["steps"]
+    weights = [c for c, name in enumerate(steps["leaves"]) if name.endswith(".weight")]
+    assert "old#2.weight" in steps["leaves"]
+    for row, norm in zip(steps["grads"], plain, strict=True):  # the one column that moved
+        assert [c for c in weights if row[c] is not None
+                and row[c][0] == pytest.approx(norm, rel=1e-6)], (row, norm)

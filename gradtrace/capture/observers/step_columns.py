@@ -4,30 +4,62 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
+from itertools import count
 
 import torch
 
+Taken = tuple["weakref.ref[torch.Tensor]", str]  # a leaf, weakly, and its column's name
+
 
 class ColumnsTaken:
-    """The column (by its name) each leaf tensor took, while it lives."""
+    """The column (by its name) each leaf tensor took, while it lives; each column's leaf."""
 
     def __init__(self) -> None:
-        self._taken: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
+        self._taken: dict[int, Taken] = {}  # id(leaf) -> the leaf and its column
+        self._holder: dict[str, int] = {}  # a column -> id() of the leaf it holds
 
     def names(self, leaves: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
-        """leaves, each under its column's name: the column it took, unless another leaf of
-        these is named so now (`old = model; model = Net()`: the new model's leaves take the
-        columns; the old ones go on under their names now)."""
-        columns = [k[1] if (k := self._taken.get(id(t))) is not None and k[0]() is t else None
-                   for _, t in leaves]
-        by_name = {name for (name, _), column in zip(leaves, columns, strict=True)
-                   if column is None}  # the names that new leaves take their columns by
-        return [(name if column is None or column != name and column in by_name else column, t)
-                for (name, t), column in zip(leaves, columns, strict=True)]
+        """leaves, each under its column's name, no column twice: a new leaf's is its name's;
+        a known one keeps its own unless a new leaf takes it by name (`old = model; model =
+        Net()`), then goes on under its name now, else under NAME#K."""
+        known: list[Taken | None] = [k if (k := self._taken.get(id(t))) is not None
+                                     and k[0]() is t else None for _, t in leaves]
+        claimed = {name for (name, _), k in zip(leaves, known, strict=True)
+                   if k is None or k[1] == name}
+        out = []
+        for (name, t), k in zip(leaves, known, strict=True):
+            column = name
+            if k is not None and k[1] != name:
+                column = next(c for c in self._choices(k[1], name) if c not in claimed)
+                claimed.add(column)
+            if k is None or k[1] != column:
+                self._take(column, t, k)
+            out.append((column, t))
+        return out
 
-    def took(self, column: str, t: torch.Tensor, before: int | None = None) -> None:
-        """The column took t (before: the id of the tensor it held until now)."""
-        if before is not None and (k := self._taken.get(before)) is not None \
-                and k[1] == column:
+    def _choices(self, own: str, name: str) -> Iterator[str]:
+        """A moved leaf's columns, by preference: its own, its name's, then NAME#2, NAME#3 …
+        with K on its module's part (`old#2.weight`), each one no other live leaf holds."""
+        yield own
+        owner, dot, attribute = name.rpartition(".")
+        for k in count(1):
+            column = f"{owner}#{k}{dot}{attribute}" if k > 1 and owner else \
+                f"{name}#{k}" if k > 1 else name
+            if self._held(column) is None:
+                yield column
+
+    def _held(self, column: str) -> torch.Tensor | None:
+        taken = self._taken.get(self._holder.get(column, 0))
+        return taken[0]() if taken is not None and taken[1] == column else None
+
+    def _take(self, column: str, t: torch.Tensor, known: Taken | None) -> None:
+        """t takes column (known: its own before, if any); the leaf that held it lets go."""
+        before = self._holder.get(column)
+        if before is not None and (was := self._taken.get(before)) is not None \
+                and was[1] == column:
             del self._taken[before]
+        if known is not None:
+            self._holder.pop(known[1], None)
         self._taken[id(t)] = (weakref.ref(t), column)
+        self._holder[column] = id(t)

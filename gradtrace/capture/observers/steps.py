@@ -87,11 +87,12 @@ class StepLog(Observer):
     def finish(self, p: PassState) -> None:
         p.record.row = self._base + len(self.rows)
         leaves, untouched, carried = self._pass
-        if p.swapped:
-            leaves = [(name, p.swapped.get(name, t)) for name, t in leaves]
+        if p.swapped:  # by the names the pass gave (not its columns': they may be others)
+            now = {id(t): p.swapped[n] for n, t in p.named if n in p.swapped}
             for name, t in leaves:
-                if name in p.swapped:  # its module is the latest tensor's
-                    self.leaf_ids[self.columns[name]] = id(t)
+                if id(t) in now:  # its module is the latest tensor's
+                    self.leaf_ids[self.columns[name]] = id(now[id(t)])
+            leaves = [(name, now.get(id(t), t)) for name, t in leaves]
         # inside torch.func transforms the root is a batched wrapper: no loss read
         self.add(leaves, untouched, carried, () if p.record.batched else p.roots)
         self.closure_call.append(p.record.closure_call)
@@ -127,15 +128,13 @@ class StepLog(Observer):
             if column is None:
                 self.columns[name] = len(self.columns)
                 self.leaf_ids.append(id(t))
-                self._taken.took(name, t)
                 self._owners.append(name.rpartition(".")[0]
                                     if isinstance(t, torch.nn.Parameter) else None)
                 first = self._first[name] = [weakref.ref(t), tensor_version(t), None]
                 total = step_stats.sum_now(t)
                 if total is not None:
                     summed.setdefault(total.device, []).append((first, total))
-            elif self.leaf_ids[column] != id(t):  # bound again: a new model's
-                self._taken.took(name, t, self.leaf_ids[column])
+            else:  # the latest tensor under the name (bound again: a new model's)
                 self.leaf_ids[column] = id(t)
         for sums in summed.values():  # the values as first seen, read with the rows
             self.readback.later(torch.stack([total for _, total in sums]),
