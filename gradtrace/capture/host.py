@@ -55,10 +55,11 @@ class ScriptHost:
 
     def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
         """The line that made node, and the line of a library's model code (transformers…)
-        below it, if one did. Inside a compiled function no line runs as such: its region's
-        line is the first of the script's that its graph differentiates, as torch noted it
-        (a compiled module's region is the line that called the module); no library line."""
+        below it, if one did."""
         if is_compiled_region(node) and id(node) not in self.tracker.owner:
+            # no line runs as such in a compiled function: its region's is the first of the
+            # script's that its graph differentiates, as torch noted it (a compiled module's:
+            # the line that called the module); no library line
             innermost = [next((where for where in reversed(frames) if self.names.owns(where[0])),
                               None) for frames in compiled_region_frames(node)]
             first = next((where for where in reversed(innermost) if where is not None), None)
@@ -68,10 +69,6 @@ class ScriptHost:
     def source_of(self, node: Any) -> Source | None:
         """The line that made node (lines_of's first)."""
         return self.lines_of(node)[0]
-
-    def library_source_of(self, node: Any) -> Source | None:
-        """The line of a library's model code that made node (lines_of's second)."""
-        return self.lines_of(node)[1]
 
     def module_of(self, node: Any) -> str | None:
         """The dotted path of the named nn.Module whose forward made node (None: a forward

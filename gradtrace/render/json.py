@@ -28,9 +28,8 @@ def json_text(value: Any, **options: Any) -> str:
 
 
 def _encoder(ascii_only: bool) -> Callable[[Iterable[Any]], Iterable[str]]:
-    """Each item's JSON text: json's C encoder made once, and called through map, with no
-    Python call an item (json.dumps with options makes a new encoder per call, a third of the
-    time for 100,000s of small items)."""
+    """Each item's JSON text: json's C encoder made once and called through map (json.dumps
+    with options makes a new encoder per call: a third of the time for 100,000s of items)."""
     c_make_encoder = getattr(json_encoder, "c_make_encoder", None)  # not in typeshed
     if c_make_encoder is None:  # a Python without the C accelerator
         return lambda items: (json.dumps(value, ensure_ascii=ascii_only, allow_nan=False)

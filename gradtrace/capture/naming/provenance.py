@@ -248,9 +248,8 @@ class LineLog:
         return [place for place in self.places if self._owned.get(place[0]) == _OWN]
 
     def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
-        """The scenario line that made node (the one that called the library code that did;
-        None for a leaf, or when no line is known), and the line of a library's model code
-        below it (None when the scenario's own line did)."""
+        """The scenario line that made node (None: a leaf, or no line known), and the line of a
+        library's model code below it (None: the scenario's own line made it)."""
         i = self._entry(node)
         if i is None:
             return None, None

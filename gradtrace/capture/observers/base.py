@@ -15,7 +15,7 @@ from ...extract.frozen import FrozenGraph
 from ...extract.tensors import Named
 from ...extract.walk import RawEdge
 from ...model.facts import Fact
-from ...model.records import Source
+from ...model.records import Node, Source
 from ..options import CaptureOptions
 from .gate import Gate
 from .marks import Marks
@@ -33,13 +33,10 @@ class Host(Protocol):
     """What the recorder asks of the session it records for."""
 
     def lines_of(self, node: Any) -> tuple[Source | None, Source | None]:
-        """source_of's and library_source_of's, from one lookup."""
+        """The line that made node, and the line of a library's model code below it."""
 
     def source_of(self, node: Any) -> Source | None:
-        """The line that made node."""
-
-    def library_source_of(self, node: Any) -> Source | None:
-        """The line of a library's model code that made node, below source_of's."""
+        """The line that made node (lines_of's first)."""
 
     def module_of(self, node: Any) -> str | None:
         """The dotted path of the nn.Module whose forward made node, when known now."""
@@ -60,6 +57,16 @@ class Host(Protocol):
 
     def detail(self, on: bool) -> None:
         """Whether the forwards from now on are noted in detail (lines, modules)."""
+
+
+def lines_made(host: Host, node: Any, twin: Any) -> tuple[Source | None, Source | None]:
+    """The line and the library's line that made node, as the host knows them, else as its
+    twin's (a frozen twin's node record says its own)."""
+    source, library = host.lines_of(node)
+    if twin is None or (source and library):
+        return source, library
+    theirs = (twin.source, twin.library) if isinstance(twin, Node) else host.lines_of(twin)
+    return source or theirs[0], library or theirs[1]
 
 
 class Recording(Protocol):

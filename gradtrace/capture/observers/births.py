@@ -22,7 +22,7 @@ from ...extract.tensors import Named
 from ...extract.walk import node_type, release, structure, walk
 from ...model.facts import NonFiniteBorn
 from ...model.records import Node, Source
-from .base import Ending, Observer, PassState, Recording
+from .base import Ending, Observer, PassState, Recording, lines_made
 
 
 def bad_roots(roots: list[Any], any_device: bool) -> list[torch.Tensor]:
@@ -164,16 +164,10 @@ class NonFiniteBirths(Observer):
         """The line, the library's line and the module that made node, each as the host
         knows it, else as its twin's (a frozen twin's node record says its own)."""
         host = self.recorder.host
-
-        def of_node_or_twin(read: Any, field: str) -> Any:
-            told = read(node)
-            if told is not None or twin is None:
-                return told
-            return getattr(twin, field) if isinstance(twin, Node) else read(twin)
-
-        return (of_node_or_twin(host.source_of, "source"),
-                of_node_or_twin(host.library_source_of, "library"),
-                of_node_or_twin(host.module_of, "module"))
+        module = host.module_of(node)
+        if module is None and twin is not None:
+            module = twin.module if isinstance(twin, Node) else host.module_of(twin)
+        return (*lines_made(host, node, twin), module)
 
     def _twin(self, signature: int, position: int, count: int, node: Any) -> Any:
         """The node at the same place in the latest pass in detail over a graph alike (of

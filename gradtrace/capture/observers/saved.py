@@ -100,11 +100,10 @@ class ChangedAt(NamedTuple):
 def changed_at(changer: Any, host: Host) -> ChangedAt | None:
     """The line that made changer, when that line (or the library line below it) changes
     something in place or the module that made changer was built with inplace=True."""
-    line = None if changer is None else host.source_of(changer)
+    line, library = (None, None) if changer is None else host.lines_of(changer)
     if line is None:
         return None
     module = host.inplace_module_of(changer)
-    library = host.library_source_of(changer)
     if module is not None or changes_something_in_place(line.code) or (
             library is not None and changes_something_in_place(library.code)):
         return ChangedAt(line, module)

@@ -20,9 +20,8 @@ class ColumnsTaken:
         self._holder: dict[str, int] = {}  # a column -> id() of the leaf it holds
 
     def names(self, leaves: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
-        """leaves, each under its column's name, no column twice: a new leaf's is its name's;
-        a known one keeps its own unless a new leaf takes it by name (`old = model; model =
-        Net()`), then goes on under its name now, else under NAME#K."""
+        """leaves, each under its column's name, no column twice: a new leaf's is its name's,
+        a known one's its own unless a new one takes it by name (`old = model; model = Net()`)."""
         known: list[Taken | None] = [k if (k := self._taken.get(id(t))) is not None
                                      and k[0]() is t else None for _, t in leaves]
         claimed = {name for (name, _), k in zip(leaves, known, strict=True)

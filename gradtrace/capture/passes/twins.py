@@ -10,8 +10,8 @@ from typing import Any
 
 from ...extract.captured import Captured, RawPass
 from ...extract.walk import release, walk
-from ...model.records import Node, Source
-from ..observers.base import Host
+from ...model.records import Node
+from ..observers.base import Host, lines_made
 
 
 def node_twins(shown: list[RawPass], latest_of: dict[int, RawPass]) -> dict[int, Any]:
@@ -41,12 +41,5 @@ def with_twins(given: Captured, twins: dict[int, Any], host: Host) -> Captured:
                 for key, t in twins.items()}
     modules = {**{key: path for key, path in of_twins.items() if path is not None}, **modules}
 
-    def lines_of(node: Any) -> tuple[Source | None, Source | None]:
-        source, library = host.lines_of(node)
-        twin = twins.get(id(node))
-        if twin is None or (source and library):
-            return source, library
-        theirs = (twin.source, twin.library) if isinstance(twin, Node) else host.lines_of(twin)
-        return source or theirs[0], library or theirs[1]
-
-    return replace(given, modules=modules, lines_of=lines_of)
+    return replace(given, modules=modules,
+                   lines_of=lambda node: lines_made(host, node, twins.get(id(node))))
