@@ -348,53 +348,7 @@ def test_objects_that_defy_reading_are_named_and_none_of_their_code_runs(tmp_pat
 
 # Forward-forward's layers (pytorch/examples mnist_forward_forward): each trains itself in a
 # method, its optimizer built in __init__; the script prints each pass's .grad norm.
-SELF_TRAINED = """import json
-import torch
-
-
-class Layer(torch.nn.Linear):
-    def __init__(self, i, o):
-        super().__init__(i, o)
-        self.opt = torch.optim.Adam(self.parameters(), lr=1e-3)
-
-    def train(self, x, target, steps):
-        for _ in range(steps):
-            loss = ((self.forward(x) - target) ** 2).mean()
-            self.opt.zero_grad()
-            loss.backward()
-            self.opt.step()
-            NORMS.append(self.weight.grad.norm().item())
-
-
-torch.manual_seed(0)
-NORMS = []
-layers = [Layer(8, 8), Layer(8, 8)]
-layers[0].train(torch.randn(32, 8) * 1e-3, torch.zeros(32, 8) + 1e-4, 3)
-layers[1].train(torch.randn(32, 8) * 10, torch.randn(32, 8) * 100, 3)
-print(json.dumps(NORMS))
-"""
-
-
-def test_layers_that_train_themselves_in_a_method_keep_their_own_names(tmp_path: Path) -> None:
-    """Each layer's `self.weight` is one name for two tensors: the steps' rows are each
-    layer's own (layers[0].weight, layers[1].weight), as python prints them."""
-    script = tmp_path / "ff.py"
-    script.write_text(SELF_TRAINED)
-    plain = json.loads(run_plain(script).stdout)
-    result = invoke("show", script, "--json")
-    assert result.exit_code == 0, result.stderr
-    steps = json.loads(result.stdout)["steps"]
-    assert steps["leaves"] == ["layers[0].weight", "layers[0].bias", "layers[1].weight",
-                               "layers[1].bias"]
-    column = {"layers[0].weight": 0, "layers[1].weight": 2}
-    got = [row[column["layers[0].weight" if k < 3 else "layers[1].weight"]][0]
-           for k, row in enumerate(steps["grads"])]
-    assert got == pytest.approx(plain, rel=1e-6)
-
-
-# The real example keeps its layers in a plain list inside the model and trains them in a
-# loop: `layer` names layer 0's tensors, then layer 1's, while both live.
-LOOPED = """import json
+LAYER = """import json
 import torch
 
 
@@ -411,7 +365,41 @@ class Layer(torch.nn.Linear):
             self.opt.step()
             NORMS.append(self.weight.grad.norm().item())
         return self.forward(x).detach()
+"""
+SELF_TRAINED = LAYER + """
 
+torch.manual_seed(0)
+NORMS = []
+layers = [Layer(8, 8), Layer(8, 8)]
+layers[0].train(torch.randn(32, 8) * 1e-3, torch.zeros(32, 8) + 1e-4, 3)
+layers[1].train(torch.randn(32, 8) * 10, torch.randn(32, 8) * 100, 3)
+print(json.dumps(NORMS))
+"""
+
+
+def _steps_and_python_s(script: Path, text: str) -> tuple[dict[str, Any], list[float]]:
+    """show's steps of the script (text), and the JSON list of norms python prints."""
+    script.write_text(text)
+    result = invoke("show", script, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["steps"], json.loads(run_plain(script).stdout)
+
+
+def test_layers_that_train_themselves_in_a_method_keep_their_own_names(tmp_path: Path) -> None:
+    """Each layer's `self.weight` is one name for two tensors: the steps' rows are each
+    layer's own (layers[0].weight, layers[1].weight), as python prints them."""
+    steps, plain = _steps_and_python_s(tmp_path / "ff.py", SELF_TRAINED)
+    assert steps["leaves"] == ["layers[0].weight", "layers[0].bias", "layers[1].weight",
+                               "layers[1].bias"]
+    column = {"layers[0].weight": 0, "layers[1].weight": 2}
+    got = [row[column["layers[0].weight" if k < 3 else "layers[1].weight"]][0]
+           for k, row in enumerate(steps["grads"])]
+    assert got == pytest.approx(plain, rel=1e-6)
+
+
+# The real example keeps its layers in a plain list inside the model and trains them in a
+# loop: `layer` names layer 0's tensors, then layer 1's, while both live.
+LOOPED = LAYER + """
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -437,11 +425,7 @@ def test_a_loop_variable_naming_each_layer_in_turn_leaves_each_its_own_row(
     first (layer 1's under the path that reaches it inside the model's plain list), each
     row its own layer's numbers, as python prints them."""
     script = tmp_path / "ff_net.py"
-    script.write_text(LOOPED)
-    plain = json.loads(run_plain(script).stdout)
-    result = invoke("show", script, "--json")
-    assert result.exit_code == 0, result.stderr
-    steps = json.loads(result.stdout)["steps"]
+    steps, plain = _steps_and_python_s(script, LOOPED)
     assert steps["leaves"] == ["layer.weight", "layer.bias", "net.layers[1].weight",
                                "net.layers[1].bias"]
     first, second = 0, 2
@@ -477,12 +461,7 @@ def test_names_that_roll_over_live_models_give_each_model_its_own_row(tmp_path: 
     """Each pass's .grad is in the row of the model it is (each row one model's, never two in
     one pass): a model that lost its name to another goes on under its name now, or under
     NAME#K with K on its module's part when that is taken too."""
-    script = tmp_path / "rolling.py"
-    script.write_text(ROLLING)
-    plain = json.loads(run_plain(script).stdout)
-    result = invoke("show", script, "--json")
-    assert result.exit_code == 0, result.stderr
-    steps = json.loads(result.stdout)["steps"]
+    steps, plain = _steps_and_python_s(tmp_path / "rolling.py", ROLLING)
     weights = [c for c, name in enumerate(steps["leaves"]) if name.endswith(".weight")]
     assert "old#2.weight" in steps["leaves"]
     for row, norm in zip(steps["grads"], plain, strict=True):  # the one column that moved

@@ -487,11 +487,12 @@ def test_a_layer_left_out_of_the_optimizer_is_not_called_zero_grad_missing(
                                    if r["kind"] == "finding"]
 
 
-NAN_SAMPLE_AT_3 = """import torch
+SMALL_MODEL = """import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(6):
+"""
+NAN_SAMPLE_AT_3 = SMALL_MODEL + """for step in range(6):
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     if step == 2:
         x[0, 0] = float("nan")
@@ -526,11 +527,7 @@ def test_a_nan_loss_in_a_light_pass_is_chased_though_the_run_ends_before_a_batch
 
 # pass 40's and pass 100's sqrt at 0 make a .grad NaN (a finite loss); the step is skipped
 # then, as GradScaler skips it: pass 100's NaN is born in pass 100 itself
-SKIPPED_AT_40_BORN_AT_100 = """import torch
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(100):
+SKIPPED_AT_40_BORN_AT_100 = SMALL_MODEL + """for step in range(100):
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     opt.zero_grad()
     scale = 0.0 if step in (39, 99) else 1.0
