@@ -16,6 +16,7 @@ from plain_python import run_plain
 
 from gradtrace.capture.naming.names import ScenarioNames
 from gradtrace.capture.naming.reach import MAX_DEPTH, MAX_ITEMS, reached
+from gradtrace.capture.observers.step_columns import ColumnsTaken
 
 
 class Holder:  # a plain object of the user's
@@ -467,3 +468,17 @@ def test_names_that_roll_over_live_models_give_each_model_its_own_row(tmp_path: 
     for row, norm in zip(steps["grads"], plain, strict=True):  # the one column that moved
         assert [c for c in weights if row[c] is not None
                 and row[c][0] == pytest.approx(norm, rel=1e-6)], (row, norm)
+
+
+def test_a_column_a_new_leaf_took_first_in_a_pass_stays_its_own() -> None:
+    """`old = model; model = Net()` with `model` named first: the new leaf takes `model`
+    before the old one moves out of it; the old one's move leaves the new one holding it."""
+    columns = ColumnsTaken()
+    a, b, k, n = leaf(), leaf(), leaf(), leaf()
+    columns.names([("model", a)])
+    assert columns.names([("model", b), ("old", a)]) == [("model", b), ("old", a)]
+    columns.names([("k", k), ("model", b), ("old", a)])
+    # a new leaf takes k's column by name; k, named `model` now, may not take b's column
+    named = columns.names([("k", n), ("model", k), ("x", b), ("old", a)])
+    assert [(name, t) for name, t in named if t is b] == [("model", b)]
+    assert [name for name, t in named if t is k] == ["model#2"]

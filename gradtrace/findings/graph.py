@@ -392,7 +392,7 @@ def _each_pass_nan_origin(trace: Trace, carried: dict[int, frozenset[str] | None
     rows = trace.steps.grads if trace.steps is not None else ()
 
     def light_not_finite(row: int) -> bool:
-        return row < len(rows) and not trace.passes[row].flow \
+        return row < len(rows) and trace.passes[row].light \
             and not all(g is None or g.finite for g in rows[row])
 
     for i, p in enumerate(trace.passes, 1):

@@ -58,7 +58,7 @@ class ColumnsTaken:
         if before is not None and (was := self._taken.get(before)) is not None \
                 and was[1] == column:
             del self._taken[before]
-        if known is not None:
-            self._holder.pop(known[1], None)
+        if known is not None and self._holder.get(known[1]) == id(t):  # (a new leaf of this
+            del self._holder[known[1]]  # pass may hold its old column already)
         self._taken[id(t)] = (weakref.ref(t), column)
         self._holder[column] = id(t)
