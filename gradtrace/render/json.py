@@ -59,9 +59,11 @@ def json_chunks(trace: Trace) -> Iterator[str]:
 
     def text(value: Any) -> str:
         out, = compact((value,))
+        if out.isascii() or not _SURROGATE.search(out):
+            return out
         # A lone surrogate (from a trace's "\ud800") cannot be written as UTF-8: escape it.
-        return out if out.isascii() or not _SURROGATE.search(out) else \
-            next(iter(ascii_compact((value,))))
+        escaped, = ascii_compact((value,))
+        return escaped
 
     def texts(items: list[Any]) -> str:
         """The items' texts, one a line (each item escaped as text() would)."""

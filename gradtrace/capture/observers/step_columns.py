@@ -24,6 +24,8 @@ class ColumnsTaken:
         a known one's its own unless a new one takes it by name (`old = model; model = Net()`)."""
         known: list[Taken | None] = [k if (k := self._taken.get(id(t))) is not None
                                      and k[0]() is t else None for _, t in leaves]
+        if all(k is not None and k[1] == name for (name, _), k in zip(leaves, known, strict=True)):
+            return leaves  # a loop's every pass: each leaf in its column, under its name
         claimed = {name for (name, _), k in zip(leaves, known, strict=True)
                    if k is None or k[1] == name}
         out = []

@@ -24,7 +24,6 @@ RUN_LOCK = threading.Lock()  # a recording patches torch globally: one at a time
 # what it recorded is built and shown); a thread stuck in one C call (a long sleep) is left
 # behind, and only the line is reported.
 STOP_GRACE = 3.0
-
 LATE_HINT = "give it more time (--timeout SECONDS), or make it do less"
 
 Result = TypeVar("Result")
@@ -254,10 +253,10 @@ def in_big_stack(work: Callable[[], Result], path: str, lines: list[str],
         make_non_daemon(threading.current_thread())
         # What the run leaves in reference cycles (a deep graph among it) is freed on this
         # big stack (or never, see ProcessEnd): freed by the collector on another thread's
-        # stack, it overflows it. The
-        # objects older than the run are set aside meanwhile, so that collection looks at
-        # the run's objects only (a full one costs ~0.1 s once torch is imported). Not when
-        # the host froze some itself (a notebook's): unfreezing would undo its own.
+        # stack, it overflows it. The objects older than the run are set aside meanwhile, so
+        # that collection looks at the run's objects only (a full one costs ~0.1 s once torch
+        # is imported). Not when the host froze some itself (a notebook's): unfreezing would
+        # undo its own.
         if ProcessEnd.owed:  # `check` and `diff` run several: the run before's cycles
             gc.enable()  # are freed here, before this run's objects are set aside
             gc.collect()
